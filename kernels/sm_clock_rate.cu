@@ -1,0 +1,17 @@
+// The SM clock the kernels actually see: clock64 cycles against %globaltimer nanoseconds over a spin
+// of spin_ns. out[0] = cycles, out[1] = nanoseconds. Not a timed region (no gp_record).
+#include "gpuprops.cuh"
+
+extern "C" __global__ void sm_clock_rate(unsigned long long* out, unsigned long long spin_ns) {
+    unsigned long long g0 = gp_globaltimer();
+    unsigned long long c0 = clock64();
+    unsigned long long g1, c1;
+    do {
+        g1 = gp_globaltimer();
+        c1 = clock64();
+    } while (g1 - g0 < spin_ns);
+    if (threadIdx.x == 0) {
+        out[0] = c1 - c0;
+        out[1] = g1 - g0;
+    }
+}

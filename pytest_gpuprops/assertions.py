@@ -1,0 +1,177 @@
+"""assert layer: tolerant comparisons of measurements with facts, and the cost models behind the
+model facts (register banks, HMMA issue).
+
+``evaluate*`` never raise: they return a :class:`Verdict` that the report layer records.
+:func:`raise_for` turns a failing verdict into the assertion error a person reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Sequence
+
+from .facts import Fact
+from .measure import Measurement
+
+PASS, FAIL, NOISY, SCHEDULE_CHANGED, RECORDED = "PASS", "FAIL", "NOISY", "SCHEDULE CHANGED", "RECORDED"
+
+
+class FactMismatch(AssertionError):
+    """A hardware fact does not hold on this GPU."""
+
+
+class NoisyMeasurement(AssertionError):
+    """The measurement never settled under its noise target; it is not trusted either way."""
+
+
+class ScheduleChanged(AssertionError):
+    """A compiler other than the recorded ones schedules the kernel differently (not a hardware fault)."""
+
+
+@dataclasses.dataclass
+class Verdict:
+    fact: str
+    arch: str
+    status: str
+    expected: str
+    measured: float | None
+    measured_text: str
+    unit: str
+    method: str
+    source: str
+    kind: str = "measured"
+    flags: list[str] = dataclasses.field(default_factory=list)
+    reproduce: str = ""
+    nodeid: str = ""
+    measurement: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (PASS, RECORDED)
+
+    @property
+    def verdict_text(self) -> str:
+        return self.status + "".join(f" ({f})" for f in self.flags)
+
+    def message(self) -> str:
+        head = {FAIL: "does not hold", NOISY: "could not be measured reliably",
+                SCHEDULE_CHANGED: "compiler schedule changed"}.get(self.status, self.status)
+        lines = [f"fact {self.fact} on {self.arch} {head}:",
+                 f"  expected: {self.expected}",
+                 f"  measured: {self.measured_text}"]
+        if self.flags:
+            lines.append(f"  flags:    {', '.join(self.flags)}")
+        lines += [f"  method:   {self.method}", f"  source:   {self.source}"]
+        if self.reproduce:
+            lines.append(f"  reproduce: {self.reproduce}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["verdict"] = self.verdict_text
+        return d
+
+
+def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
+    """Compare a measurement's median with a measured fact."""
+    flags = []
+    if m.throttle:
+        flags.append("throttled: " + "+".join(m.throttle))
+    if not m.settled:
+        status = NOISY
+        flags.append(f"noise {m.noise:.2%} over target {m.noise_target:.2%} ({m.stop_reason})")
+    else:
+        status = PASS if fact.accepts(m.median) else FAIL
+    return Verdict(fact=fact.name, arch=fact.arch, status=status, expected=fact.expected_text(),
+                   measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
+                   f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz)",
+                   unit=fact.unit, method=fact.method, source=fact.source, flags=flags, reproduce=reproduce,
+                   measurement=m.as_dict())
+
+
+def evaluate_static(fact: Fact, value: float, compiler: str, *, reproduce: str = "") -> Verdict:
+    """Compare a compile-time schedule number with the values recorded per compiler version."""
+    base = dict(fact=fact.name, arch=fact.arch, expected=fact.expected_text(), measured=value,
+                measured_text=f"{value:g} {fact.unit} with {compiler}", unit=fact.unit, method=fact.method,
+                source=fact.source, kind="static", reproduce=reproduce)
+    if compiler in fact.by_compiler:
+        ok = float(fact.by_compiler[compiler]) == float(value)
+        return Verdict(status=PASS if ok else FAIL, **base)
+    last_compiler, last_value = list(fact.by_compiler.items())[-1]
+    if float(last_value) == float(value):
+        return Verdict(status=PASS, flags=[f"{compiler} not recorded; same as {last_compiler}"], **base)
+    return Verdict(status=SCHEDULE_CHANGED, flags=[f"{last_compiler}: {last_value}, {compiler}: {value:g}"], **base)
+
+
+def evaluate_model(name: str, arch: str, cases: Sequence[tuple[str, float, float]], *, tolerance_rel: float,
+                   unit: str, method: str, source: str, reproduce: str = "") -> Verdict:
+    """A model fact: every case (label, predicted, measured) within ``tolerance_rel`` of the model."""
+    bad = [(lab, p, x) for lab, p, x in cases if abs(x - p) > tolerance_rel * abs(p)]
+    worst = max(cases, key=lambda c: abs(c[2] - c[1]) / abs(c[1]) if c[1] else 0.0)
+    text = (f"{len(cases) - len(bad)}/{len(cases)} cases within ±{tolerance_rel:.0%} of the model; worst "
+            f"{worst[0]}: model {worst[1]:.3f}, measured {worst[2]:.3f}")
+    if bad:
+        text += "\n            off the model: " + "; ".join(f"{lab}: model {p:.3f} measured {x:.3f}"
+                                                           for lab, p, x in bad[:12])
+        if len(bad) > 12:
+            text += f"; and {len(bad) - 12} more"
+    return Verdict(fact=name, arch=arch, status=FAIL if bad else PASS, expected=f"model ± {tolerance_rel:.0%}",
+                   measured=float(len(cases) - len(bad)), measured_text=text, unit=unit, method=method,
+                   source=source, kind="model", reproduce=reproduce)
+
+
+def raise_for(v: Verdict) -> None:
+    if v.status == FAIL:
+        raise FactMismatch(v.message())
+    if v.status == NOISY:
+        raise NoisyMeasurement(v.message())
+    if v.status == SCHEDULE_CHANGED:
+        raise ScheduleChanged(v.message())
+
+
+# ----------------------------------------------------------------------------------------------
+# models
+
+RZ = 255
+
+
+def bank_read_cycles(ra: int, rb: int, rc: int, reuse: int = 0, *, banks: int = 2) -> int:
+    """Register-file read cycles of one FFMA under the seeds' bank model.
+
+    Each bank gives one 32-bit read per cycle; bank = reg % banks. A slot marked reuse reads the
+    operand reuse cache (free); RZ reads nothing; a register named in two slots is read once.
+    The cost is the largest number of distinct register reads falling in one bank, at least 1.
+    """
+    reads = {r for i, r in enumerate((ra, rb, rc)) if r != RZ and not (reuse >> i) & 1}
+    per_bank: dict[int, int] = {}
+    for r in reads:
+        per_bank[r % banks] = per_bank.get(r % banks, 0) + 1
+    return max([1, *per_bank.values()])
+
+
+def reuse_mask(text: str) -> int:
+    """The seeds' reuse notation for slots A, B (and C): "R-" -> 1, "-R" -> 2, "RR" -> 3, "--" -> 0."""
+    mask = 0
+    for i, ch in enumerate(text):
+        if ch == "R":
+            mask |= 1 << i
+        elif ch != "-":
+            raise ValueError(f"reuse notation {text!r}: use 'R' or '-' per slot (A, B, C)")
+    return mask
+
+
+def explained_fraction(cases: Iterable[tuple[tuple[int, int, int, int], float]], *, banks: int,
+                       cycles_per_read: float, tolerance_rel: float) -> float:
+    """Fraction of measured (operands, cycles) cases that a bank count explains."""
+    cases = list(cases)
+    hits = sum(abs(c - cycles_per_read * bank_read_cycles(*ops, banks=banks)) <= tolerance_rel * c for ops, c in cases)
+    return hits / len(cases) if cases else 0.0
+
+
+def hmma_cycles_per_smsp(ilp: int, warps_per_smsp: int, *, latency: float, issue_interval: float,
+                         pipe_interval: float) -> float:
+    """Cycles per HMMA per SM sub-partition with ``warps_per_smsp`` warps each running ``ilp``
+    independent chains: the slowest of the dependency limit, the per-warp issue limit, and the
+    tensor pipe's rate."""
+    w = warps_per_smsp
+    return max(latency / (ilp * w), issue_interval / w, pipe_interval)

@@ -1,0 +1,381 @@
+"""measure layer: load a cubin, launch it, and turn per-warp clock64 pairs into a measurement.
+
+Method (docs/method.md):
+* every timed kernel writes one (start, stop) clock64 pair per warp (kernels/gpuprops.cuh);
+* before launch the stop clock read is patched to wait on all six scoreboards, so the region ends
+  only when its last variable-latency result is in (the seeds' sm_86 listings show the compiler
+  does not always make it wait, which biased short chains low: 22.62 cycles at UNROLL 50);
+* the clock-read overhead (two back-to-back reads, patched the same way) is measured once per GPU
+  and subtracted;
+* launches repeat until the relative standard deviation of the per-launch values is under the noise
+  target (after a minimum count), or a time budget or a sample cap ends it: nvbench's rule. Which
+  one ended it is part of the result;
+* the SM clock the kernels saw (clock64 against %globaltimer) and NVML's clock-event (throttle)
+  reasons are recorded with every measurement;
+* one process at a time measures on a GPU (a file lock), so pytest-xdist workers never overlap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import compile as gp_compile
+from . import sass
+
+#: NVML clock-event reasons that mean the clocks were held down (not idle, not app settings).
+_THROTTLE_BITS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+}
+
+
+class GpuUnavailable(Exception):
+    """No usable GPU: the message is the one-line skip reason."""
+
+
+class KernelLaunchError(Exception):
+    """A kernel failed to load, launch or finish; the message names kernel and launch shape."""
+
+
+def gpu_unavailable_reason(index: int = 0) -> str | None:
+    """None when GPU ``index`` can be used; otherwise a one-line reason naming what is missing."""
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:  # ImportError, or a CUDA library load failure inside cupy
+        return f"CuPy is not importable ({type(exc).__name__}: {exc}); install pytest-gpuprops[cuda13] or [cuda12]"
+    try:
+        import cupy
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"no CUDA driver or GPU ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    if n == 0:
+        return "no CUDA GPU visible"
+    if index >= n:
+        return f"--gpu {index} asked for but only {n} GPU(s) are visible"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: str
+    arch: str
+    sm_count: int
+    driver_version: str  # NVML's "580.159.04" where NVML works, else the CUDA driver API number
+    cuda_driver_version: str  # "13.0"
+    cuda_runtime_version: str
+    pci_bus_id: str
+    max_sm_clock_mhz: int | None
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _nvml_handle(pci_bus_id: str):
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
+    except Exception:
+        return None, None
+
+
+def _ver(v: int) -> str:
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def gpu_info(index: int = 0) -> GpuInfo:
+    reason = gpu_unavailable_reason(index)
+    if reason:
+        raise GpuUnavailable(reason)
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(index)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    arch = f"sm_{props['major']}{props['minor']}"
+    with cupy.cuda.Device(index):
+        pci = cupy.cuda.Device(index).pci_bus_id
+    nvml, handle = _nvml_handle(pci)
+    driver = _ver(cupy.cuda.runtime.driverGetVersion())
+    nvml_driver, max_clock = None, None
+    if handle is not None:
+        try:
+            nvml_driver = nvml.nvmlSystemGetDriverVersion()
+            nvml_driver = nvml_driver.decode() if isinstance(nvml_driver, bytes) else nvml_driver
+            max_clock = int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
+        except Exception:
+            pass
+    return GpuInfo(index, name, arch, int(props["multiProcessorCount"]), nvml_driver or driver, driver,
+                   _ver(cupy.cuda.runtime.runtimeGetVersion()), pci, max_clock)
+
+
+def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:
+    """(active throttle reasons, current SM clock in MHz) from NVML; ([], None) where NVML is absent."""
+    nvml, handle = _nvml_handle(info.pci_bus_id)
+    if handle is None:
+        return [], None
+    try:
+        getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        bits = int(getter(handle))
+        clock = int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+    except Exception:
+        return [], None
+    return [name for bit, name in _THROTTLE_BITS.items() if bits & bit], clock
+
+
+def gpu_lock(index: int, timeout: float = 600.0):
+    """A per-GPU file lock: only one process measures on a GPU at a time."""
+    from filelock import FileLock
+    path = Path(os.environ.get("GPUPROPS_LOCK_DIR", tempfile.gettempdir())) / f"gpuprops-gpu{index}.lock"
+    return FileLock(str(path), timeout=timeout)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Measurement:
+    """Per-launch values of one quantity, and how they were obtained."""
+
+    name: str
+    unit: str
+    values: list[float]
+    stop_reason: str  # "converged", "time budget", "sample cap"
+    noise_target: float
+    overhead_cycles: float
+    sm_clock_mhz: float | None
+    throttle: list[str]
+    kernel: str
+    launch: dict
+    per_warp: list[float] = dataclasses.field(default_factory=list)  # last launch, for reports
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def min(self) -> float:
+        return min(self.values)
+
+    @property
+    def max(self) -> float:
+        return max(self.values)
+
+    @property
+    def noise(self) -> float:
+        """Relative standard deviation of the per-launch values (nvbench's 'noise')."""
+        if len(self.values) < 2:
+            return 0.0
+        m = statistics.fmean(self.values)
+        return statistics.stdev(self.values) / m if m else float("inf")
+
+    @property
+    def settled(self) -> bool:
+        return self.noise <= self.noise_target
+
+    def summary(self) -> str:
+        return (f"{self.median:.3f} {self.unit} (min {self.min:.3f}, max {self.max:.3f}, noise {self.noise:.2%}, "
+                f"n={self.n}, {self.stop_reason})")
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(median=self.median, min=self.min, max=self.max, noise=self.noise, n=self.n)
+        return d
+
+    @classmethod
+    def given(cls, name: str, values: Sequence[float], unit: str = "cycles", **kw) -> "Measurement":
+        """A measurement from given numbers (tests of the assertion and report layers)."""
+        base = dict(stop_reason="converged", noise_target=0.01, overhead_cycles=0.0, sm_clock_mhz=None,
+                    throttle=[], kernel="(given)", launch={})
+        base.update(kw)
+        return cls(name=name, unit=unit, values=list(values), **base)
+
+
+@dataclasses.dataclass(frozen=True)
+class StopRule:
+    noise_target: float = 0.005
+    min_samples: int = 5
+    max_samples: int = 100
+    time_budget_s: float = 2.0
+
+
+@dataclasses.dataclass
+class KernelSpec:
+    """What to compile and how to launch it.
+
+    ``args(cupy) -> tuple`` builds the arguments after the cycles buffer; ``patch(cubin, kernel) ->
+    list[Edit]`` adds edits to the automatic stop-read wait.
+    """
+
+    source: str
+    kernel: str
+    defines: dict = dataclasses.field(default_factory=dict)
+    grid: int = 1
+    block: int = 32
+    args: Callable | None = None
+    patch: Callable | None = None
+
+
+class Runner:
+    """Compiles, patches, loads and times kernels on one GPU."""
+
+    def __init__(self, info: GpuInfo, kernels_dir: str | Path, *, stop: StopRule = StopRule(),
+                 cache_dir: str | Path | None = None, launch_timeout_s: float = 10.0):
+        import cupy
+        self.cp = cupy
+        self.info = info
+        self.kernels_dir = Path(kernels_dir)
+        self.stop = stop
+        self.cache_dir = cache_dir
+        self.launch_timeout_s = launch_timeout_s
+        self._modules: dict[str, object] = {}
+        self._overhead: float | None = None
+        self._tmp = tempfile.mkdtemp(prefix="gpuprops-mod-")
+        cupy.cuda.Device(info.index).use()
+
+    # -- building ------------------------------------------------------------------------------
+    def compile(self, source: str, defines: dict | None = None) -> gp_compile.CompiledCubin:
+        return gp_compile.compile_cuda(self.kernels_dir / source, self.info.arch, defines or {},
+                                       cache_dir=self.cache_dir)
+
+    def build(self, spec: KernelSpec) -> tuple[bytes, list[sass.Instruction]]:
+        """Compile and patch: the stop clock read waits on all scoreboards, plus the spec's edits."""
+        compiled = self.compile(spec.source, spec.defines)
+        cubin = sass.Cubin(compiled.cubin, self.info.arch, name=f"{spec.source} {spec.defines}")
+        return patched_for_timing(cubin, spec.kernel, spec.patch(cubin, spec.kernel) if spec.patch else [])
+
+    def load(self, cubin: bytes, kernel: str):
+        key = hashlib.sha256(cubin).hexdigest()
+        mod = self._modules.get(key)
+        if mod is None:
+            path = os.path.join(self._tmp, key[:24] + ".cubin")
+            with open(path, "wb") as f:
+                f.write(cubin)
+            try:
+                mod = self.cp.RawModule(path=path)
+            except Exception as exc:
+                raise KernelLaunchError(f"the driver refused the cubin for {kernel}: {exc}") from exc
+            self._modules[key] = mod
+        return mod.get_function(kernel)
+
+    # -- launching -----------------------------------------------------------------------------
+    def launch_pairs(self, fn, spec: KernelSpec, args: tuple) -> "numpy.ndarray":  # noqa: F821
+        """Launch once and return the (n_warps, 2) array of clock pairs."""
+        cp = self.cp
+        n_warps = spec.grid * spec.block // 32
+        cycles = cp.zeros(2 * n_warps, dtype=cp.uint64)
+        shape = f"{spec.kernel} from {spec.source} {spec.defines} grid={spec.grid} block={spec.block}"
+        try:
+            fn((spec.grid,), (spec.block,), (cycles, *args))
+            done = cp.cuda.Event()
+            done.record()
+            deadline = time.monotonic() + self.launch_timeout_s
+            while not done.done:
+                if time.monotonic() > deadline:
+                    raise KernelLaunchError(f"{shape} did not finish within {self.launch_timeout_s:.0f} s")
+                time.sleep(0.0002)
+            pairs = cycles.get().reshape(n_warps, 2).astype("int64")
+        except KernelLaunchError:
+            raise
+        except Exception as exc:
+            raise KernelLaunchError(f"{shape} failed: {type(exc).__name__}: {exc}") from exc
+        if (pairs[:, 1] < pairs[:, 0]).any() or (pairs == 0).all(axis=1).any():
+            raise KernelLaunchError(f"{shape}: some warps wrote no or reversed clock pairs")
+        return pairs
+
+    def clock_overhead(self) -> float:
+        """Cycles between two back-to-back clock reads (stop read patched like every kernel's)."""
+        if self._overhead is None:
+            spec = KernelSpec("clock_overhead.cu", "clock_overhead")
+            cubin, _ = self.build(spec)
+            fn = self.load(cubin, spec.kernel)
+            vals = [float(p[0, 1] - p[0, 0]) for p in (self.launch_pairs(fn, spec, ()) for _ in range(21))]
+            self._overhead = statistics.median(vals[1:])
+        return self._overhead
+
+    def sm_clock_mhz(self, spin_ns: int = 1_000_000) -> float:
+        """The SM clock the kernels run at: clock64 cycles per %globaltimer microsecond."""
+        cp = self.cp
+        cubin = self.compile("sm_clock_rate.cu").cubin
+        fn = self.load(cubin, "sm_clock_rate")
+        out = cp.zeros(2, dtype=cp.uint64)
+        fn((1,), (32,), (out, cp.uint64(spin_ns)))
+        cycles, ns = (int(x) for x in out.get())
+        return cycles / ns * 1000.0 if ns else float("nan")
+
+    def measure(self, name: str, spec: KernelSpec, *, divisor: float, mode: str = "warp", unit: str = "cycles",
+                transform: Callable[[float], float] | None = None, stop: StopRule | None = None,
+                built: tuple[bytes, list] | None = None) -> Measurement:
+        """Repeat launches of ``spec`` until the stop rule ends, and return the measurement.
+
+        ``mode="warp"``: a launch's value is the median over warps of (stop - start - overhead) /
+        divisor (latency, per-warp issue). ``mode="span"``: (last stop - first start - overhead) /
+        divisor (throughput of the whole block on its SM). ``transform`` maps cycles to the unit
+        (e.g. bytes per cycle).
+        """
+        stop = stop or self.stop
+        overhead = self.clock_overhead()
+        cubin, _ = built or self.build(spec)
+        fn = self.load(cubin, spec.kernel)
+        args = spec.args(self.cp) if spec.args else ()
+        with gpu_lock(self.info.index):
+            reasons_before, _ = throttle_reasons(self.info)
+            clock = self.sm_clock_mhz()
+            self.launch_pairs(fn, spec, args)  # warm-up: instruction caches, module load
+            values: list[float] = []
+            per_warp: list[float] = []
+            t_start = time.monotonic()
+            reason = "sample cap"
+            while len(values) < stop.max_samples:
+                pairs = self.launch_pairs(fn, spec, args)
+                deltas = (pairs[:, 1] - pairs[:, 0]).astype(float) - overhead
+                if mode == "warp":
+                    per_warp = [d / divisor for d in deltas]
+                    v = statistics.median(per_warp)
+                elif mode == "span":
+                    per_warp = [d / divisor for d in deltas]
+                    v = (float(pairs[:, 1].max() - pairs[:, 0].min()) - overhead) / divisor
+                else:
+                    raise ValueError(f"mode must be 'warp' or 'span', not {mode!r}")
+                values.append(transform(v) if transform else v)
+                if len(values) >= stop.min_samples:
+                    m = Measurement.given(name, values, noise_target=stop.noise_target)
+                    if m.noise <= stop.noise_target:
+                        reason = "converged"
+                        break
+                    if time.monotonic() - t_start > stop.time_budget_s:
+                        reason = "time budget"
+                        break
+            reasons_after, _ = throttle_reasons(self.info)
+        return Measurement(name=name, unit=unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
+                           overhead_cycles=overhead, sm_clock_mhz=round(clock, 1),
+                           throttle=sorted(set(reasons_before) | set(reasons_after)), kernel=spec.kernel,
+                           launch={"source": spec.source, "defines": dict(spec.defines), "grid": spec.grid,
+                                   "block": spec.block, "mode": mode, "divisor": divisor},
+                           per_warp=per_warp)
+
+
+def stop_wait_edit(cubin: sass.Cubin, kernel: str) -> sass.Edit:
+    """The edit that makes the stop clock read wait on all six scoreboards."""
+    _, _, stop_read = sass.timed_region(cubin.instructions(kernel))
+    return sass.Edit(stop_read.offset, wait_mask=0x3F)
+
+
+def patched_for_timing(cubin: sass.Cubin, kernel: str, edits: list[sass.Edit]) -> tuple[bytes, list[sass.Instruction]]:
+    """The kernel with its stop clock read waiting on all scoreboards, plus ``edits``; verified."""
+    result = sass.patch(cubin, kernel, [*edits, stop_wait_edit(cubin, kernel)])
+    return result.cubin, result.instructions

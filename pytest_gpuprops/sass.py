@@ -1,0 +1,651 @@
+"""sass layer: read a cubin, disassemble it, decode control codes, and patch it with verification.
+
+Encoding facts used here (sm_75 .. sm_90; see docs/encoding.md):
+
+* an instruction is 16 bytes, two little-endian u64 words ``lo`` and ``hi``;
+* the control code is ``c = hi >> 41``: stall ``c & 0xF``, yield ``(c >> 4) & 1`` (0 prints "Y"),
+  write barrier ``(c >> 5) & 7`` and read barrier ``(c >> 8) & 7`` (7 = none), wait mask
+  ``(c >> 11) & 0x3F``, reuse ``(c >> 17) & 0xF`` (bit 0 slot A, bit 1 slot B, bit 2 slot C);
+* ``FFMA R, R, R, R`` has opcode ``lo & 0xFFF == 0x223``, Rd in lo bits 16-23, Ra 24-31, Rb 32-39 and
+  Rc in hi bits 0-7; RZ is 255.
+
+Every patch is checked by disassembling the patched code: each patched instruction must read
+exactly as intended and every other instruction exactly as before; otherwise it is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import io
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+RZ = 255
+FFMA_RRRR_OPCODE = 0x223
+EM_CUDA = 190
+
+# .nv.info attributes whose payload is a list of instruction offsets the driver may patch at load.
+_NVINFO_OFFSET_ATTRS = {
+    0x1C: "EIATTR_EXIT_INSTR_OFFSETS",
+    0x1D: "EIATTR_S2RCTAID_INSTR_OFFSETS",
+    0x25: "EIATTR_LD_CACHEMOD_INSTR_OFFSETS",
+    0x27: "EIATTR_ATOM_SYS_INSTR_OFFSETS",
+    0x28: "EIATTR_COOP_GROUP_INSTR_OFFSETS",
+    0x31: "EIATTR_INT_WARP_WIDE_INSTR_OFFSETS",
+    0x34: "EIATTR_INDIRECT_BRANCH_TARGETS",
+}
+EIATTR_REGCOUNT = 0x2F
+_CONTROL_FLOW = {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY", "BSYNC", "BREAK", "WARPSYNC",
+                 "BPT", "KILL", "NANOSLEEP", "YIELD", "BMOV", "RTT", "JMXU", "BRXU", "CALL.REL", "ACQBULK"}
+
+
+class SassError(Exception):
+    """A cubin or disassembly problem: not an ELF, no such kernel, nvdisasm missing or failing."""
+
+
+class PatchRefused(SassError):
+    """A patch that cannot be made or cannot be verified; nothing was produced."""
+
+
+# ----------------------------------------------------------------------------------------------
+# control codes
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlCode:
+    """The scheduling control bits of one instruction (``c = hi >> 41``)."""
+
+    stall: int
+    yield_flag: bool  # True = the "Y" in the seeds' notation (raw bit 0)
+    write_barrier: int | None
+    read_barrier: int | None
+    wait_mask: int
+    reuse: int
+
+    @classmethod
+    def decode(cls, hi: int) -> "ControlCode":
+        c = hi >> 41
+        wb, rb = (c >> 5) & 7, (c >> 8) & 7
+        return cls(
+            stall=c & 0xF,
+            yield_flag=((c >> 4) & 1) == 0,
+            write_barrier=None if wb == 7 else wb,
+            read_barrier=None if rb == 7 else rb,
+            wait_mask=(c >> 11) & 0x3F,
+            reuse=(c >> 17) & 0xF,
+        )
+
+    def bits(self) -> int:
+        for name, v, hi in (("stall", self.stall, 15), ("wait_mask", self.wait_mask, 63), ("reuse", self.reuse, 15)):
+            if not 0 <= v <= hi:
+                raise PatchRefused(f"control field {name}={v} out of range 0..{hi}")
+        for name, b in (("write_barrier", self.write_barrier), ("read_barrier", self.read_barrier)):
+            if b is not None and not 0 <= b <= 5:
+                raise PatchRefused(f"{name}={b} out of range: scoreboards are 0..5 (or None)")
+        wb = 7 if self.write_barrier is None else self.write_barrier
+        rb = 7 if self.read_barrier is None else self.read_barrier
+        return (self.stall | ((0 if self.yield_flag else 1) << 4) | (wb << 5) | (rb << 8)
+                | (self.wait_mask << 11) | (self.reuse << 17))
+
+    def apply(self, hi: int) -> int:
+        """``hi`` with its control bits (41..63) replaced by these."""
+        return (hi & ((1 << 41) - 1)) | (self.bits() << 41)
+
+    def __str__(self) -> str:
+        waits = "".join(str(i) if self.wait_mask >> i & 1 else "-" for i in range(6))
+        rb = "-" if self.read_barrier is None else str(self.read_barrier)
+        wb = "-" if self.write_barrier is None else str(self.write_barrier)
+        return f"[B{waits}:R{rb}:W{wb}:{'Y' if self.yield_flag else '-'}:S{self.stall:02d}]"
+
+
+def split_words(raw: bytes) -> tuple[int, int]:
+    lo, hi = struct.unpack("<QQ", raw)
+    return lo, hi
+
+
+def join_words(lo: int, hi: int) -> bytes:
+    return struct.pack("<QQ", lo, hi)
+
+
+# ----------------------------------------------------------------------------------------------
+# instructions
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    offset: int
+    text: str  # as nvdisasm prints it, without the trailing ';'
+    lo: int
+    hi: int
+
+    @property
+    def predicate(self) -> str:
+        return self.text.split()[0] if self.text.startswith("@") else ""
+
+    @property
+    def opcode(self) -> str:
+        """Full mnemonic with modifiers, e.g. ``HMMA.16816.F32``."""
+        body = self.text.split(None, 1)[1] if self.predicate else self.text
+        return body.split()[0]
+
+    @property
+    def base_opcode(self) -> str:
+        return self.opcode.split(".")[0]
+
+    @property
+    def operands(self) -> list[str]:
+        body = self.text.split(None, 1)[1] if self.predicate else self.text
+        parts = body.split(None, 1)
+        return [p.strip() for p in parts[1].split(",")] if len(parts) > 1 else []
+
+    @property
+    def control(self) -> ControlCode:
+        return ControlCode.decode(self.hi)
+
+    @property
+    def raw(self) -> bytes:
+        return join_words(self.lo, self.hi)
+
+    @property
+    def opcode_bits(self) -> int:
+        return self.lo & 0xFFF
+
+    def line(self) -> str:
+        """One line in the seeds' notation: control code, offset, text, raw words."""
+        return f"{self.control}  /*{self.offset:04x}*/  {self.text + ' ;':<52} /* 0x{self.lo:016x} 0x{self.hi:016x} */"
+
+
+# ----------------------------------------------------------------------------------------------
+# nvdisasm
+
+
+def find_nvdisasm() -> str:
+    """nvdisasm from $GPUPROPS_NVDISASM, the pip package nvidia-cuda-nvdisasm, or PATH."""
+    env = os.environ.get("GPUPROPS_NVDISASM")
+    if env:
+        if not os.access(env, os.X_OK):
+            raise SassError(f"GPUPROPS_NVDISASM={env} is not an executable")
+        return env
+    for base in sys.path:
+        for sub in ("nvidia/cu13/bin/nvdisasm", "nvidia/cuda_nvdisasm/bin/nvdisasm", "nvidia/cu12/bin/nvdisasm"):
+            cand = os.path.join(base, sub)
+            if os.access(cand, os.X_OK):
+                return cand
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    for cand in sorted(glob.glob("/usr/local/cuda*/bin/nvdisasm"), reverse=True):
+        return cand
+    raise SassError("nvdisasm not found: pip install nvidia-cuda-nvdisasm (or put CUDA's bin/ on PATH, "
+                    "or set GPUPROPS_NVDISASM)")
+
+
+@functools.lru_cache(maxsize=None)
+def nvdisasm_version() -> str:
+    out = subprocess.run([find_nvdisasm(), "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else "unknown"
+
+
+_INSTR_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\*\s*0x([0-9a-f]{16})\s*\*/")
+_HI_RE = re.compile(r"^\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
+_SECTION_RE = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+),")
+
+
+def _parse_listing(text: str) -> dict[str, list[Instruction]]:
+    """nvdisasm -hex output -> {kernel: [Instruction]}; raw mode has one unnamed section ''."""
+    out: dict[str, list[Instruction]] = {}
+    current = ""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        sec = _SECTION_RE.match(line)
+        if sec:
+            current = sec.group(1)
+            out.setdefault(current, [])
+        m = _INSTR_RE.search(line)
+        if m and i + 1 < len(lines):
+            hm = _HI_RE.match(lines[i + 1])
+            if hm:
+                txt = re.sub(r"\s+", " ", m.group(2).strip())
+                out.setdefault(current, []).append(Instruction(int(m.group(1), 16), txt, int(m.group(3), 16),
+                                                               int(hm.group(1), 16)))
+                i += 2
+                continue
+        i += 1
+    return out
+
+
+def _run_nvdisasm(args: list[str], path: str) -> str:
+    proc = subprocess.run([find_nvdisasm(), *args, path], capture_output=True, text=True)
+    if proc.returncode != 0:
+        msg = proc.stderr.strip() or proc.stdout.strip()
+        raise SassError(f"nvdisasm {nvdisasm_version()} failed on {path}: {msg}")
+    return proc.stdout
+
+
+def nvdisasm_arch(arch: str) -> str:
+    """``sm_90a`` -> ``SM90a`` (nvdisasm's --binary spelling)."""
+    m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
+    if not m:
+        raise SassError(f"cannot map arch {arch!r} to nvdisasm's --binary name")
+    return f"SM{m.group(1)}{m.group(2)}"
+
+
+def disassemble_raw(code: bytes, arch: str) -> list[Instruction]:
+    """Disassemble bare instruction bytes (one or many kernels' code back to back) in one call."""
+    with tempfile.NamedTemporaryFile(suffix=".bin", delete=False) as f:
+        f.write(code)
+        name = f.name
+    try:
+        return _parse_listing(_run_nvdisasm(["-b", nvdisasm_arch(arch), "-hex"], name)).get("", [])
+    finally:
+        os.unlink(name)
+
+
+# ----------------------------------------------------------------------------------------------
+# cubins
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    text_offset: int  # file offset of .text.<name>
+    text_size: int
+    register_count: int
+    protected_offsets: frozenset[int]  # listed in .nv.info.<name> or relocated: never patch
+
+
+class Cubin:
+    """A parsed cubin: its kernels, their code, register counts, and their SASS."""
+
+    def __init__(self, data: bytes, arch: str | None = None, name: str = "<cubin>"):
+        if data[:4] != b"\x7fELF":
+            raise SassError(f"{name} is not an ELF file (first bytes {data[:4]!r}); expected a cubin")
+        try:
+            elf = ELFFile(io.BytesIO(data))
+            machine = elf["e_machine"]
+        except ELFError as exc:
+            raise SassError(f"{name} is not a readable ELF: {exc}") from exc
+        if machine not in ("EM_CUDA", EM_CUDA):
+            raise SassError(f"{name} is an ELF for {machine}, not a CUDA cubin (EM_CUDA)")
+        self.data = bytes(data)
+        self.name = name
+        self._elf = elf
+        self.arch = arch or self._arch_from_flags(elf["e_flags"])
+        self.kernels: dict[str, KernelInfo] = {}
+        for sec in elf.iter_sections():
+            if sec.name.startswith(".text."):
+                k = sec.name[len(".text."):]
+                self.kernels[k] = KernelInfo(k, sec["sh_offset"], sec["sh_size"], sec["sh_info"] >> 24,
+                                             frozenset(self._protected(k)))
+        for k, info in list(self.kernels.items()):
+            nvinfo = self.nvinfo_register_count(k)
+            if nvinfo is not None and nvinfo != info.register_count:
+                # sm_90 cubins from CUDA 13 leave sh_info's register byte at 0; .nv.info is authoritative.
+                self.kernels[k] = dataclasses.replace(info, register_count=nvinfo)
+        self._listing: dict[str, list[Instruction]] | None = None
+
+    @staticmethod
+    def _arch_from_flags(flags: int) -> str:
+        # ABI v2 (CUDA 12.8+) keeps the SM in bits 8..15; older ones in bits 0..7.
+        for sm in ((flags >> 8) & 0xFF, flags & 0xFF):
+            if 75 <= sm <= 130:
+                return f"sm_{sm}"
+        return "unknown"
+
+    def _protected(self, kernel: str) -> set[int]:
+        offs: set[int] = set()
+        info = self._elf.get_section_by_name(f".nv.info.{kernel}")
+        if info is not None:
+            for attr, payload in _iter_nvinfo(info.data()):
+                if attr in _NVINFO_OFFSET_ATTRS:
+                    offs.update(struct.unpack(f"<{len(payload) // 4}I", payload[: len(payload) // 4 * 4]))
+        for relname in (f".rel.text.{kernel}", f".rela.text.{kernel}"):
+            rel = self._elf.get_section_by_name(relname)
+            if rel is not None:
+                for r in rel.iter_relocations():
+                    offs.add(r["r_offset"] // 16 * 16)
+        return offs
+
+    def kernel(self, name: str | None = None) -> KernelInfo:
+        if name is None:
+            if len(self.kernels) != 1:
+                raise SassError(f"{self.name} has kernels {sorted(self.kernels)}; say which one")
+            return next(iter(self.kernels.values()))
+        if name not in self.kernels:
+            raise SassError(f"{self.name} has no kernel {name!r}; it has {sorted(self.kernels) or 'none'}")
+        return self.kernels[name]
+
+    def text(self, name: str | None = None) -> bytes:
+        k = self.kernel(name)
+        return self.data[k.text_offset:k.text_offset + k.text_size]
+
+    def nvinfo_register_count(self, name: str | None = None) -> int | None:
+        """EIATTR_REGCOUNT from .nv.info (the second place the register count lives)."""
+        k = self.kernel(name)
+        info = self._elf.get_section_by_name(".nv.info")
+        if info is None:
+            return None
+        sym_index = None
+        symtab = self._elf.get_section_by_name(".symtab")
+        for idx, sym in enumerate(symtab.iter_symbols()):
+            if sym.name == k.name:
+                sym_index = idx
+        for attr, payload in _iter_nvinfo(info.data()):
+            if attr == EIATTR_REGCOUNT and len(payload) >= 8:
+                sym, regs = struct.unpack("<II", payload[:8])
+                if sym == sym_index:
+                    return regs
+        return None
+
+    def instructions(self, name: str | None = None) -> list[Instruction]:
+        """The kernel's SASS from nvdisasm, each line checked against the bytes in the ELF."""
+        k = self.kernel(name)
+        if self._listing is None:
+            with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+                f.write(self.data)
+                path = f.name
+            try:
+                self._listing = _parse_listing(_run_nvdisasm(["-c", "-hex"], path))
+            finally:
+                os.unlink(path)
+        instrs = self._listing.get(k.name)
+        if not instrs:
+            raise SassError(f"nvdisasm printed no instructions for kernel {k.name!r} of {self.name}")
+        text = self.text(k.name)
+        for ins in instrs:
+            if ins.raw != text[ins.offset:ins.offset + 16]:
+                raise SassError(f"nvdisasm's words at {ins.offset:#06x} of {k.name} differ from the cubin's bytes")
+        return instrs
+
+
+def _iter_nvinfo(data: bytes):
+    """Yield (attribute, payload) from a .nv.info section (EIFMT_NVAL/BVAL/HVAL/SVAL records)."""
+    i = 0
+    while i + 2 <= len(data):
+        fmt, attr = data[i], data[i + 1]
+        if fmt == 0x04:  # SVAL: u16 size then payload
+            (size,) = struct.unpack_from("<H", data, i + 2)
+            yield attr, data[i + 4:i + 4 + size]
+            i += 4 + size
+        elif fmt in (0x01, 0x02, 0x03):  # NVAL, BVAL, HVAL: 2 more bytes
+            yield attr, data[i + 2:i + 4]
+            i += 4
+        else:
+            return
+
+
+def load_cubin(path: str | Path, arch: str | None = None) -> Cubin:
+    p = Path(path)
+    if not p.exists():
+        raise SassError(f"{p} does not exist")
+    return Cubin(p.read_bytes(), arch=arch, name=str(p))
+
+
+# ----------------------------------------------------------------------------------------------
+# timed regions
+
+
+def clock_reads(instrs: list[Instruction]) -> list[Instruction]:
+    """Instructions that read the SM cycle counter (``CS2R Rx, SR_CLOCKLO`` and S2R/S2UR forms)."""
+    return [i for i in instrs if "SR_CLOCKLO" in i.text or "SR_CLOCKHI" in i.text]
+
+
+def timed_region(instrs: list[Instruction]) -> tuple[Instruction, list[Instruction], Instruction]:
+    """(start clock read, instructions between, stop clock read) for a kernel with exactly two reads."""
+    clocks = [i for i in clock_reads(instrs) if "SR_CLOCKHI" not in i.text]
+    if len(clocks) != 2:
+        raise SassError(f"expected exactly 2 clock reads around the timed region, found {len(clocks)}: "
+                        + "; ".join(c.text for c in clocks))
+    start, stop = clocks
+    between = [i for i in instrs if start.offset < i.offset < stop.offset]
+    return start, between, stop
+
+
+# ----------------------------------------------------------------------------------------------
+# patching
+
+_KEEP = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    """What to change in the instruction at ``offset``; fields left as ``KEEP`` stay as they are.
+
+    ``regs`` is ``(Rd, Ra, Rb, Rc)`` for ``FFMA R, R, R, R`` (255 = RZ), the only form whose register
+    fields are encoded here.  ``reuse`` is a mask over slots A=1, B=2, C=4.
+    """
+
+    offset: int
+    regs: object = _KEEP
+    reuse: object = _KEEP
+    stall: object = _KEEP
+    yield_flag: object = _KEEP
+    read_barrier: object = _KEEP
+    write_barrier: object = _KEEP
+    wait_mask: object = _KEEP
+
+
+KEEP = _KEEP
+
+
+@dataclasses.dataclass
+class PatchResult:
+    cubin: bytes
+    kernel: str
+    changed: list[tuple[Instruction, Instruction]]  # (before, after) as disassembled
+    instructions: list[Instruction] = dataclasses.field(default_factory=list)  # the patched kernel
+
+    def diff_lines(self) -> list[str]:
+        out = []
+        for before, after in self.changed:
+            out.append("- " + before.line())
+            out.append("+ " + after.line())
+        return out
+
+
+def _reg_name(r: int) -> str:
+    return "RZ" if r == RZ else f"R{r}"
+
+
+_PLAIN_REG = re.compile(r"^(R\d+|RZ)(\.reuse)?$")
+
+
+def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozenset[int] | None) -> tuple[int, int, str]:
+    """New (lo, hi) and the text nvdisasm must print for them, or PatchRefused."""
+    where = f"{kinfo.name}+{ins.offset:#06x} ({ins.text})"
+    if ins.base_opcode in _CONTROL_FLOW:
+        raise PatchRefused(f"{where}: control-flow instructions are never patched (branch offsets differ by arch)")
+    if ins.offset in kinfo.protected_offsets:
+        raise PatchRefused(f"{where}: listed in .nv.info.{kinfo.name} or relocated; the driver may rewrite it")
+    lo, hi = ins.lo, ins.hi
+    ctrl = ins.control
+    text = ins.text
+    fields = {}
+    for name in ("reuse", "stall", "yield_flag", "read_barrier", "write_barrier", "wait_mask"):
+        v = getattr(edit, name)
+        if v is not _KEEP:
+            fields[name] = v
+    new_ctrl = dataclasses.replace(ctrl, **fields)
+
+    ops = ins.operands
+    regs_edit = edit.regs is not _KEEP
+    reuse_edit = "reuse" in fields
+    if regs_edit or reuse_edit:
+        if ins.opcode_bits != FFMA_RRRR_OPCODE or ins.base_opcode != "FFMA" or len(ops) != 4 \
+                or not all(_PLAIN_REG.match(o) for o in ops):
+            raise PatchRefused(f"{where}: register and reuse fields are encoded only for plain FFMA R, R, R, R "
+                               f"(opcode 0x{FFMA_RRRR_OPCODE:03x}); this is opcode 0x{ins.opcode_bits:03x}")
+        cur = [RZ if o.split(".")[0] == "RZ" else int(o.split(".")[0][1:]) for o in ops]
+        regs = list(edit.regs) if regs_edit else cur
+        if len(regs) != 4:
+            raise PatchRefused(f"{where}: regs must be (Rd, Ra, Rb, Rc), got {regs}")
+        regs = [cur[i] if r is None else int(r) for i, r in enumerate(regs)]
+        for slot, r in zip("dABC", regs):
+            if r != RZ and not 0 <= r < kinfo.register_count:
+                raise PatchRefused(f"{where}: R{r} in slot {slot} is at or above the kernel's register count "
+                                   f"{kinfo.register_count}; use R0..R{kinfo.register_count - 1} or RZ")
+        if regs[0] != cur[0] or scratch is not None:
+            allowed = scratch if scratch is not None else frozenset({cur[0]})
+            if regs[0] not in allowed:
+                raise PatchRefused(f"{where}: writing R{regs[0]} would clobber a live register; only the "
+                                   f"designated scratch register(s) {sorted(allowed)} may be written")
+        if new_ctrl.reuse and new_ctrl.yield_flag:
+            raise PatchRefused(f"{where}: reuse flags are ignored (and not printed) on an instruction with the "
+                               "yield flag set; clear yield (yield_flag=False) to use reuse")
+        for i, r in enumerate(regs[1:]):
+            if r == RZ and new_ctrl.reuse >> i & 1:
+                raise PatchRefused(f"{where}: RZ cannot be marked .reuse (slot {'ABC'[i]})")
+        lo = (lo & ~(0xFF << 16) & ~(0xFF << 24) & ~(0xFF << 32)) | (regs[0] << 16) | (regs[1] << 24) | (regs[2] << 32)
+        hi = (hi & ~0xFF) | regs[3]
+        srcs = [_reg_name(r) + (".reuse" if new_ctrl.reuse >> i & 1 else "") for i, r in enumerate(regs[1:])]
+        body = f"{ins.opcode} {_reg_name(regs[0])}, " + ", ".join(srcs)
+        text = f"{ins.predicate} {body}" if ins.predicate else body
+    elif new_ctrl.reuse and new_ctrl.yield_flag:
+        raise PatchRefused(f"{where}: setting yield would hide its reuse flags")
+    hi = new_ctrl.apply(hi)
+    return lo, hi, text
+
+
+def _plan(cubin: Cubin, kernel: str, edits: list[Edit], scratch) -> tuple[bytes, dict[int, tuple[int, int, str]]]:
+    kinfo = cubin.kernel(kernel)
+    by_off = {i.offset: i for i in cubin.instructions(kernel)}
+    text = bytearray(cubin.text(kernel))
+    planned: dict[int, tuple[int, int, str]] = {}
+    for e in edits:
+        if e.offset not in by_off:
+            raise PatchRefused(f"{kernel} has no instruction at offset {e.offset:#06x}")
+        if e.offset in planned:
+            raise PatchRefused(f"{kernel}+{e.offset:#06x} is edited twice in one patch")
+        lo, hi, t = _plan_one(by_off[e.offset], e, kinfo, scratch)
+        planned[e.offset] = (lo, hi, t)
+        text[e.offset:e.offset + 16] = join_words(lo, hi)
+    return bytes(text), planned
+
+
+def _verify(before: list[Instruction], after: list[Instruction], planned: dict[int, tuple[int, int, str]],
+            kernel: str, same_listing_mode: bool = True) -> list[tuple[Instruction, Instruction]]:
+    """Check patched instructions read as planned and all others are untouched.
+
+    Unpatched instructions are compared by text too when both listings come from the same nvdisasm
+    mode (raw-binary mode prints branch targets as absolute addresses, which shift between slices).
+    """
+    if [i.offset for i in before] != [i.offset for i in after]:
+        raise PatchRefused(f"{kernel}: the patched code no longer disassembles instruction for instruction")
+    changed = []
+    for b, a in zip(before, after):
+        if b.offset in planned:
+            lo, hi, want = planned[b.offset]
+            if (a.lo, a.hi) != (lo, hi) or a.text != want:
+                raise PatchRefused(f"{kernel}+{b.offset:#06x}: patched instruction reads {a.text!r} "
+                                   f"{a.control}, intended {want!r} {ControlCode.decode(hi)}; refused")
+            changed.append((b, a))
+        elif (a.lo, a.hi) != (b.lo, b.hi) or (same_listing_mode and a.text != b.text):
+            raise PatchRefused(f"{kernel}+{b.offset:#06x}: an instruction outside the patch changed "
+                               f"({b.text!r} -> {a.text!r}); refused")
+    return changed
+
+
+def _splice(cubin: Cubin, kernel: str, text: bytes) -> bytes:
+    k = cubin.kernel(kernel)
+    return cubin.data[:k.text_offset] + text + cubin.data[k.text_offset + k.text_size:]
+
+
+def patch(cubin: Cubin, kernel: str, edits: list[Edit], *, scratch: set[int] | None = None) -> PatchResult:
+    """Apply ``edits`` to ``kernel`` and return verified new cubin bytes (the whole ELF is re-read)."""
+    text, planned = _plan(cubin, kernel, edits, frozenset(scratch) if scratch is not None else None)
+    new = _splice(cubin, kernel, text)
+    after = Cubin(new, arch=cubin.arch, name=cubin.name + " (patched)").instructions(kernel)
+    changed = _verify(cubin.instructions(kernel), after, planned, kernel)
+    return PatchResult(new, kernel, changed, after)
+
+
+def patch_many(cubin: Cubin, kernel: str, variants: list[list[Edit]], *,
+               scratch: set[int] | None = None) -> list[PatchResult]:
+    """Patch many variants of one kernel, verified together by one nvdisasm call on their code.
+
+    nvdisasm's start-up dominates small disassemblies; the variants' code sections are laid back to
+    back and disassembled once, then each slice is checked as :func:`patch` would check it.
+    """
+    if not variants:
+        return []
+    frozen = frozenset(scratch) if scratch is not None else None
+    plans = [_plan(cubin, kernel, v, frozen) for v in variants]
+    size = cubin.kernel(kernel).text_size
+    # The original code goes first so that before and after come from the same listing mode.
+    listing = disassemble_raw(cubin.text(kernel) + b"".join(t for t, _ in plans), cubin.arch)
+
+    def part(n: int) -> list[Instruction]:
+        base = n * size
+        return [dataclasses.replace(i, offset=i.offset - base) for i in listing if base <= i.offset < base + size]
+
+    before = part(0)
+    results = []
+    for n, (text, planned) in enumerate(plans, start=1):
+        after = part(n)
+        changed = _verify(before, after, planned, kernel, same_listing_mode=False)
+        results.append(PatchResult(_splice(cubin, kernel, text), kernel, changed, after))
+    return results
+
+
+# ----------------------------------------------------------------------------------------------
+# edits the fact kernels need
+
+
+def _scoreboards(i: Instruction) -> set[int]:
+    c = i.control
+    return {b for b in (c.read_barrier, c.write_barrier) if b is not None} | {b for b in range(6) if c.wait_mask >> b & 1}
+
+
+def free_scoreboard(instrs: list[Instruction], mine: list[Instruction] = ()) -> int:
+    """A scoreboard (0..5) that no instruction but ``mine`` sets or waits on; failing that, one that no
+    other instruction of the timed region uses (the stop read waits on all, so none leaks out)."""
+    own = {i.offset for i in mine}
+    others = [i for i in instrs if i.offset not in own]
+    _, region, _ = timed_region(instrs)
+    for pool in (others, [i for i in region if i.offset not in own]):
+        used = set().union(*(_scoreboards(i) for i in pool)) if pool else set()
+        for b in range(6):
+            if b not in used:
+                return b
+    raise PatchRefused("every scoreboard 0..5 is used in the timed region; none is free to chain instructions on")
+
+
+def chain_on_read_scoreboard(instrs: list[Instruction], base_opcode: str) -> list[Edit]:
+    """Make each ``base_opcode`` instruction of the timed region wait until the previous one has read
+    its registers (the seeds' STS chain: ``[B0-----:R0:...]``), on a scoreboard nobody else uses."""
+    _, region, _ = timed_region(instrs)
+    chain = [i for i in region if i.base_opcode == base_opcode]
+    if not chain:
+        raise PatchRefused(f"no {base_opcode} in the timed region to chain")
+    sb = free_scoreboard(instrs, chain)
+    edits = [Edit(chain[0].offset, read_barrier=sb, wait_mask=0)]
+    edits += [Edit(i.offset, read_barrier=sb, wait_mask=1 << sb) for i in chain[1:]]
+    return edits
+
+
+def ffma_operand_edits(instrs: list[Instruction], ra: int, rb: int, rc: int, reuse: int, stall: int = 1) -> list[Edit]:
+    """Set the sources, reuse flags and stall of every plain FFMA in the timed region; destinations
+    stay (they are the kernel's scratch accumulators). Yield is cleared so reuse flags count."""
+    _, region, _ = timed_region(instrs)
+    return [Edit(i.offset, regs=(None, ra, rb, rc), reuse=reuse, stall=stall, yield_flag=False)
+            for i in region if i.base_opcode == "FFMA"]
+
+
+def ffma_destinations(instrs: list[Instruction]) -> set[int]:
+    """Registers the timed region's FFMAs write: the regbank kernel's scratch accumulators."""
+    _, region, _ = timed_region(instrs)
+    return {int(i.operands[0][1:]) for i in region if i.base_opcode == "FFMA"}
