@@ -18,7 +18,7 @@ extern "C" __global__ void hmma_16816(unsigned long long* cycles, const unsigned
 #pragma unroll
     for (int j = 0; j < ILP; ++j)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) acc[j][k] = __uint_as_float(p[k] & 0x3fffffffu);
+        for (int k = 0; k < 4; ++k) acc[j][k] = __uint_as_float(p[k] & 0x3fffffffu) + j;  // distinct per chain: no CSE
     unsigned long long t0 = gp_clock();
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {

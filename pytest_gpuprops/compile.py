@@ -139,7 +139,7 @@ def _compile_nvrtc(source: bytes, name: str, opts: list[str]) -> tuple[bytes, st
         nvrtc.nvrtcGetProgramLog(prog, log_buf)
         log = log_buf.rstrip(b"\x00 ").decode("utf-8", "replace")
         if int(cerr) != 0:
-            raise CompileError(f"NVRTC could not compile {name} with {' '.join(opts)}:\n{log}")
+            raise CompileError(f"NVRTC could not compile {name} with {' '.join(opts)}:\n{_head(log)}")
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         if int(err) != 0 or size == 0:
             raise CompileError(
@@ -153,6 +153,11 @@ def _compile_nvrtc(source: bytes, name: str, opts: list[str]) -> tuple[bytes, st
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+def _head(log: str, n: int = 15) -> str:
+    lines = log.strip().splitlines()
+    return "\n".join(lines[:n] + ([f"... ({len(lines) - n} more lines)"] if len(lines) > n else []))
+
+
 def _compile_nvcc(source_path: Path, opts: list[str]) -> tuple[bytes, str]:
     nvcc = shutil.which("nvcc")
     if not nvcc:
@@ -162,7 +167,7 @@ def _compile_nvcc(source_path: Path, opts: list[str]) -> tuple[bytes, str]:
         cmd = [nvcc, "-cubin", *opts, "-o", str(out), str(source_path)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise CompileError(f"nvcc could not compile {source_path.name}:\n$ {' '.join(cmd)}\n{proc.stderr}")
+            raise CompileError(f"nvcc could not compile {source_path.name}:\n$ {' '.join(cmd)}\n{_head(proc.stderr)}")
         return out.read_bytes(), proc.stderr
 
 

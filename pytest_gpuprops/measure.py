@@ -379,3 +379,63 @@ def patched_for_timing(cubin: sass.Cubin, kernel: str, edits: list[sass.Edit]) -
     """The kernel with its stop clock read waiting on all scoreboards, plus ``edits``; verified."""
     result = sass.patch(cubin, kernel, [*edits, stop_wait_edit(cubin, kernel)])
     return result.cubin, result.instructions
+
+
+# ----------------------------------------------------------------------------------------------
+# Nsight Compute
+
+
+class NcuUnavailable(Exception):
+    """ncu is missing or cannot read this GPU's counters; the message is the skip reason."""
+
+
+def find_ncu() -> str | None:
+    import glob
+    import shutil
+    env = os.environ.get("GPUPROPS_NCU")
+    if env:
+        return env
+    return shutil.which("ncu") or next(iter(sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)), None) \
+        or next(iter(sorted(glob.glob("/usr/local/cuda*/bin/ncu"), reverse=True)), None)
+
+
+def ncu_unavailable_reason() -> str | None:
+    return None if find_ncu() else "Nsight Compute (ncu) is not on PATH (set GPUPROPS_NCU to its path)"
+
+
+def ncu_metrics(runner: "Runner", spec: KernelSpec, metrics: list[str], *, buffers: int = 2,
+                ints: tuple[int, ...] = (), timeout_s: float = 300.0) -> dict[str, float]:
+    """Profile one launch of ``spec`` (built and patched as for timing) under ``ncu --clock-control
+    none`` and return the metrics. The kernel gets the cycles buffer, ``buffers`` zeroed 4 MiB
+    buffers and ``ints`` as int32: values do not change instruction or pipe counts."""
+    import csv
+    import io
+    import json
+    import subprocess
+    import sys
+    cubin, _ = runner.build(spec)
+    path = os.path.join(runner._tmp, "ncu-" + hashlib.sha256(cubin).hexdigest()[:16] + ".cubin")
+    Path(path).write_bytes(cubin)
+    launch = {"cubin": path, "kernel": spec.kernel, "grid": spec.grid, "block": spec.block, "buffers": buffers,
+              "ints": list(ints), "device": runner.info.index}
+    cmd = [find_ncu(), "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
+           "-k", spec.kernel, sys.executable, "-m", "pytest_gpuprops.launch", json.dumps(launch)]
+    with gpu_lock(runner.info.index):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    text = proc.stdout
+    if proc.returncode != 0 or '"Metric Name"' not in text:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise NcuUnavailable("ncu could not profile the kernel: " + " | ".join(tail))
+    body = text[text.index('"ID"'):] if '"ID"' in text else text
+    out: dict[str, float] = {}
+    for row in csv.DictReader(io.StringIO(body)):
+        name, value = row.get("Metric Name"), row.get("Metric Value", "")
+        if name in metrics:
+            try:
+                out[name] = float(value.replace(",", ""))
+            except ValueError:
+                raise NcuUnavailable(f"ncu printed {value!r} for {name}; expected a number") from None
+    missing = [m for m in metrics if m not in out]
+    if missing:
+        raise NcuUnavailable(f"ncu did not report {', '.join(missing)} on this GPU")
+    return out

@@ -264,7 +264,7 @@ class KernelInfo:
     name: str
     text_offset: int  # file offset of .text.<name>
     text_size: int
-    register_count: int
+    register_count: int  # as the driver allocates (.nv.info EIATTR_REGCOUNT, else sh_info)
     protected_offsets: frozenset[int]  # listed in .nv.info.<name> or relocated: never patch
 
 
@@ -464,7 +464,21 @@ def _reg_name(r: int) -> str:
 _PLAIN_REG = re.compile(r"^(R\d+|RZ)(\.reuse)?$")
 
 
-def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozenset[int] | None) -> tuple[int, int, str]:
+def usable_registers(instrs: list[Instruction], kinfo: KernelInfo) -> int:
+    """How many registers a patch may name: up to the highest one the compiler's own code uses.
+
+    The register count includes registers the hardware reserves (72 allocated, R0..R69 usable, on an
+    sm_90 kernel from NVRTC 13.5); naming R70 there hung the GPU, so the code is the bound.
+    """
+    used = [int(x) for i in instrs for x in _REG_TOKEN.findall(i.text)]
+    return min(kinfo.register_count, max(used, default=-1) + 1)
+
+
+_REG_TOKEN = re.compile(r"\bR(\d+)\b")
+
+
+def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozenset[int] | None,
+              usable: int) -> tuple[int, int, str]:
     """New (lo, hi) and the text nvdisasm must print for them, or PatchRefused."""
     where = f"{kinfo.name}+{ins.offset:#06x} ({ins.text})"
     if ins.base_opcode in _CONTROL_FLOW:
@@ -495,9 +509,10 @@ def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozense
             raise PatchRefused(f"{where}: regs must be (Rd, Ra, Rb, Rc), got {regs}")
         regs = [cur[i] if r is None else int(r) for i, r in enumerate(regs)]
         for slot, r in zip("dABC", regs):
-            if r != RZ and not 0 <= r < kinfo.register_count:
-                raise PatchRefused(f"{where}: R{r} in slot {slot} is at or above the kernel's register count "
-                                   f"{kinfo.register_count}; use R0..R{kinfo.register_count - 1} or RZ")
+            if r != RZ and not 0 <= r < usable:
+                raise PatchRefused(f"{where}: R{r} in slot {slot} is outside the registers this kernel's code uses "
+                                   f"(R0..R{usable - 1}; register count {kinfo.register_count}, of which the "
+                                   f"top ones are reserved: reading them traps); use R0..R{usable - 1} or RZ")
         if regs[0] != cur[0] or scratch is not None:
             allowed = scratch if scratch is not None else frozenset({cur[0]})
             if regs[0] not in allowed:
@@ -522,7 +537,9 @@ def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozense
 
 def _plan(cubin: Cubin, kernel: str, edits: list[Edit], scratch) -> tuple[bytes, dict[int, tuple[int, int, str]]]:
     kinfo = cubin.kernel(kernel)
-    by_off = {i.offset: i for i in cubin.instructions(kernel)}
+    instrs = cubin.instructions(kernel)
+    by_off = {i.offset: i for i in instrs}
+    usable = usable_registers(instrs, kinfo)
     text = bytearray(cubin.text(kernel))
     planned: dict[int, tuple[int, int, str]] = {}
     for e in edits:
@@ -530,7 +547,7 @@ def _plan(cubin: Cubin, kernel: str, edits: list[Edit], scratch) -> tuple[bytes,
             raise PatchRefused(f"{kernel} has no instruction at offset {e.offset:#06x}")
         if e.offset in planned:
             raise PatchRefused(f"{kernel}+{e.offset:#06x} is edited twice in one patch")
-        lo, hi, t = _plan_one(by_off[e.offset], e, kinfo, scratch)
+        lo, hi, t = _plan_one(by_off[e.offset], e, kinfo, scratch, usable)
         planned[e.offset] = (lo, hi, t)
         text[e.offset:e.offset + 16] = join_words(lo, hi)
     return bytes(text), planned
@@ -624,13 +641,14 @@ def free_scoreboard(instrs: list[Instruction], mine: list[Instruction] = ()) -> 
     raise PatchRefused("every scoreboard 0..5 is used in the timed region; none is free to chain instructions on")
 
 
-def chain_on_read_scoreboard(instrs: list[Instruction], base_opcode: str) -> list[Edit]:
+def chain_on_read_scoreboard(instrs: list[Instruction], base_opcodes: str | tuple[str, ...]) -> list[Edit]:
     """Make each ``base_opcode`` instruction of the timed region wait until the previous one has read
     its registers (the seeds' STS chain: ``[B0-----:R0:...]``), on a scoreboard nobody else uses."""
     _, region, _ = timed_region(instrs)
-    chain = [i for i in region if i.base_opcode == base_opcode]
+    ops = (base_opcodes,) if isinstance(base_opcodes, str) else tuple(base_opcodes)
+    chain = [i for i in region if i.base_opcode in ops]
     if not chain:
-        raise PatchRefused(f"no {base_opcode} in the timed region to chain")
+        raise PatchRefused(f"no {'/'.join(ops)} in the timed region to chain")
     sb = free_scoreboard(instrs, chain)
     edits = [Edit(chain[0].offset, read_barrier=sb, wait_mask=0)]
     edits += [Edit(i.offset, read_barrier=sb, wait_mask=1 << sb) for i in chain[1:]]

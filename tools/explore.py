@@ -29,7 +29,7 @@ for u in (50, 500):
     show(f"lds_latency_U{u}", r.measure("lds", KernelSpec("smem_latency_ld.cu", "smem_latency_ld", {"UNROLL": u}, 1, 32, args_u32(64)), divisor=u))
 for u, then in ((50, 0), (1, 0), (1, 1), (0, 1)):
     spec = KernelSpec("smem_latency_st.cu", "smem_latency_st", {"UNROLL": u, "THEN_LDS": then}, 1, 32, args_u32(64),
-                      patch=lambda cb, k: sass.chain_on_read_scoreboard(cb.instructions(k), "STS"))
+                      patch=lambda cb, k: sass.chain_on_read_scoreboard(cb.instructions(k), ("STS", "LDS")))
     show(f"sts_chain_U{u}_lds{then}", r.measure("sts", spec, divisor=max(u, 1)) if u else r.measure("sts", KernelSpec("smem_latency_st.cu", "smem_latency_st", {"UNROLL": 0, "THEN_LDS": 1}, 1, 32, args_u32(64)), divisor=1))
     spec2 = KernelSpec("smem_latency_st.cu", "smem_latency_st", {"UNROLL": u, "THEN_LDS": then}, 1, 32, args_u32(64))
     show(f"sts_nochain_U{u}_lds{then}", r.measure("sts", spec2, divisor=max(u, 1)))

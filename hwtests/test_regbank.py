@@ -1,0 +1,112 @@
+"""Register banks (seeds/regbank.md): FFMA sequences with chosen source registers and reuse flags,
+written into the compiler's cubin by the verified patcher.
+
+Each variant: the regbank kernel's 128 body FFMAs all become FFMA Rd, Ra, Rb, Rc with the same
+sources, reuse mask and stall 1; 4 warps per sub-partition hide the loop's branch, so cycles per
+FFMA per sub-partition is the register-file read cost."""
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+from pytest_gpuprops import sass
+from pytest_gpuprops.assertions import bank_read_cycles, explained_fraction, reuse_mask
+from pytest_gpuprops.measure import StopRule, stop_wait_edit
+import specs
+
+pytestmark = pytest.mark.gpu
+WARPS = 4
+TOLERANCE = 0.06  # 3 loop-control instructions per 128 FFMAs, and launch skew
+FAST = StopRule(noise_target=0.01, min_samples=3, max_samples=15, time_budget_s=0.3)
+METHOD = ("128 patched FFMAs per loop iteration x 64, 4 warps per sub-partition; cycles per FFMA per "
+          "sub-partition")
+SOURCE = "seeds/regbank.md (RTX 3060): 2 banks, bank = reg % 2, one 32-bit read per bank per cycle"
+
+# The seeds' cases: test_ReuseBankConflict and regBankTest_2Bank (FFMA R6, R8|R7, R9, R10..R16).
+SEED_CASES = [(8, 10, 16, r) for r in ("--", "-R", "R-", "RR")] + [(8, 8, 16, r) for r in ("--", "-R", "R-", "RR")] \
+    + [(9, 10, 16, r) for r in ("--", "-R", "R-", "RR")] + [(a, 9, x, "--") for a in (8, 7) for x in range(10, 17)]
+
+
+class Bench:
+    """The regbank kernel as compiled for this GPU, and how to measure patched variants of it."""
+
+    def __init__(self, gpuprops):
+        self.gp = gpuprops
+        self.runner = gpuprops.runner
+        self.cubin = sass.Cubin(self.runner.compile("regbank_ffma.cu", {"NFFMA": specs.REGBANK_NFFMA}).cubin,
+                                gpuprops.gpu.arch)
+        self.instrs = self.cubin.instructions("regbank_ffma")
+        self.scratch = sass.ffma_destinations(self.instrs)
+        usable = sass.usable_registers(self.instrs, self.cubin.kernel("regbank_ffma"))
+        self.sources = [r for r in range(usable) if r not in self.scratch]
+
+    def place(self, ra, rb, rc):
+        """The seeds' registers moved by a multiple of 4 (bank pattern and equalities kept) off the
+        kernel's scratch accumulators."""
+        for k in range(0, 64, 4):
+            if all(r + k in self.sources for r in (ra, rb, rc)):
+                return ra + k, rb + k, rc + k
+        pytest.fail(f"cannot place R{ra}, R{rb}, R{rc} among readable registers {self.sources}")
+
+    def measure(self, cases):
+        """cases: [(ra, rb, rc, reuse mask)] -> cycles per FFMA per sub-partition, one per case."""
+        variants = [sass.ffma_operand_edits(self.instrs, ra, rb, rc, reuse) + [stop_wait_edit(self.cubin, "regbank_ffma")]
+                    for ra, rb, rc, reuse in cases]
+        patched = sass.patch_many(self.cubin, "regbank_ffma", variants, scratch=self.scratch)
+        spec = specs.regbank(WARPS)
+        divisor = specs.REGBANK_NFFMA * specs.REGBANK_ITERS * WARPS
+        return [self.gp.measure("regbank", spec, divisor=divisor, mode="span", stop=FAST,
+                                built=(p.cubin, p.instructions)).median for p in patched]
+
+
+def _label(ra, rb, rc, reuse):
+    return f"R{ra},R{rb},R{rc} reuse {''.join('R' if reuse >> i & 1 else '-' for i in range(3))}"
+
+
+def test_regbank_seed_cases_follow_the_bank_model(gpuprops):
+    bench = Bench(gpuprops)
+    cases = [(*bench.place(a, b, c), reuse_mask(r)) for a, b, c, r in SEED_CASES]
+    cycles = bench.measure(cases)
+    gpuprops.check_model("regbank_seed_cases", [(_label(*c), bank_read_cycles(*c), x) for c, x in zip(cases, cycles)],
+                         tolerance_rel=TOLERANCE, unit="cycles/FFMA", method=METHOD, source=SOURCE)
+
+
+def test_register_bank_count_is_inferred_from_the_seed_cases(gpuprops):
+    """Not asserted but inferred: which bank count (bank = reg % n) explains the seeds' cases."""
+    bench = Bench(gpuprops)
+    cases = [(*bench.place(a, b, c), reuse_mask(r)) for a, b, c, r in SEED_CASES]
+    measured = list(zip(cases, bench.measure(cases)))
+    explained = {n: explained_fraction(measured, banks=n, cycles_per_read=1.0, tolerance_rel=TOLERANCE)
+                 for n in (1, 2, 4, 8)}
+    best = max(explained, key=explained.get)
+    from pytest_gpuprops.measure import Measurement
+    gpuprops.check("register_bank_count", Measurement.given("banks", [float(best)], unit="banks"),
+                   method=f"bank count whose model (bank = reg % n) explains most seed cases: {explained}")
+    assert explained[best] == 1.0, f"no bank count explains every case: {explained}"
+    assert explained[4] < 1.0, "reg % 4 would explain the cases too: they do not tell 2 banks from 4"
+
+
+@settings(max_examples=1, phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_regbank_cost_model_holds_for_drawn_operands(gpuprops, data):
+    """200 drawn (Ra, Rb, Rc, reuse mask) variants, patched and measured in one batch."""
+    bench = Bench(gpuprops)
+    reg = st.sampled_from(bench.sources)
+    cases = data.draw(st.lists(st.tuples(reg, reg, reg, st.integers(0, 7)), min_size=200, max_size=200,
+                               unique=True), label="cases")
+    cycles = bench.measure(cases)
+    gpuprops.check_model("regbank_cost_model", [(_label(*c), bank_read_cycles(*c), x) for c, x in zip(cases, cycles)],
+                         tolerance_rel=TOLERANCE, unit="cycles/FFMA", method=METHOD, source=SOURCE)
+
+
+def test_regbank_heat_map(gpuprops):
+    """Ra x Rb over 12 registers for a fixed Rc, no reuse: the conflict pattern as a picture."""
+    bench = Bench(gpuprops)
+    regs = bench.sources[8:20]
+    rc = bench.sources[21]
+    cases = [(a, b, rc, 0) for a in regs for b in regs]
+    cycles = bench.measure(cases)
+    for (a, b, c, _), x in zip(cases, cycles):
+        gpuprops.plot_point("regbank", ra=a, rb=b, rc=c, cycles=x)
+    gpuprops.check_model("regbank_heat_map", [(_label(*c), bank_read_cycles(*c), x) for c, x in zip(cases, cycles)],
+                         tolerance_rel=TOLERANCE, unit="cycles/FFMA", method=METHOD, source=SOURCE)

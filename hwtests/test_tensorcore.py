@@ -1,0 +1,68 @@
+"""Tensor cores: HMMA.16816.F32 (mma.sync m16n8k16 f16 -> f32) latency, issue and pipe rate
+(seeds/tensorcore_pipeline.md)."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from pytest_gpuprops.assertions import hmma_cycles_per_smsp
+import specs
+
+pytestmark = pytest.mark.gpu
+HMMA = specs.HMMA_UNROLL
+MODEL_TOLERANCE = 0.10  # one block's span includes warp launch skew: ~1 % at ILP 8, more when short
+
+
+def test_hmma_dependent_latency(gpuprops, benchmark):
+    m = gpuprops.measure("hmma_16816_f32_dependent_cycles", specs.hmma(1, 1), divisor=HMMA)
+    gpuprops.check("hmma_16816_f32_dependent_cycles", m, benchmark=benchmark,
+                   method="64 dependent mma.sync m16n8k16 (one accumulator chain), one warp; cycles per HMMA")
+
+
+def test_hmma_single_warp_issue_interval(gpuprops, benchmark):
+    """Where cycles per HMMA stop falling with ILP for one warp: the per-warp issue interval."""
+    m = gpuprops.measure("hmma_16816_f32_single_warp_issue_cycles", specs.hmma(8, 1), divisor=8 * HMMA)
+    gpuprops.check("hmma_16816_f32_single_warp_issue_cycles", m, benchmark=benchmark,
+                   method="8 independent accumulator chains x 64 HMMA, one warp; cycles per HMMA")
+
+
+def test_hmma_saturated_per_smsp(gpuprops, benchmark):
+    m = gpuprops.measure("hmma_16816_f32_smsp_cycles", specs.hmma(8, 4), divisor=8 * HMMA * 4, mode="span")
+    gpuprops.check("hmma_16816_f32_smsp_cycles", m, benchmark=benchmark,
+                   method="8 chains x 4 warps per SM sub-partition, one block; cycles per HMMA per sub-partition "
+                          "over the block's span")
+
+
+@given(ilp=st.integers(1, 8), warps=st.integers(1, 4))
+def test_hmma_cycles_follow_the_issue_model(gpuprops, ilp, warps):
+    """Cycles per HMMA per sub-partition = max(latency / (ILP * W), interval / W, pipe floor)."""
+    latency = gpuprops.expected("hmma_16816_f32_dependent_cycles")
+    interval = gpuprops.expected("hmma_16816_f32_single_warp_issue_cycles")
+    pipe = gpuprops.expected("hmma_16816_f32_smsp_cycles")
+    m = gpuprops.measure(f"hmma ILP{ilp} W{warps}", specs.hmma(ilp, warps), divisor=ilp * HMMA * warps, mode="span")
+    model = hmma_cycles_per_smsp(ilp, warps, latency=latency, issue_interval=interval, pipe_interval=pipe)
+    gpuprops.plot_point("hmma", ilp=ilp, warps=warps, cycles=m.median, floor=pipe)
+    assert m.median == pytest.approx(model, rel=MODEL_TOLERANCE), (
+        f"ILP {ilp}, {warps} warp(s)/SMSP: measured {m.summary()}, model {model:.3f} = max({latency:.2f}/"
+        f"({ilp}*{warps}), {interval:.2f}/{warps}, {pipe:.2f})")
+
+
+@pytest.mark.parametrize("ilp", [1, 3])
+def test_hmma_tensor_pipe_cycles_per_instruction(gpuprops, ncu, ilp):
+    """Nsight Compute: tensor-pipe active cycles per HMMA.16816 (the seed read 16 on an RTX 4090)."""
+    for suffix in ("", "_v2"):
+        active = f"smsp__pipe_tensor_op_hmma_cycles_active{suffix}.sum"
+        insts = "smsp__inst_executed_pipe_tensor_op_hmma.sum"
+        pct = f"smsp__pipe_tensor_op_hmma_cycles_active{suffix}.avg.pct_of_peak_sustained_active"
+        try:
+            got = ncu(specs.hmma(ilp, 1), [active, insts, pct])
+            break
+        except Exception:
+            if suffix:
+                raise
+    from pytest_gpuprops.measure import Measurement
+    per = Measurement.given("hmma_tensor_pipe_cycles_per_hmma", [got[active] / got[insts]], kernel="hmma_16816")
+    gpuprops.check("hmma_16816_f32_tensor_pipe_cycles", per,
+                   method=f"ncu --clock-control none: {active} / {insts}, 1 warp, ILP {ilp}")
+    util = Measurement.given(f"ilp{ilp}", [got[pct]], unit="%", kernel="hmma_16816")
+    gpuprops.check(f"hmma_16816_f32_tensor_pipe_active_pct_ilp{ilp}", util,
+                   method=f"ncu --clock-control none: {pct}, one warp, ILP {ilp}, 64 HMMA per chain")
