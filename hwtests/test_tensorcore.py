@@ -9,7 +9,10 @@ import specs
 
 pytestmark = pytest.mark.gpu
 HMMA = specs.HMMA_UNROLL
-MODEL_TOLERANCE = 0.10  # one block's span includes warp launch skew: ~1 % at ILP 8, more when short
+# Away from the knee the model holds within 3 % (launch skew in one block's span). Where the
+# dependency limit and the pipe rate are within 15 % of each other, chains queue at the pipe and
+# the H200 measured up to 10.5 % above max() (ILP 1, 4 warps: 6.80 against 6.15).
+MODEL_TOLERANCE, KNEE_TOLERANCE = 0.03, 0.12
 
 
 def test_hmma_dependent_latency(gpuprops, benchmark):
@@ -41,7 +44,9 @@ def test_hmma_cycles_follow_the_issue_model(gpuprops, ilp, warps):
     m = gpuprops.measure(f"hmma ILP{ilp} W{warps}", specs.hmma(ilp, warps), divisor=ilp * HMMA * warps, mode="span")
     model = hmma_cycles_per_smsp(ilp, warps, latency=latency, issue_interval=interval, pipe_interval=pipe)
     gpuprops.plot_point("hmma", ilp=ilp, warps=warps, cycles=m.median, floor=pipe)
-    assert m.median == pytest.approx(model, rel=MODEL_TOLERANCE), (
+    dependency, pipe_floor = latency / (ilp * warps), max(interval / warps, pipe)
+    knee = abs(dependency - pipe_floor) <= 0.15 * pipe_floor
+    assert m.median == pytest.approx(model, rel=KNEE_TOLERANCE if knee else MODEL_TOLERANCE), (
         f"ILP {ilp}, {warps} warp(s)/SMSP: measured {m.summary()}, model {model:.3f} = max({latency:.2f}/"
         f"({ilp}*{warps}), {interval:.2f}/{warps}, {pipe:.2f})")
 

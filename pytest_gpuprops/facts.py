@@ -156,6 +156,8 @@ def provenance(gpu_name: str, driver: str, cuda: str, date: _dt.date | None = No
 def _toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
+        v = v.item()
     if isinstance(v, (int, float)):
         if isinstance(v, float) and not math.isfinite(v):
             raise FactsError(f"cannot record a non-finite value {v}")

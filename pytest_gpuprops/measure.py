@@ -207,7 +207,7 @@ class Measurement:
 
 @dataclasses.dataclass(frozen=True)
 class StopRule:
-    noise_target: float = 0.005
+    noise_target: float = 0.01
     min_samples: int = 5
     max_samples: int = 100
     time_budget_s: float = 2.0
@@ -344,14 +344,14 @@ class Runner:
                 pairs = self.launch_pairs(fn, spec, args)
                 deltas = (pairs[:, 1] - pairs[:, 0]).astype(float) - overhead
                 if mode == "warp":
-                    per_warp = [d / divisor for d in deltas]
+                    per_warp = [float(d) / divisor for d in deltas]
                     v = statistics.median(per_warp)
                 elif mode == "span":
-                    per_warp = [d / divisor for d in deltas]
+                    per_warp = [float(d) / divisor for d in deltas]
                     v = (float(pairs[:, 1].max() - pairs[:, 0].min()) - overhead) / divisor
                 else:
                     raise ValueError(f"mode must be 'warp' or 'span', not {mode!r}")
-                values.append(transform(v) if transform else v)
+                values.append(float(transform(v) if transform else v))
                 if len(values) >= stop.min_samples:
                     m = Measurement.given(name, values, noise_target=stop.noise_target)
                     if m.noise <= stop.noise_target:

@@ -88,8 +88,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--gpuprops-report", dest="gpuprops_report", default=None,
                 help="write the session's verdicts as JSON to PATH and Markdown beside it")
     g.addoption("--gpuprops-plots", dest="gpuprops_plots", default=None, help="write PNG plots to DIR (needs matplotlib)")
-    g.addoption("--gpuprops-noise", dest="gpuprops_noise", type=float, default=0.005,
-                help="noise target: relative std-dev of per-launch values that ends a measurement (default 0.005)")
+    g.addoption("--gpuprops-noise", dest="gpuprops_noise", type=float, default=0.01,
+                help="noise target: relative std-dev of per-launch values that ends a measurement (default 0.01)")
     g.addoption("--gpuprops-budget", dest="gpuprops_budget", type=float, default=2.0,
                 help="seconds one measurement may repeat before it stops unsettled (default 2)")
     g.addoption("--gpuprops-kernels", dest="gpuprops_kernels", default=None,
