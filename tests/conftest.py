@@ -1,0 +1,26 @@
+"""The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder."""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprops import sass
+from pytest_gpuprops.compile import compile_cuda
+
+KERNELS = Path(__file__).parent.parent / "kernels"
+PATCH_ARCHES = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cubins")
+
+
+@pytest.fixture(scope="session")
+def build(cache_dir):
+    """build(source, arch, **defines) -> sass.Cubin"""
+    def _build(source, arch, **defines):
+        c = compile_cuda(KERNELS / source, arch, defines, cache_dir=cache_dir)
+        return sass.Cubin(c.cubin, arch, name=source)
+    return _build
