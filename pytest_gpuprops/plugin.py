@@ -333,7 +333,9 @@ def store_in_benchmark(benchmark, m: measure.Measurement, info: measure.GpuInfo)
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     state = config.stash[_STATE]
+    state.gpu_reason()  # load the GPU now: compare runs load baselines before any test has
     meta = state.meta()
+    meta.pop("date", None)
     gpu = meta.get("gpu") or {}
     machine_info["gpuprops"] = {"gpu": gpu.get("name"), "arch": gpu.get("arch"),
                                 "driver": gpu.get("driver_version"), "cuda_driver": gpu.get("cuda_driver_version"),

@@ -4,8 +4,8 @@
 set -u
 OUT=${OUT:-/tmp/gpuprops-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 GPUPROPS_CACHE_DIR=/tmp/gpuprops-cold-cache
-B="--benchmark-storage=file:///tmp/bench --benchmark-columns=median,min,max,rounds"
-rm -rf /tmp/bench "$GPUPROPS_CACHE_DIR"
+B="--benchmark-storage=file://.bench-device --benchmark-columns=median,min,max,rounds"
+rm -rf .bench-device "$GPUPROPS_CACHE_DIR"
 echo "== run 1 (cold cache)"; /usr/bin/time -f "run1 wall %e s" python3 -m pytest hwtests -m "not static" -p no:cacheprovider -q \
   --gpuprops-report "$OUT/report.json" --gpuprops-plots "$OUT" --benchmark-save=driver_a $B 2>&1 | tee "$OUT/run1.log" | tail -45
 echo "== run 2 (warm cache), compared with run 1"; /usr/bin/time -f "run2 wall %e s" python3 -m pytest hwtests -m "not static" -p no:cacheprovider -q \
@@ -16,7 +16,7 @@ python3 -m pytest hwtests -k "lds_latency" -p no:cacheprovider -q --gpuprops-fac
 echo "== planted: baseline 0001 edited (lds medians x 0.8)"
 python3 - <<'PY'
 import glob, json
-p = sorted(glob.glob("/tmp/bench/*/0001_*.json"))[0]
+p = sorted(glob.glob(".bench-device/*/0001_*.json"))[0]
 d = json.load(open(p))
 for b in d["benchmarks"]:
     if "lds_latency" in b["name"]:
@@ -26,4 +26,4 @@ json.dump(d, open(p, "w"))
 PY
 python3 -m pytest hwtests -k "lds_latency" -p no:cacheprovider -q --benchmark-compare=0001 --benchmark-compare-fail=median:5% $B 2>&1 | tee "$OUT/planted_baseline.log" | tail -12
 echo "== static facts on the device's NVRTC"; python3 -m pytest hwtests -m static -p no:cacheprovider -q -n 8 2>&1 | tail -4
-cp -r /tmp/bench "$OUT/bench" 2>/dev/null; ls /tmp/bench/*
+cp .bench-device/*/0002_*.json "$OUT/" 2>/dev/null; ls .bench-device/*
