@@ -7,8 +7,7 @@ import pytest
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
 
-KERNELS = Path(__file__).parent.parent / "kernels"
-PATCH_ARCHES = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 pytest_plugins = ["pytester"]
 
 

@@ -1,5 +1,5 @@
 from pytest_gpuprops.cli import main
-from conftest import KERNELS
+from gp_testing import KERNELS
 
 
 def test_compile_then_sass_prints_the_seeds_notation(tmp_path, capsys):

@@ -3,7 +3,7 @@ import time
 import pytest
 
 from pytest_gpuprops.compile import ArchError, CompileError, check_arch, compile_cuda, compiler_version
-from conftest import KERNELS
+from gp_testing import KERNELS
 
 
 def test_compiles_to_a_cubin_without_a_gpu(cache_dir):

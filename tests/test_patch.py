@@ -4,7 +4,7 @@ import pytest
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.measure import stop_wait_edit
-from conftest import PATCH_ARCHES
+from gp_testing import PATCH_ARCHES
 
 
 @pytest.fixture(params=PATCH_ARCHES)
