@@ -1,7 +1,6 @@
 """FFMA: dependent latency and issue rate per SM sub-partition."""
 
 import pytest
-
 import specs
 
 pytestmark = pytest.mark.gpu

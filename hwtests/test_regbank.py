@@ -6,12 +6,13 @@ sources, reuse mask and stall 1; 4 warps per sub-partition hide the loop's branc
 FFMA per sub-partition is the register-file read cost."""
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+import specs
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.assertions import bank_read_cycles, explained_fraction, reuse_mask
 from pytest_gpuprops.measure import StopRule, stop_wait_edit
-import specs
 
 pytestmark = pytest.mark.gpu
 WARPS = 4

@@ -1,9 +1,9 @@
 """Shared memory: LDS and STS latency, bandwidth per access width (seeds/smem_bandwidth_latency.md)."""
 
 import pytest
+import specs
 
 from pytest_gpuprops.measure import Measurement
-import specs
 
 pytestmark = pytest.mark.gpu
 

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 import pytest
+from schedule import issue_gaps, region_opcodes
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
-from schedule import issue_gaps, region_opcodes
 
 pytestmark = pytest.mark.static
 KERNELS = Path(__file__).parent.parent / "kernels"

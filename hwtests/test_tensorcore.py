@@ -2,10 +2,11 @@
 (seeds/tensorcore_pipeline.md)."""
 
 import pytest
-from hypothesis import given, strategies as st
+import specs
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_gpuprops.assertions import hmma_cycles_per_smsp
-import specs
 
 pytestmark = pytest.mark.gpu
 HMMA = specs.HMMA_UNROLL

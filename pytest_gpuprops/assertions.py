@@ -8,7 +8,7 @@ model facts (register banks, HMMA issue).
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from .facts import Fact
 from .measure import Measurement

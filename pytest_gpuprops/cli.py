@@ -12,7 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import compile as gp_compile, facts as gp_facts, sass
+from . import compile as gp_compile
+from . import facts as gp_facts
+from . import sass
 
 
 def _defines(items: list[str]) -> dict[str, str]:

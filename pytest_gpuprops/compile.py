@@ -24,7 +24,7 @@ SUPPORTED_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90
 #: Older architectures NVRTC may still know but nvdisasm 13 from pip refuses.
 _TOO_OLD = re.compile(r"^sm_(3\d|5\d|6\d|70|72)$")
 
-_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
 
 class CompileError(Exception):

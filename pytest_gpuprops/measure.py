@@ -23,8 +23,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from . import compile as gp_compile
 from . import sass
@@ -50,7 +50,7 @@ class KernelLaunchError(Exception):
 def gpu_unavailable_reason(index: int = 0) -> str | None:
     """None when GPU ``index`` can be used; otherwise a one-line reason naming what is missing."""
     try:
-        import cupy  # noqa: F401
+        import cupy
     except Exception as exc:  # ImportError, or a CUDA library load failure inside cupy
         return f"CuPy is not importable ({type(exc).__name__}: {exc}); install pytest-gpuprops[cuda13] or [cuda12]"
     try:
@@ -197,7 +197,7 @@ class Measurement:
         return d
 
     @classmethod
-    def given(cls, name: str, values: Sequence[float], unit: str = "cycles", **kw) -> "Measurement":
+    def given(cls, name: str, values: Sequence[float], unit: str = "cycles", **kw) -> Measurement:
         """A measurement from given numbers (tests of the assertion and report layers)."""
         base = dict(stop_reason="converged", noise_target=0.01, overhead_cycles=0.0, sm_clock_mhz=None,
                     throttle=[], kernel="(given)", launch={})
@@ -273,7 +273,7 @@ class Runner:
         return mod.get_function(kernel)
 
     # -- launching -----------------------------------------------------------------------------
-    def launch_pairs(self, fn, spec: KernelSpec, args: tuple) -> "numpy.ndarray":  # noqa: F821
+    def launch_pairs(self, fn, spec: KernelSpec, args: tuple) -> numpy.ndarray:  # noqa: F821
         """Launch once and return the (n_warps, 2) array of clock pairs."""
         cp = self.cp
         n_warps = spec.grid * spec.block // 32
@@ -403,7 +403,7 @@ def ncu_unavailable_reason() -> str | None:
     return None if find_ncu() else "Nsight Compute (ncu) is not on PATH (set GPUPROPS_NCU to its path)"
 
 
-def ncu_metrics(runner: "Runner", spec: KernelSpec, metrics: list[str], *, buffers: int = 2,
+def ncu_metrics(runner: Runner, spec: KernelSpec, metrics: list[str], *, buffers: int = 2,
                 ints: tuple[int, ...] = (), timeout_s: float = 300.0) -> dict[str, float]:
     """Profile one launch of ``spec`` (built and patched as for timing) under ``ncu --clock-control
     none`` and return the metrics. The kernel gets the cycles buffer, ``buffers`` zeroed 4 MiB

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import shlex
 from pathlib import Path
 
 import pytest
 
-from . import assertions, facts as gp_facts, measure, report
+from . import assertions, measure, report
+from . import facts as gp_facts
 
 _STATE = pytest.StashKey["GpuPropsState"]()
 
@@ -60,7 +60,8 @@ class GpuPropsState:
         return self._runner
 
     def meta(self) -> dict:
-        from . import compile as gp_compile, sass
+        from . import compile as gp_compile
+        from . import sass
         meta = {"date": _dt.datetime.now().isoformat(timespec="seconds")}
         try:
             meta["compiler"] = gp_compile.compiler_version()
@@ -281,7 +282,7 @@ class StaticChecker:
 @pytest.fixture
 def gpuprops(request: pytest.FixtureRequest, gpuprops_state: GpuPropsState) -> FactChecker:
     """Measure kernels and check them against this GPU's facts (skips without a GPU)."""
-    gpuprops_state.info  # skip early, with the reason, where there is no GPU
+    _ = gpuprops_state.info  # skip early, with the reason, where there is no GPU
     return FactChecker(request, gpuprops_state)
 
 
@@ -324,7 +325,7 @@ def store_in_benchmark(benchmark, m: measure.Measurement, info: measure.GpuInfo)
     def replay():
         clock[0] += next(values)
 
-    benchmark._timer = lambda: clock[0]  # noqa: SLF001 - pytest-benchmark has no public timer hook
+    benchmark._timer = lambda: clock[0]
     benchmark.extra_info.update(unit=m.unit, gpu=info.name, arch=info.arch, stop_reason=m.stop_reason,
                                 noise=m.noise, sm_clock_mhz=m.sm_clock_mhz)
     benchmark.pedantic(replay, rounds=len(m.values), iterations=1, warmup_rounds=0)

@@ -7,8 +7,8 @@ output can be produced (and tested) without a GPU.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from tabulate import tabulate
 

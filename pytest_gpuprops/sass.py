@@ -74,7 +74,7 @@ class ControlCode:
     reuse: int
 
     @classmethod
-    def decode(cls, hi: int) -> "ControlCode":
+    def decode(cls, hi: int) -> ControlCode:
         c = hi >> 41
         wb, rb = (c >> 5) & 7, (c >> 8) & 7
         return cls(
@@ -191,7 +191,7 @@ def find_nvdisasm() -> str:
                     "or set GPUPROPS_NVDISASM)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvdisasm_version() -> str:
     out = subprocess.run([find_nvdisasm(), "--version"], capture_output=True, text=True).stdout
     m = re.search(r"release (\d+\.\d+)", out)

@@ -1,13 +1,12 @@
 """The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder."""
 
-from pathlib import Path
 
 import pytest
+from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
 
-from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 pytest_plugins = ["pytester"]
 
 

@@ -1,5 +1,6 @@
-from pytest_gpuprops.cli import main
 from gp_testing import KERNELS
+
+from pytest_gpuprops.cli import main
 
 
 def test_compile_then_sass_prints_the_seeds_notation(tmp_path, capsys):
@@ -22,7 +23,7 @@ def test_patch_prints_before_and_after(tmp_path, capsys):
     rc = main(["patch", str(cub), "--at", off, "--regs", "R8,R10,R12", "--reuse", "A", "--stall", "1",
                "--scratch", rd, "-o", str(tmp_path / "p.cubin")])
     out = capsys.readouterr().out
-    assert rc == 0 and f"+ [B" in out and f"FFMA {rd}, R8.reuse, R10, R12" in out
+    assert rc == 0 and "+ [B" in out and f"FFMA {rd}, R8.reuse, R10, R12" in out
     assert main(["patch", str(cub), "--at", off, "--regs", "R250,R1,R2", "-o", str(tmp_path / "q.cubin")]) == 2
     assert "refused" in capsys.readouterr().err
 

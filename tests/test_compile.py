@@ -1,9 +1,9 @@
 import time
 
 import pytest
+from gp_testing import KERNELS
 
 from pytest_gpuprops.compile import ArchError, CompileError, check_arch, compile_cuda, compiler_version
-from gp_testing import KERNELS
 
 
 def test_compiles_to_a_cubin_without_a_gpu(cache_dir):

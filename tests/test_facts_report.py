@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from pytest_gpuprops import facts as F, report
+from pytest_gpuprops import facts as F
+from pytest_gpuprops import report
 from pytest_gpuprops.assertions import evaluate
 from pytest_gpuprops.measure import Measurement
 

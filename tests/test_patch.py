@@ -1,10 +1,10 @@
 """The patcher: round trips checked by disassembly on five arches, and every refusal."""
 
 import pytest
+from gp_testing import PATCH_ARCHES
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.measure import stop_wait_edit
-from gp_testing import PATCH_ARCHES
 
 
 @pytest.fixture(params=PATCH_ARCHES)

@@ -1,8 +1,9 @@
 import pytest
-from hypothesis import given, strategies as st
+from gp_testing import PATCH_ARCHES
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_gpuprops import sass
-from gp_testing import PATCH_ARCHES
 
 
 @given(stall=st.integers(0, 15), y=st.booleans(), wb=st.one_of(st.none(), st.integers(0, 5)),
