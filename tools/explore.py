@@ -1,7 +1,9 @@
 """One-shot exploration on a GPU: print every raw number the facts need (no assertions).
 
 Used once on a new GPU to see its numbers before recording facts; `pytest hwtests
---gpuprops-record` is the supported way to record them.
+--gpuprops-record` is the supported way to record them. Its first run (H200, 2026-11-21) gave the
+register-bank table in docs/results.md; its HMMA numbers for ILP > 1 from that run predate the
+kernel fix that gives each accumulator chain a distinct start (ptxas had merged identical chains).
 """
 import json, sys, time, random, statistics
 from pathlib import Path
