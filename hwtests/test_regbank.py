@@ -27,18 +27,31 @@ SEED_CASES = [(8, 10, 16, r) for r in ("--", "-R", "R-", "RR")] + [(8, 8, 16, r)
     + [(9, 10, 16, r) for r in ("--", "-R", "R-", "RR")] + [(a, 9, x, "--") for a in (8, 7) for x in range(10, 17)]
 
 
-class Bench:
-    """The regbank kernel as compiled for this GPU, and how to measure patched variants of it."""
+class Kernel:
+    """The regbank kernel as compiled for this GPU: its SASS, scratch and readable registers."""
 
-    def __init__(self, gpuprops):
-        self.gp = gpuprops
-        self.runner = gpuprops.runner
-        self.cubin = sass.Cubin(self.runner.compile("regbank_ffma.cu", {"NFFMA": specs.REGBANK_NFFMA}).cubin,
-                                gpuprops.gpu.arch)
+    def __init__(self, runner):
+        self.cubin = sass.Cubin(runner.compile("regbank_ffma.cu", {"NFFMA": specs.REGBANK_NFFMA}).cubin,
+                                runner.info.arch)
         self.instrs = self.cubin.instructions("regbank_ffma")
         self.scratch = sass.ffma_destinations(self.instrs)
         usable = sass.usable_registers(self.instrs, self.cubin.kernel("regbank_ffma"))
         self.sources = [r for r in range(usable) if r not in self.scratch]
+
+
+@pytest.fixture(scope="module")
+def regbank_kernel(gpu_runner):
+    """Compiled and disassembled once for the module's tests."""
+    return Kernel(gpu_runner)
+
+
+class Bench:
+    """How to measure patched variants of the regbank kernel from one test."""
+
+    def __init__(self, gpuprops, kernel: Kernel):
+        self.gp = gpuprops
+        self.cubin, self.instrs = kernel.cubin, kernel.instrs
+        self.scratch, self.sources = kernel.scratch, kernel.sources
 
     def place(self, ra, rb, rc):
         """The seeds' registers moved by a multiple of 4 (bank pattern and equalities kept) off the
@@ -63,17 +76,17 @@ def _label(ra, rb, rc, reuse):
     return f"R{ra},R{rb},R{rc} reuse {''.join('R' if reuse >> i & 1 else '-' for i in range(3))}"
 
 
-def test_regbank_seed_cases_follow_the_bank_model(gpuprops):
-    bench = Bench(gpuprops)
+def test_regbank_seed_cases_follow_the_bank_model(gpuprops, regbank_kernel):
+    bench = Bench(gpuprops, regbank_kernel)
     cases = [(*bench.place(a, b, c), reuse_mask(r)) for a, b, c, r in SEED_CASES]
     cycles = bench.measure(cases)
     gpuprops.check_model("regbank_seed_cases", [(_label(*c), bank_read_cycles(*c), x) for c, x in zip(cases, cycles)],
                          tolerance_rel=TOLERANCE, unit="cycles/FFMA", method=METHOD, source=SOURCE)
 
 
-def test_register_bank_count_is_inferred_from_the_seed_cases(gpuprops):
+def test_register_bank_count_is_inferred_from_the_seed_cases(gpuprops, regbank_kernel):
     """Not asserted but inferred: which bank count (bank = reg % n) explains the seeds' cases."""
-    bench = Bench(gpuprops)
+    bench = Bench(gpuprops, regbank_kernel)
     cases = [(*bench.place(a, b, c), reuse_mask(r)) for a, b, c, r in SEED_CASES]
     measured = list(zip(cases, bench.measure(cases)))
     explained = {n: explained_fraction(measured, banks=n, cycles_per_read=1.0, tolerance_rel=TOLERANCE)
@@ -89,9 +102,9 @@ def test_register_bank_count_is_inferred_from_the_seed_cases(gpuprops):
 @settings(max_examples=1, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
-def test_regbank_cost_model_holds_for_drawn_operands(gpuprops, data):
+def test_regbank_cost_model_holds_for_drawn_operands(gpuprops, regbank_kernel, data):
     """200 drawn (Ra, Rb, Rc, reuse mask) variants, patched and measured in one batch."""
-    bench = Bench(gpuprops)
+    bench = Bench(gpuprops, regbank_kernel)
     reg = st.sampled_from(bench.sources)
     cases = data.draw(st.lists(st.tuples(reg, reg, reg, st.integers(0, 7)), min_size=200, max_size=200,
                                unique=True), label="cases")
@@ -100,9 +113,9 @@ def test_regbank_cost_model_holds_for_drawn_operands(gpuprops, data):
                          tolerance_rel=TOLERANCE, unit="cycles/FFMA", method=METHOD, source=SOURCE)
 
 
-def test_regbank_heat_map(gpuprops):
+def test_regbank_heat_map(gpuprops, regbank_kernel):
     """Ra x Rb over 12 registers for a fixed Rc, no reuse: the conflict pattern as a picture."""
-    bench = Bench(gpuprops)
+    bench = Bench(gpuprops, regbank_kernel)
     regs = bench.sources[8:20]
     rc = bench.sources[21]
     cases = [(a, b, rc, 0) for a in regs for b in regs]

@@ -343,11 +343,10 @@ class Runner:
             while len(values) < stop.max_samples:
                 pairs = self.launch_pairs(fn, spec, args)
                 deltas = (pairs[:, 1] - pairs[:, 0]).astype(float) - overhead
+                per_warp = [float(d) / divisor for d in deltas]
                 if mode == "warp":
-                    per_warp = [float(d) / divisor for d in deltas]
                     v = statistics.median(per_warp)
                 elif mode == "span":
-                    per_warp = [float(d) / divisor for d in deltas]
                     v = (float(pairs[:, 1].max() - pairs[:, 0].min()) - overhead) / divisor
                 else:
                     raise ValueError(f"mode must be 'warp' or 'span', not {mode!r}")
