@@ -1,21 +1,8 @@
-"""Reading a timed region as a schedule: which instructions it holds and how far apart they issue.
+"""Reading a timed region as a schedule: how far apart the compiler issues an opcode.
 
 Shared by the static facts (what the compiler emitted) and the GPU facts (what was launched)."""
 
-from collections import Counter
-
 from pytest_gpuprops import sass
-
-
-def is_filler(i: sass.Instruction) -> bool:
-    """NOP, or an instruction predicated off for good (@!PT / @!UPT): the padding ptxas emits."""
-    return i.base_opcode == "NOP" or i.predicate in ("@!PT", "@!UPT")
-
-
-def region_opcodes(instrs: list[sass.Instruction]) -> Counter:
-    """Opcodes between the two clock reads, padding left out."""
-    _, region, _ = sass.timed_region(instrs)
-    return Counter(i.opcode for i in region if not is_filler(i))
 
 
 def issue_gaps(instrs: list[sass.Instruction], opcode: str) -> list[int]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.assertions import bank_read_cycles, explained_fraction, reuse_mask
-from pytest_gpuprops.measure import StopRule, stop_wait_edit
+from pytest_gpuprops.measure import StopRule
 
 pytestmark = pytest.mark.gpu
 WARPS = 4
@@ -63,7 +63,7 @@ class Bench:
 
     def measure(self, cases):
         """cases: [(ra, rb, rc, reuse mask)] -> cycles per FFMA per sub-partition, one per case."""
-        variants = [sass.ffma_operand_edits(self.instrs, ra, rb, rc, reuse) + [stop_wait_edit(self.cubin, "regbank_ffma")]
+        variants = [sass.ffma_operand_edits(self.instrs, ra, rb, rc, reuse) + sass.timing_edits(self.instrs)
                     for ra, rb, rc, reuse in cases]
         patched = sass.patch_many(self.cubin, "regbank_ffma", variants, scratch=self.scratch)
         spec = specs.regbank(WARPS)

@@ -32,10 +32,13 @@ extern "C" __global__ void __launch_bounds__(1024) smem_bandwidth(unsigned long 
                               reinterpret_cast<unsigned*>(sink));
     float x[4] = {threadIdx.x + 0.f, threadIdx.x + 1.f, threadIdx.x + 2.f, threadIdx.x + 3.f};
     float acc = 0.f;
+    // The loop count through the same opaque round trip: in a register before the start read, not
+    // an LDC that ptxas would otherwise sink into the timed loop.
+    int n = (int)gp_opaque((unsigned)iters, &slot[threadIdx.x], reinterpret_cast<unsigned*>(sink));
     __syncthreads();
     unsigned long long t0 = gp_clock();
 #pragma unroll 1
-    for (int it = 0; it < iters; ++it) {
+    for (int it = 0; it < n; ++it) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
 #if LOAD

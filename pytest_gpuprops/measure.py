@@ -2,9 +2,11 @@
 
 Method (docs/method.md):
 * every timed kernel writes one (start, stop) clock64 pair per warp (kernels/gpuprops.cuh);
-* before launch the stop clock read is patched to wait on all six scoreboards, so the region ends
-  only when its last variable-latency result is in (the seeds' sm_86 listings show the compiler
-  does not always make it wait, which biased short chains low: 22.62 cycles at UNROLL 50);
+* before launch both clock reads are patched to wait on all six scoreboards: the start read, so
+  nothing issued before the region (an input load, a store) finishes inside it; the stop read, so
+  the region ends only when its last variable-latency result is in (the seeds' sm_86 listings show
+  the compiler does not always make it wait, which biased short chains low: 22.62 cycles at
+  UNROLL 50). A region that is still not clean after the patch is refused (sass.region_hazards);
 * the clock-read overhead (two back-to-back reads, patched the same way) is measured once per GPU
   and subtracted;
 * launches repeat until the relative standard deviation of the per-launch values is under the noise
@@ -45,6 +47,10 @@ class GpuUnavailable(Exception):
 
 class KernelLaunchError(Exception):
     """A kernel failed to load, launch or finish; the message names kernel and launch shape."""
+
+
+class UncleanRegion(sass.PatchRefused):
+    """The timed region, as it would be launched, is not clean at both ends (see sass.region_hazards)."""
 
 
 def gpu_unavailable_reason(index: int = 0) -> str | None:
@@ -218,7 +224,10 @@ class KernelSpec:
     """What to compile and how to launch it.
 
     ``args(cupy) -> tuple`` builds the arguments after the cycles buffer; ``patch(cubin, kernel) ->
-    list[Edit]`` adds edits to the automatic stop-read wait.
+    list[Edit]`` adds edits to the automatic clock-read waits. ``region`` is what the timed region
+    must hold (opcode -> count, padding aside) and ``region_other`` how many other, non-memory
+    instructions (loop control) may sit beside them: a kernel that does not measure what its name
+    says is refused before it runs, on every arch.
     """
 
     source: str
@@ -228,6 +237,22 @@ class KernelSpec:
     block: int = 32
     args: Callable | None = None
     patch: Callable | None = None
+    region: dict | None = None
+    region_other: int = 0
+
+    def label(self) -> str:
+        return f"{self.kernel} from {self.source} {self.defines} grid={self.grid} block={self.block}"
+
+
+def build_for_timing(cubin: sass.Cubin, spec: KernelSpec) -> tuple[bytes, list[sass.Instruction]]:
+    """``spec``'s kernel patched for timing, with its region checked against what it must hold."""
+    built = patched_for_timing(cubin, spec.kernel, spec.patch(cubin, spec.kernel) if spec.patch else [])
+    if spec.region is not None:
+        problems = sass.region_mismatch(built[1], spec.region, spec.region_other)
+        if problems:
+            raise UncleanRegion(f"{spec.label()} on {cubin.arch}: the timed region does not hold what the fact "
+                                "measures:\n  " + "\n  ".join(problems))
+    return built
 
 
 class Runner:
@@ -253,10 +278,10 @@ class Runner:
                                        cache_dir=self.cache_dir)
 
     def build(self, spec: KernelSpec) -> tuple[bytes, list[sass.Instruction]]:
-        """Compile and patch: the stop clock read waits on all scoreboards, plus the spec's edits."""
+        """Compile and patch: both clock reads wait on all scoreboards, plus the spec's edits."""
         compiled = self.compile(spec.source, spec.defines)
         cubin = sass.Cubin(compiled.cubin, self.info.arch, name=f"{spec.source} {spec.defines}")
-        return patched_for_timing(cubin, spec.kernel, spec.patch(cubin, spec.kernel) if spec.patch else [])
+        return build_for_timing(cubin, spec)
 
     def load(self, cubin: bytes, kernel: str):
         key = hashlib.sha256(cubin).hexdigest()
@@ -298,9 +323,9 @@ class Runner:
         return pairs
 
     def clock_overhead(self) -> float:
-        """Cycles between two back-to-back clock reads (stop read patched like every kernel's)."""
+        """Cycles between two back-to-back clock reads (patched like every kernel's)."""
         if self._overhead is None:
-            spec = KernelSpec("clock_overhead.cu", "clock_overhead")
+            spec = KernelSpec("clock_overhead.cu", "clock_overhead", region={})
             cubin, _ = self.build(spec)
             fn = self.load(cubin, spec.kernel)
             vals = [float(p[0, 1] - p[0, 0]) for p in (self.launch_pairs(fn, spec, ()) for _ in range(21))]
@@ -368,15 +393,14 @@ class Runner:
                            per_warp=per_warp)
 
 
-def stop_wait_edit(cubin: sass.Cubin, kernel: str) -> sass.Edit:
-    """The edit that makes the stop clock read wait on all six scoreboards."""
-    _, _, stop_read = sass.timed_region(cubin.instructions(kernel))
-    return sass.Edit(stop_read.offset, wait_mask=0x3F)
-
-
 def patched_for_timing(cubin: sass.Cubin, kernel: str, edits: list[sass.Edit]) -> tuple[bytes, list[sass.Instruction]]:
-    """The kernel with its stop clock read waiting on all scoreboards, plus ``edits``; verified."""
-    result = sass.patch(cubin, kernel, [*edits, stop_wait_edit(cubin, kernel)])
+    """The kernel with both clock reads waiting on every scoreboard, plus ``edits``; verified by
+    disassembly, and refused unless the patched region is clean at both ends."""
+    result = sass.patch(cubin, kernel, [*edits, *sass.timing_edits(cubin.instructions(kernel))])
+    problems = sass.region_hazards(result.instructions)
+    if problems:
+        raise UncleanRegion(f"{kernel} ({cubin.name}): the timed region is not clean after the timing patch:\n  "
+                            + "\n  ".join(problems))
     return result.cubin, result.instructions
 
 

@@ -667,3 +667,98 @@ def ffma_destinations(instrs: list[Instruction]) -> set[int]:
     """Registers the timed region's FFMAs write: the regbank kernel's scratch accumulators."""
     _, region, _ = timed_region(instrs)
     return {int(i.operands[0][1:]) for i in region if i.base_opcode == "FFMA"}
+
+
+# ----------------------------------------------------------------------------------------------
+# clean timed regions
+
+
+def _sets(i: Instruction) -> set[int]:
+    c = i.control
+    return {b for b in (c.read_barrier, c.write_barrier) if b is not None}
+
+
+def _waits(i: Instruction) -> set[int]:
+    return {b for b in range(6) if i.control.wait_mask >> b & 1}
+
+
+def region_hazards(instrs: list[Instruction]) -> list[str]:
+    """Why the timed region is not clean at both ends; an empty list when it is.
+
+    Scoreboards are followed through the code in address order (straight-line, so a branch before
+    the region is read as taken and not taken at once: conservative). Two rules:
+
+    * start: an instruction inside the region must not wait on a scoreboard that an instruction
+      before the start read set and the start read did not wait on; otherwise that earlier load's
+      remaining latency is counted inside the region (the 4.93-cycle "FFMA latency" on sm_90 was an
+      input LDG landing in it);
+    * stop: the stop read must wait on every scoreboard set inside the region and not yet waited on
+      there, so the region's last variable-latency result is in before the clock is read.
+    """
+    start, region, stop = timed_region(instrs)
+    pending: dict[int, Instruction] = {}  # scoreboard -> the last instruction that set it
+    for i in instrs:
+        if i.offset >= start.offset:
+            break
+        for b in _waits(i):
+            pending.pop(b, None)
+        for b in _sets(i):
+            pending[b] = i
+    leaked = {b: i for b, i in pending.items() if b not in _waits(start)}
+    problems = []
+    inside: dict[int, Instruction] = {}
+    for i in region:
+        for b in sorted(_waits(i)):
+            if b in leaked and b not in inside:
+                src = leaked[b]
+                problems.append(f"/*{i.offset:04x}*/ {i.text} waits on scoreboard {b}, set before the start "
+                                f"clock read by /*{src.offset:04x}*/ {src.text}: its latency lands in the region")
+            inside.pop(b, None)
+            leaked.pop(b, None)
+        for b in _sets(i):
+            inside[b] = i
+    for b, src in sorted(inside.items()):
+        if b not in _waits(stop):
+            problems.append(f"the stop clock read does not wait on scoreboard {b}, set inside the region by "
+                            f"/*{src.offset:04x}*/ {src.text}: its result may land after the region ends")
+    return problems
+
+
+def timing_edits(instrs: list[Instruction]) -> list[Edit]:
+    """Both clock reads wait on all six scoreboards: the region starts after everything issued
+    before it has landed, and ends after everything issued inside it has."""
+    start, _, stop = timed_region(instrs)
+    return [Edit(start.offset, wait_mask=0x3F), Edit(stop.offset, wait_mask=0x3F)]
+
+
+def is_filler(i: Instruction) -> bool:
+    """NOP, or an instruction predicated off for good (@!PT / @!UPT): the padding ptxas emits."""
+    return i.base_opcode == "NOP" or i.predicate in ("@!PT", "@!UPT")
+
+
+def region_opcodes(instrs: list[Instruction]) -> dict[str, int]:
+    """Opcode -> count between the two clock reads, padding left out."""
+    _, region, _ = timed_region(instrs)
+    counts: dict[str, int] = {}
+    for i in region:
+        if not is_filler(i):
+            counts[i.opcode] = counts.get(i.opcode, 0) + 1
+    return counts
+
+
+_MEMORY_PREFIXES = ("LD", "ST", "ATOM", "RED", "TEX", "TLD", "SULD", "SUST", "CCTL", "MEMBAR", "UBLKCP", "UTMA")
+
+
+def region_mismatch(instrs: list[Instruction], intended: dict[str, int], other_allowed: int = 0) -> list[str]:
+    """How the timed region differs from ``intended`` (opcode -> exact count); ``other_allowed``
+    instructions of other opcodes may sit beside them (loop control), but never a memory access."""
+    got = region_opcodes(instrs)
+    problems = [f"{op}: {got.get(op, 0)} in the region, intended {n}" for op, n in intended.items()
+                if got.get(op, 0) != n]
+    others = {op: n for op, n in got.items() if op not in intended}
+    memory = sorted(op for op in others if op.startswith(_MEMORY_PREFIXES))
+    if memory:
+        problems.append(f"memory accesses the fact does not intend: {', '.join(memory)}")
+    if sum(others.values()) > other_allowed:
+        problems.append(f"{sum(others.values())} other instructions ({others}); at most {other_allowed} intended")
+    return problems

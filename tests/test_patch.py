@@ -4,7 +4,6 @@ import pytest
 from gp_testing import PATCH_ARCHES
 
 from pytest_gpuprops import sass
-from pytest_gpuprops.measure import stop_wait_edit
 
 
 @pytest.fixture(params=PATCH_ARCHES)
@@ -42,7 +41,7 @@ def test_rz_and_slot_c_reuse(regbank):
 
 def test_patch_many_verifies_in_one_call_and_matches_single_patches(regbank):
     cubin, ins, scratch = regbank
-    variants = [sass.ffma_operand_edits(ins, a, b, c, r) + [stop_wait_edit(cubin, "regbank_ffma")]
+    variants = [sass.ffma_operand_edits(ins, a, b, c, r) + sass.timing_edits(ins)
                 for a, b, c, r in [(8, 10, 16, 0), (9, 9, 9, 3), (11, 13, 15, 1)]]
     many = sass.patch_many(cubin, "regbank_ffma", variants, scratch=scratch)
     one = sass.patch(cubin, "regbank_ffma", variants[1], scratch=scratch)
@@ -62,11 +61,13 @@ def test_sts_chain_reads_as_the_seeds_edit(build):
         assert ctrl[0].wait_mask == 0 and all(c.wait_mask == 1 << sb for c in ctrl[1:]), arch
 
 
-def test_stop_read_waits_on_every_scoreboard(build):
+def test_both_clock_reads_wait_on_every_scoreboard(build):
     cubin = build("smem_latency_ld.cu", "sm_90", UNROLL=50)
-    res = sass.patch(cubin, "smem_latency_ld", [stop_wait_edit(cubin, "smem_latency_ld")])
-    assert str(res.changed[0][1].control).startswith("[B012345:")
-    assert "SR_CLOCKLO" in res.changed[0][1].text
+    res = sass.patch(cubin, "smem_latency_ld", sass.timing_edits(cubin.instructions("smem_latency_ld")))
+    start, _, stop = sass.timed_region(res.instructions)
+    assert [a.offset for _, a in res.changed] == [start.offset, stop.offset]
+    for _, after in res.changed:
+        assert str(after.control).startswith("[B012345:") and after.text.startswith("CS2R")
 
 
 def test_refuses_registers_the_kernel_does_not_use(regbank):

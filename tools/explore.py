@@ -8,7 +8,7 @@ kernel fix that gives each accumulator chain a distinct start (ptxas had merged 
 import json, sys, time, random, statistics
 from pathlib import Path
 from pytest_gpuprops import measure, sass
-from pytest_gpuprops.measure import KernelSpec, Runner, StopRule, stop_wait_edit
+from pytest_gpuprops.measure import KernelSpec, Runner, StopRule
 from pytest_gpuprops.assertions import bank_read_cycles
 
 out = {}
@@ -79,7 +79,7 @@ for _ in range(60):
     cases.append((rng.choice(cand), rng.choice(cand), rng.choice(cand), rng.choice(["--", "R-", "-R", "RR"])))
 def rm(s):
     return (1 if s[0] == "R" else 0) | (2 if s[1] == "R" else 0)
-variants = [sass.ffma_operand_edits(ins, a, b, c, rm(s)) + [stop_wait_edit(cb, "regbank_ffma")] for a, b, c, s in cases]
+variants = [sass.ffma_operand_edits(ins, a, b, c, rm(s)) + sass.timing_edits(ins) for a, b, c, s in cases]
 t1 = time.time()
 results = sass.patch_many(cb, "regbank_ffma", variants, scratch=scratch)
 print("patch_many", len(results), time.time() - t1)
