@@ -164,6 +164,8 @@ class Measurement:
     kernel: str
     launch: dict
     per_warp: list[float] = dataclasses.field(default_factory=list)  # last launch, for reports
+    #: measure again with fresh launches (set by Runner.measure; a failure is confirmed with it)
+    remeasure: Callable[[], Measurement] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -184,10 +186,7 @@ class Measurement:
     @property
     def noise(self) -> float:
         """Relative standard deviation of the per-launch values (nvbench's 'noise')."""
-        if len(self.values) < 2:
-            return 0.0
-        m = statistics.fmean(self.values)
-        return statistics.stdev(self.values) / m if m else float("inf")
+        return relative_noise(self.values)
 
     @property
     def settled(self) -> bool:
@@ -198,7 +197,8 @@ class Measurement:
                 f"n={self.n}, {self.stop_reason})")
 
     def as_dict(self) -> dict:
-        d = dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "remeasure"}
+        d = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
         d.update(median=self.median, min=self.min, max=self.max, noise=self.noise, n=self.n)
         return d
 
@@ -269,6 +269,7 @@ class Runner:
         self.launch_timeout_s = launch_timeout_s
         self._modules: dict[str, object] = {}
         self._overhead: float | None = None
+        self._clock: float | None = None
         self._tmp = tempfile.mkdtemp(prefix="gpuprops-mod-")
         cupy.cuda.Device(info.index).use()
 
@@ -332,6 +333,12 @@ class Runner:
             self._overhead = statistics.median(vals[1:])
         return self._overhead
 
+    def session_sm_clock_mhz(self) -> float:
+        """The SM clock, read once per session (a 1 ms spin); :meth:`sm_clock_mhz` reads it again."""
+        if self._clock is None:
+            self._clock = self.sm_clock_mhz()
+        return self._clock
+
     def sm_clock_mhz(self, spin_ns: int = 1_000_000) -> float:
         """The SM clock the kernels run at: clock64 cycles per %globaltimer microsecond."""
         cp = self.cp
@@ -359,38 +366,66 @@ class Runner:
         args = spec.args(self.cp) if spec.args else ()
         with gpu_lock(self.info.index):
             reasons_before, _ = throttle_reasons(self.info)
-            clock = self.sm_clock_mhz()
+            clock = self.session_sm_clock_mhz()
             self.launch_pairs(fn, spec, args)  # warm-up: instruction caches, module load
             values: list[float] = []
             per_warp: list[float] = []
             t_start = time.monotonic()
-            reason = "sample cap"
-            while len(values) < stop.max_samples:
+            reason = None
+            while reason is None:
                 pairs = self.launch_pairs(fn, spec, args)
-                deltas = (pairs[:, 1] - pairs[:, 0]).astype(float) - overhead
-                per_warp = [float(d) / divisor for d in deltas]
-                if mode == "warp":
-                    v = statistics.median(per_warp)
-                elif mode == "span":
-                    v = (float(pairs[:, 1].max() - pairs[:, 0].min()) - overhead) / divisor
-                else:
-                    raise ValueError(f"mode must be 'warp' or 'span', not {mode!r}")
+                v, per_warp = launch_value(pairs.tolist(), overhead, divisor, mode)
                 values.append(float(transform(v) if transform else v))
-                if len(values) >= stop.min_samples:
-                    m = Measurement.given(name, values, noise_target=stop.noise_target)
-                    if m.noise <= stop.noise_target:
-                        reason = "converged"
-                        break
-                    if time.monotonic() - t_start > stop.time_budget_s:
-                        reason = "time budget"
-                        break
+                reason = stop_reason(values, stop, time.monotonic() - t_start)
             reasons_after, _ = throttle_reasons(self.info)
-        return Measurement(name=name, unit=unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
-                           overhead_cycles=overhead, sm_clock_mhz=round(clock, 1),
-                           throttle=sorted(set(reasons_before) | set(reasons_after)), kernel=spec.kernel,
-                           launch={"source": spec.source, "defines": dict(spec.defines), "grid": spec.grid,
-                                   "block": spec.block, "mode": mode, "divisor": divisor},
-                           per_warp=per_warp)
+        m = Measurement(name=name, unit=unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
+                        overhead_cycles=overhead, sm_clock_mhz=round(clock, 1),
+                        throttle=sorted(set(reasons_before) | set(reasons_after)), kernel=spec.kernel,
+                        launch={"source": spec.source, "defines": dict(spec.defines), "grid": spec.grid,
+                                "block": spec.block, "mode": mode, "divisor": divisor},
+                        per_warp=per_warp)
+        m.remeasure = lambda: self.measure(name, spec, divisor=divisor, mode=mode, unit=unit, transform=transform,
+                                           stop=stop, built=(cubin, []))
+        return m
+
+
+def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float, mode: str) -> tuple[float, list[float]]:
+    """One launch's value from its per-warp (start, stop) clock pairs, and the per-warp values.
+
+    ``warp``: the median over warps of (stop - start - overhead) / divisor: latency, per-warp issue.
+    ``span``: (last stop - first start - overhead) / divisor: the whole block's throughput on its SM.
+    """
+    if not pairs:
+        raise ValueError("no clock pairs: the launch had no warps")
+    per_warp = [(float(b - a) - overhead) / divisor for a, b in pairs]
+    if mode == "warp":
+        return statistics.median(per_warp), per_warp
+    if mode == "span":
+        return (float(max(b for _, b in pairs) - min(a for a, _ in pairs)) - overhead) / divisor, per_warp
+    raise ValueError(f"mode must be 'warp' or 'span', not {mode!r}")
+
+
+def relative_noise(values: Sequence[float]) -> float:
+    """Relative standard deviation (nvbench's 'noise'); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    m = statistics.fmean(values)
+    return statistics.stdev(values) / abs(m) if m else float("inf")
+
+
+def stop_reason(values: Sequence[float], rule: StopRule, elapsed_s: float) -> str | None:
+    """Why to stop repeating launches now, or None to go on (nvbench's rule): "converged" once at
+    least ``min_samples`` values have noise under the target, else "time budget" once the budget is
+    spent (after ``min_samples``), else "sample cap" at ``max_samples``."""
+    n = len(values)
+    if n >= rule.min_samples:
+        if relative_noise(values) <= rule.noise_target:
+            return "converged"
+        if elapsed_s > rule.time_budget_s:
+            return "time budget"
+    if n >= rule.max_samples:
+        return "sample cap"
+    return None
 
 
 def patched_for_timing(cubin: sass.Cubin, kernel: str, edits: list[sass.Edit]) -> tuple[bytes, list[sass.Instruction]]:
