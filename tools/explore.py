@@ -5,11 +5,14 @@ Used once on a new GPU to see its numbers before recording facts; `pytest hwtest
 register-bank table in docs/results.md; its HMMA numbers for ILP > 1 from that run predate the
 kernel fix that gives each accumulator chain a distinct start (ptxas had merged identical chains).
 """
-import json, sys, time, random, statistics
+import json
+import random
+import time
 from pathlib import Path
+
 from pytest_gpuprops import measure, sass
-from pytest_gpuprops.measure import KernelSpec, Runner, StopRule
 from pytest_gpuprops.assertions import bank_read_cycles
+from pytest_gpuprops.measure import KernelSpec, Runner, StopRule
 
 out = {}
 info = measure.gpu_info(0)
@@ -96,4 +99,5 @@ for (a, b, c, s), res in zip(cases, results):
 out["regbank"] = rb
 print("total", time.time() - t0)
 import os
+
 Path(os.environ.get("OUT", "/tmp"), "explore.json").write_text(json.dumps(out, indent=1, default=str))
