@@ -27,6 +27,8 @@ def _measured_cell(v: Verdict) -> str:
         text = v.measured_text.split("\n")[0]
         return text if len(text) <= 72 else text[:71] + "…"
     m = v.measurement
+    if v.kind in ("fleet", "baseline"):
+        return v.measured_text.split("\n")[0]
     if m:
         cell = f"{v.measured:.3f} (±{m['noise']:.2%}, n={m['n']})"
         if v.attempts:

@@ -39,8 +39,14 @@ class SessionResults:
 
     # -- one test's part, as it travels with the test's report ---------------------------------
     def add(self, part: dict) -> None:
-        """Merge a part made by :meth:`part_of` (a worker's, or this process's own)."""
-        self.verdicts += [Verdict.from_dict(v) for v in part.get("verdicts", [])]
+        """Merge a part made by :meth:`part_of` (a worker's, or this process's own). A compile-time
+        verdict seen twice (xdist's 'each' runs the static facts on every worker) is kept once."""
+        seen = {(v.nodeid, v.fact) for v in self.verdicts if v.gpu is None}
+        for d in part.get("verdicts", []):
+            v = Verdict.from_dict(d)
+            if v.gpu is None and (v.nodeid, v.fact) in seen:
+                continue
+            self.verdicts.append(v)
         for f in part.get("recorded", []):
             self.recorded[f["name"]] = Fact(**f)
         for plot, pts in part.get("plot_points", {}).items():
@@ -116,8 +122,9 @@ def _comparable(v: Verdict) -> bool:
 
 
 def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
-    """OUTLIER verdicts for GPUs off their peers' median by more than the fact's tolerance, and a
-    sentence saying what was compared (with one GPU there is nothing to compare, and it says so)."""
+    """OUTLIER verdicts for GPUs whose measurement is off the median of the node's GPUs (with two,
+    off the other GPU's) for the same test by more than the fact's tolerance, and a sentence saying
+    what was compared (with one GPU there is nothing to compare, and it says so)."""
     by_case: dict[tuple[str, str], dict[str, Verdict]] = {}
     for v in verdicts:
         if _comparable(v):
@@ -129,14 +136,17 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
     for _case_key, per in sorted(by_case.items()):
         if len(per) < 2:
             continue
-        median = statistics.median(v.measured for v in per.values())
-        for v in per.values():
+        everyone = statistics.median(p.measured for p in per.values())
+        for key, v in per.items():
+            peers = [p.measured for k, p in per.items() if k != key]
+            median = everyone if len(per) >= 3 else peers[0]  # two GPUs: each against the other
             if abs(v.measured - median) > v.tolerance:
                 o = dataclasses.replace(v, status=OUTLIER, kind="fleet", attempts=[],
                                         expected=f"peer median {median:.3f} ± {v.tolerance:.3g} {v.unit}",
                                         measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)}; peers: "
-                                        + ", ".join(f"{p.measured:.3f}" for p in per.values() if p is not v))
-                o.flags = [f"{len(per)} GPUs compared"]
+                                        + ", ".join(f"{x:.3f}" for x in peers))
+                o.flags = [f"{len(per)} GPUs compared"] + (["with two GPUs, both are flagged: a third tells "
+                                                            "which one is off"] if len(per) == 2 else [])
                 out.append(o)
     return out, f"outlier check: {len(gpus)} GPUs, {len(by_case)} facts compared, {len(out)} outlier(s)"
 
