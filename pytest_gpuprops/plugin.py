@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -376,6 +377,7 @@ class FactChecker:
         UNSTABLE if it does not. Pass pytest-benchmark's ``benchmark`` fixture to store the per-launch
         values (in cycles) for --benchmark-save / --benchmark-compare.
         """
+        m = planted_shift(m, name, self._index)
         if benchmark is not None:
             store_in_benchmark(benchmark, m, self.gpu)
         fact = self.fact(name)
@@ -412,6 +414,26 @@ class FactChecker:
 
     def plot_point(self, plot: str, **point) -> None:
         _pending(self._request.node)["plot_points"].setdefault(plot, []).append(point)
+
+
+def planted_shift(m: measure.Measurement, fact: str, gpu_index: int) -> measure.Measurement:
+    """Test-only: ``GPUPROPS_PLANT_SHIFT="<gpu index>:<fact>:<delta>"`` adds delta to one GPU's
+    measurement of one fact (and to its re-measurements), to check on real hardware that an
+    outlier or a moved fact is flagged. The verdict says it was planted."""
+    plant = os.environ.get("GPUPROPS_PLANT_SHIFT")
+    if not plant:
+        return m
+    try:
+        index, name, delta = plant.split(":")
+        index, delta = int(index), float(delta)
+    except ValueError:
+        raise pytest.UsageError(f"GPUPROPS_PLANT_SHIFT={plant!r}: expected <gpu index>:<fact>:<delta>") from None
+    if index != gpu_index or name != fact:
+        return m
+    again = m.remeasure
+    shifted = dataclasses.replace(m, values=[v + delta for v in m.values], kernel=f"{m.kernel} (planted {delta:+g})")
+    shifted.remeasure = (lambda: planted_shift(again(), fact, gpu_index)) if again else None
+    return shifted
 
 
 class StaticChecker:
