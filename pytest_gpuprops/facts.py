@@ -4,7 +4,8 @@ One TOML file per arch (``pytest_gpuprops/facts/sm_90.toml``); each table is a f
 
     [lds_latency_cycles]
     value = 30.0
-    tolerance_abs = 0.5        # and/or tolerance_rel = 0.02; the larger applies
+    tolerance_abs = 0.5        # and/or tolerance_rel = 0.02; the larger applies; one is required
+                               # (tolerance_abs = 0 for a fact that must hold exactly)
     unit = "cycles"
     method = "pointer chase, one warp, ..."
     source = "measured on NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0, 2026-11-21"
@@ -14,6 +15,10 @@ Static schedule facts hold what a compiler does, so they carry values per compil
     [hmma_16816_f32_dependent_spacing_cycles]
     kind = "static"
     by_compiler = { "nvrtc 13.5" = 24 }
+
+Every problem in a file (a missing or negative tolerance, a non-finite value, an unknown key) is
+refused with the file, the fact and what is expected; the plugin checks ``--gpuprops-facts`` once at
+start-up, so a bad file is one usage error, not a failure per test.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import math
 import os
 import re
 from pathlib import Path
+
+from .compile import ArchError, parse_arch
 
 try:
     import tomllib  # Python 3.11+
@@ -85,39 +92,122 @@ class Facts(dict):
         return self[name]
 
 
-def _parse(path: Path) -> Facts:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise FactsError(f"cannot read facts file {path}: {exc}") from exc
+#: What a fact table may hold; anything else (a misspelt ``tolerence_abs``) is refused, not ignored.
+_KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind"),
+         "static": ("kind", "by_compiler", "unit", "method", "source")}
+SCHEMA_HINT = "see the facts TOML schema in README.md"
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _fact_problems(name: str, t: dict) -> list[str]:
+    """Everything wrong with one fact table, each as 'what is wrong; what is expected'."""
+    kind = t.get("kind", "measured")
+    if kind not in _KEYS:
+        return [f'kind = {kind!r}: expected "measured" (the default) or "static"']
+    problems = []
+    unknown = sorted(set(t) - set(_KEYS[kind]))
+    if unknown:
+        problems.append(f"unknown key(s) {', '.join(unknown)} for a {kind} fact; allowed: {', '.join(_KEYS[kind])}")
+    missing = [k for k in ("value", "unit", "method", "source") if k not in t and (k != "value" or kind == "measured")]
+    if missing:
+        problems.append(f"lacks {', '.join(missing)}; every fact needs a value, unit, method and source")
+    for k in ("unit", "method", "source"):
+        if k in t and (not isinstance(t[k], str) or not t[k].strip()):
+            problems.append(f"{k} must be a non-empty string, not {t[k]!r}")
+    if kind == "measured":
+        if "value" in t and (not _number(t["value"]) or not math.isfinite(t["value"])):
+            problems.append(f"value = {t['value']!r}: expected a finite number")
+        if "tolerance_abs" not in t and "tolerance_rel" not in t:
+            problems.append("has no tolerance: give tolerance_abs (in its unit) and/or tolerance_rel (a fraction, "
+                            "0.02 = 2 %); write tolerance_abs = 0 for a fact that must hold exactly")
+        for k in ("tolerance_abs", "tolerance_rel"):
+            if k in t and (not _number(t[k]) or not math.isfinite(t[k]) or t[k] < 0):
+                problems.append(f"{k} = {t[k]!r}: expected a finite number >= 0")
+    else:
+        table = t.get("by_compiler")
+        if not isinstance(table, dict) or not table:
+            problems.append('lacks by_compiler, a table of compiler -> value: by_compiler = { "nvrtc 13.5" = 24 }')
+        else:
+            for c, v in table.items():
+                if not _number(v) or not math.isfinite(v):
+                    problems.append(f"by_compiler[{c!r}] = {v!r}: expected a finite number")
+    return problems
+
+
+def _validate(data: dict, path: Path) -> Facts:
+    """A parsed TOML document as Facts, or FactsError naming the file, the fact and every problem."""
     arch = data.get("arch")
     if not isinstance(arch, str):
-        raise FactsError(f"{path}: top-level key arch = \"sm_XX\" is missing")
+        raise FactsError(f'{path}: top-level key arch = "sm_XX" is missing ({SCHEMA_HINT})')
+    try:
+        arch = parse_arch(arch)
+    except ArchError as exc:
+        raise FactsError(f"{path}: top-level arch: {exc}") from exc
     meta = {k: v for k, v in data.items() if not isinstance(v, dict)}
-    facts = {}
+    facts, problems = {}, []
     for name, t in data.items():
         if not isinstance(t, dict):
             continue
         if not _NAME.match(name):
-            raise FactsError(f"{path}: fact name {name!r} must be lower_snake_case")
-        missing = [k for k in ("unit", "method", "source") if not t.get(k)]
-        kind = t.get("kind", "measured")
-        if kind == "measured" and "value" not in t:
-            missing.append("value")
-        if kind == "static" and not t.get("by_compiler"):
-            missing.append("by_compiler")
-        if missing:
-            raise FactsError(f"{path}: fact [{name}] lacks {', '.join(missing)}; every fact needs a value, "
-                             "unit, method and source")
-        try:
-            facts[name] = Fact(name=name, arch=arch, unit=t["unit"], method=t["method"], source=t["source"],
-                               value=float(t["value"]) if "value" in t else None,
-                               tolerance_abs=float(t.get("tolerance_abs", 0.0)),
-                               tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=kind,
-                               by_compiler=dict(t.get("by_compiler", {})))
-        except (TypeError, ValueError) as exc:
-            raise FactsError(f"{path}: fact [{name}] has a non-numeric value or tolerance: {exc}") from exc
+            problems.append(f"fact name {name!r} must be lower_snake_case (a-z, 0-9, _)")
+            continue
+        mine = _fact_problems(name, t)
+        if mine:
+            problems += [f"fact [{name}] {p}" for p in mine]
+            continue
+        facts[name] = Fact(name=name, arch=arch, unit=t["unit"], method=t["method"], source=t["source"],
+                           value=float(t["value"]) if "value" in t else None,
+                           tolerance_abs=float(t.get("tolerance_abs", 0.0)),
+                           tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=t.get("kind", "measured"),
+                           by_compiler=dict(t.get("by_compiler", {})))
+    if problems:
+        raise FactsError(f"{path}: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0])
+                         + f"\n  ({SCHEMA_HINT})")
     return Facts(arch, path, facts, meta)
+
+
+def _parse(path: Path) -> Facts:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except IsADirectoryError as exc:
+        raise FactsError(f"facts file {path} is a folder; pass a .toml file or a folder of sm_XX.toml") from exc
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise FactsError(f"cannot read facts file {path}: {exc}") from exc
+    return _validate(data, path)
+
+
+def load_file(path: str | Path) -> Facts:
+    """One facts file, validated, whatever arch it is for."""
+    p = Path(path)
+    if not p.exists():
+        raise FactsError(f"facts file {p} does not exist")
+    return _parse(p)
+
+
+def check_facts_path(path: str | Path) -> list[Facts]:
+    """Validate what ``--gpuprops-facts`` names before anything runs: a facts file, or a folder of
+    sm_XX.toml files each holding its own arch. Raises FactsError saying what to fix."""
+    p = Path(path)
+    if not p.exists():
+        raise FactsError(f"facts path {p} does not exist; pass a facts .toml file or a folder of sm_XX.toml "
+                         "(gpuprops facts lists the packaged ones)")
+    if not p.is_dir():
+        return [_parse(p)]
+    files = sorted(p.glob("sm_*.toml"))
+    if not files:
+        raise FactsError(f"facts folder {p} holds no sm_XX.toml files (found: "
+                         f"{', '.join(sorted(x.name for x in p.iterdir())[:8]) or 'nothing'})")
+    out = []
+    for f in files:
+        facts = _parse(f)
+        if facts.arch != f.stem:
+            raise FactsError(f"{f}: arch = {facts.arch!r}, but the file is named {f.name}; in a folder each "
+                             "file must be named for its arch (rename it, or fix arch)")
+        out.append(facts)
+    return out
 
 
 def packaged_archs() -> list[str]:
@@ -129,12 +219,18 @@ def load_facts(arch: str, path: str | Path | None = None) -> Facts:
     if path is not None:
         p = Path(path)
         if p.is_dir():
-            p = p / f"{arch}.toml"
+            f = p / f"{arch}.toml"
+            if not f.exists():
+                have = ", ".join(sorted(x.stem for x in p.glob("sm_*.toml"))) or "none"
+                raise MissingFacts(f"no facts for {arch} in folder {p} (it has: {have}); record them with "
+                                   f"--gpuprops-record {p / (arch + '.toml')} on a {arch} GPU")
+            p = f
         if not p.exists():
             raise MissingFacts(f"facts file {p} does not exist")
         facts = _parse(p)
         if facts.arch != arch:
-            raise MissingFacts(f"facts file {p} is for {facts.arch}, but this GPU is {arch}")
+            raise MissingFacts(f"facts file {p} is for {facts.arch}, not {arch}; to check several archs pass a folder of "
+                               "sm_XX.toml files")
         return facts
     p = PACKAGED_DIR / f"{arch}.toml"
     if not p.exists():
@@ -178,7 +274,7 @@ def dumps(arch: str, facts: list[Fact], meta: dict | None = None) -> str:
             lines.append(f"kind = {_toml_value(f.kind)}")
         if f.value is not None:
             lines.append(f"value = {_toml_value(f.value)}")
-        if f.tolerance_abs:
+        if f.tolerance_abs or (f.kind == "measured" and not f.tolerance_rel):
             lines.append(f"tolerance_abs = {_toml_value(f.tolerance_abs)}")
         if f.tolerance_rel:
             lines.append(f"tolerance_rel = {_toml_value(f.tolerance_rel)}")
@@ -205,9 +301,10 @@ def write_facts(path: str | Path, arch: str, facts: list[Fact], *, force: bool =
 
 def _parse_text_check(text: str, p: Path) -> None:
     try:
-        tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # pragma: no cover - our emitter is small and tested
         raise FactsError(f"internal error: record for {p} is not valid TOML: {exc}") from exc
+    _validate(data, p)  # what is written must load again
 
 
 def default_tolerance(unit: str, value: float, noise: float) -> tuple[float, float]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import shlex
 from pathlib import Path
@@ -171,9 +173,42 @@ def _outside_verdict(report: pytest.TestReport, status: str) -> assertions.Verdi
                               reproduce=f"pytest {shlex.quote(report.nodeid)}", nodeid=report.nodeid)
 
 
+def _gpu_index(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"takes a CUDA device index 0, 1, ... (as nvidia-smi numbers them), not {text!r}")
+    return v
+
+
+def _noise(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"takes the relative standard deviation that ends a measurement, a number "
+                                         f"between 0 and 1 (0.01 = 1 %), not {text!r}")
+    return v
+
+
+def _budget(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 0 < v < math.inf:
+        raise argparse.ArgumentTypeError(f"takes the seconds one measurement may keep repeating, a number > 0 "
+                                         f"(default 2), not {text!r}")
+    return v
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpuprops", "GPU micro-architecture facts")
-    g.addoption("--gpu", dest="gpuprops_gpu", type=int, default=0, help="CUDA device index to measure (default 0)")
+    g.addoption("--gpu", dest="gpuprops_gpu", type=_gpu_index, default=0,
+                help="CUDA device index to measure (default 0)")
     g.addoption("--gpuprops-gpus", dest="gpuprops_gpus", default=None,
                 help="measure several GPUs: 'all' or indices like 0,1. With -n N (pytest-xdist) worker K measures "
                      "the K-th GPU in parallel; without it the GPU tests run once per GPU, one GPU after another")
@@ -189,9 +224,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--gpuprops-report", dest="gpuprops_report", default=None,
                 help="write the session's verdicts as JSON to PATH and Markdown beside it")
     g.addoption("--gpuprops-plots", dest="gpuprops_plots", default=None, help="write PNG plots to DIR (needs matplotlib)")
-    g.addoption("--gpuprops-noise", dest="gpuprops_noise", type=float, default=0.01,
+    g.addoption("--gpuprops-noise", dest="gpuprops_noise", type=_noise, default=0.01,
                 help="noise target: relative std-dev of per-launch values that ends a measurement (default 0.01)")
-    g.addoption("--gpuprops-budget", dest="gpuprops_budget", type=float, default=2.0,
+    g.addoption("--gpuprops-budget", dest="gpuprops_budget", type=_budget, default=2.0,
                 help="seconds one measurement may repeat before it stops unsettled (default 2)")
     g.addoption("--gpuprops-kernels", dest="gpuprops_kernels", default=None,
                 help="folder of kernel sources (default: <rootdir>/kernels)")
@@ -199,6 +234,96 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="cubin cache folder (default $GPUPROPS_CACHE_DIR or ~/.cache/gpuprops/cubins)")
 
 
+def _writable_file(option: str, path: str, *, exists_ok: bool = True) -> None:
+    """A file ``option`` will write at the end of the run: refuse now what would fail then."""
+    p = Path(path)
+    if p.is_dir():
+        raise pytest.UsageError(f"{option} {path} is a folder; give a file name (e.g. {p / 'gpuprops.json'})")
+    if p.exists() and not exists_ok:
+        raise pytest.UsageError(f"{option} {path} exists; pass --force to overwrite it, or choose another path")
+    _writable_dir(option, str(p.parent), path)
+
+
+def _writable_dir(option: str, path: str, shown: str | None = None) -> None:
+    """A folder that exists or can be created, and can be written."""
+    p = Path(path) if path else Path(".")
+    existing = p
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise pytest.UsageError(f"{option} {shown or path}: {existing} is a file, not a folder; choose a path "
+                                "in a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{option} {shown or path}: folder {existing} is not writable; choose a "
+                                "path you can write")
+
+
+def _check_options(config: pytest.Config) -> None:
+    """Everything the options name, checked once before any test runs: a typo is one usage error at
+    start-up, not a green run of skips or a traceback after the whole run."""
+    from . import compile as gp_compile
+    opt = config.option
+    if opt.gpuprops_facts:
+        try:
+            gp_facts.check_facts_path(opt.gpuprops_facts)
+        except gp_facts.FactsError as exc:
+            raise pytest.UsageError(f"--gpuprops-facts: {exc}") from None
+    if opt.gpuprops_kernels and not Path(opt.gpuprops_kernels).is_dir():
+        raise pytest.UsageError(f"--gpuprops-kernels {opt.gpuprops_kernels} is not a folder; give the folder "
+                                "that holds the kernel sources (the repository's kernels/)")
+    try:
+        gp_compile.check_cache_dir(opt.gpuprops_cache)
+    except gp_compile.CacheError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    lock = os.environ.get("GPUPROPS_LOCK_DIR")
+    if lock and not Path(lock).is_dir():
+        raise pytest.UsageError(f"GPUPROPS_LOCK_DIR={lock} is not a folder; point it at a folder every process "
+                                "measuring on this machine can write (default: the system temp folder)")
+    tool = os.environ.get("GPUPROPS_NVDISASM")
+    if tool and not (Path(tool).is_file() and os.access(tool, os.X_OK)):
+        raise pytest.UsageError(f"GPUPROPS_NVDISASM={tool} is not an executable file; point it at nvdisasm, or "
+                                "unset it to use the one from pip (nvidia-cuda-nvdisasm)")
+    if opt.gpuprops_report:
+        _writable_file("--gpuprops-report", opt.gpuprops_report)
+        _writable_file("--gpuprops-report", str(Path(opt.gpuprops_report).with_suffix(".md")))
+    if opt.gpuprops_plots:
+        if Path(opt.gpuprops_plots).is_file():
+            raise pytest.UsageError(f"--gpuprops-plots {opt.gpuprops_plots} is a file; give a folder for the PNGs")
+        _writable_dir("--gpuprops-plots", opt.gpuprops_plots)
+    if opt.gpuprops_compare:
+        try:
+            results.load(opt.gpuprops_compare)
+        except results.ResultsError as exc:
+            raise pytest.UsageError(f"--gpuprops-compare: {exc}") from None
+    if opt.gpuprops_record:
+        _writable_file("--gpuprops-record", opt.gpuprops_record, exists_ok=opt.gpuprops_force)
+        reason = measure.gpu_unavailable_reason(opt.gpuprops_gpu)
+        if reason:
+            raise pytest.UsageError(f"--gpuprops-record measures facts on a GPU, and none can be used here: {reason}. "
+                                    "Nothing would be recorded; run it on the GPU whose facts you want")
+
+
+class _EndOfRunNotes:
+    """Says at the end of the run what an option asked for but the run could not give."""
+
+    def __init__(self, state: GpuPropsState):
+        self.state = state
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        st = self.state
+        if st.worker_id:
+            return
+        if st.plots_dir and not st.results.plot_points:
+            unavailable = next((s.unavailable for s in st._slots.values() if s.unavailable), None)
+            why = f"; GPU facts were skipped: {unavailable}" if unavailable else ""
+            terminalreporter.write_line(
+                f"gpuprops plots: nothing to plot, no PNG written to {st.plots_dir}: plots come from the HMMA, "
+                "register-bank and shared-memory bandwidth GPU facts, and none "
+                f"ran{why}", yellow=True)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped with the reason where there is none")
     config.addinivalue_line("markers", "static: compile-only fact (SASS schedule, encoding); runs without a GPU")
@@ -208,10 +333,12 @@ def pytest_configure(config: pytest.Config) -> None:
             report._plt()
         except report.PlotsUnavailable as exc:
             raise pytest.UsageError(str(exc)) from exc
+    _check_options(config)
     state = GpuPropsState(config)
     config.stash[_STATE] = state
     if not state.worker_id:
         config.pluginmanager.register(_Ingest(state), "gpuprops-ingest")
+    config.pluginmanager.register(_EndOfRunNotes(state), "gpuprops-end-of-run-notes")
 
 
 def _arch_number(arch: str) -> int:
@@ -309,6 +436,26 @@ def _pending(item: pytest.Item) -> dict:
     return item.stash[_PART]
 
 
+def reproduce_command(config: pytest.Config, nodeid: str, *, gpu: bool = False, index: int | None = None) -> str:
+    """The command that runs one fact again as this session ran it: the facts it was checked
+    against and, for GPU facts, the device, kernels and stop rule when they are not the defaults."""
+    opt = config.option
+    args = ["pytest", nodeid]
+    index = opt.gpuprops_gpu if index is None else index
+    if gpu and index:
+        args += ["--gpu", str(index)]
+    if opt.gpuprops_facts:
+        args += ["--gpuprops-facts", str(opt.gpuprops_facts)]
+    if gpu:
+        if opt.gpuprops_kernels:
+            args += ["--gpuprops-kernels", str(opt.gpuprops_kernels)]
+        if opt.gpuprops_noise != 0.01:
+            args += ["--gpuprops-noise", f"{opt.gpuprops_noise:g}"]
+        if opt.gpuprops_budget != 2.0:
+            args += ["--gpuprops-budget", f"{opt.gpuprops_budget:g}"]
+    return " ".join(shlex.quote(a) for a in args)
+
+
 class FactChecker:
     """The per-test handle: measure, then check against this arch's fact, recording the verdict."""
 
@@ -335,10 +482,7 @@ class FactChecker:
 
     # -- checking --------------------------------------------------------------------------------
     def reproduce(self) -> str:
-        args = [f"--gpu {self._index}"] if self._index else []
-        if self._state.facts_path:
-            args.append(f"--gpuprops-facts {shlex.quote(str(self._state.facts_path))}")
-        return " ".join(["pytest", shlex.quote(self._request.node.nodeid), *args])
+        return reproduce_command(self._request.config, self._request.node.nodeid, gpu=True, index=self._index)
 
     def fact(self, name: str) -> gp_facts.Fact | None:
         facts = self._request.getfixturevalue("gpu_facts")
@@ -346,7 +490,7 @@ class FactChecker:
             if self._state.record_path:
                 return None
             if facts is None:
-                pytest.skip(f"no facts for {self.gpu.arch}")
+                pytest.skip(f"no facts for {self.gpu.arch}: record them with --gpuprops-record {self.gpu.arch}.toml")
             facts.need(name)  # raises MissingFacts with how to record it
         return facts[name]
 
@@ -448,9 +592,8 @@ class StaticChecker:
             fact = gp_facts.load_facts(arch, self._state.facts_path).need(name)
         except gp_facts.MissingFacts as exc:
             pytest.skip(str(exc))
-        args = [f"--gpuprops-facts {shlex.quote(str(self._state.facts_path))}"] if self._state.facts_path else []
         v = assertions.evaluate_static(fact, value, compiler,
-                                       reproduce=" ".join(["pytest", shlex.quote(self._request.node.nodeid), *args]))
+                                       reproduce=reproduce_command(self._request.config, self._request.node.nodeid))
         v.nodeid = self._request.node.nodeid
         _pending(self._request.node)["verdicts"].append(v.as_dict())
         self._request.node.user_properties.append((f"gpuprops:{name}", f"{value} {fact.unit} {v.verdict_text}"))
