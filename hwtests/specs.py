@@ -90,4 +90,68 @@ def launched() -> dict[str, KernelSpec]:
     out.update({f"smem_{'lds' if ld else 'sts'}_vec{v}": smem_bandwidth(v, ld) for v in (1, 2, 4) for ld in (0, 1)})
     out.update({f"hmma_ilp{i}": hmma(i, 1) for i in range(1, 9)})
     out.update({f"ffma_ilp{i}": ffma(i, 1) for i in (1, 8)})
+    out.update(issue10_launched())
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 10: ALU / SFU / shuffle chains, mma.sync per input type, the memory hierarchy by pointer
+# chase, shared-memory bank conflicts.
+
+ALU_UNROLL = 128
+#: op -> (kernels/alu_chain.cu OP, element type, the opcodes one chain step puts in the region)
+ALU_OPS = {
+    "shfl_bfly": (1, "uint32", ("SHFL.BFLY",)),
+    "shfl_idx": (2, "uint32", ("SHFL.IDX",)),
+    "mufu_ex2": (3, "float32", ("MUFU.EX2",)),
+    "mufu_rsq": (4, "float32", ("MUFU.RSQ",)),
+    "mufu_sin_fmul": (5, "float32", ("FMUL.RZ", "MUFU.SIN")),  # sin.approx: FMUL.RZ by 1/(2 pi), then MUFU.SIN
+    "dfma": (6, "float64", ("DFMA",)),
+    "imad": (7, "uint32", ("IMAD",)),
+}
+
+
+def _alu_inputs(op: str, ilp: int):
+    """32 * ILP start values (lane l of chain j starts from in[32 j + l]): lane numbers for SHFL.IDX
+    (each step reads the lane its value names), else values that differ per lane and chain."""
+    import numpy as np
+    _, dtype, _ = ALU_OPS[op]
+    lane, chain = np.arange(32), np.arange(ilp)[:, None]
+    if op == "shfl_idx":
+        return ((lane + 1 + chain) % 32).astype(np.uint32).ravel()
+    if dtype == "uint32":
+        return (lane * 7 + chain * 3 + 1).astype(np.uint32).ravel()
+    return (0.5 + lane / 64 + chain / 16).astype(dtype).ravel()
+
+
+def alu(op: str, ilp: int, warps_per_smsp: int, unroll: int = ALU_UNROLL) -> KernelSpec:
+    code, dtype, opcodes = ALU_OPS[op]
+    block = 128 * warps_per_smsp
+    return KernelSpec("alu_chain.cu", "alu_chain", {"OP": code, "ILP": ilp, "UNROLL": unroll}, grid=1, block=block,
+                      args=lambda cp: (cp.asarray(_alu_inputs(op, ilp)), cp.zeros(block, dtype=dtype)),
+                      region={o: unroll * ilp for o in opcodes})
+
+
+MMA_UNROLL = 64
+#: dtype -> (kernels/mma_sync.cu DTYPE, SASS opcode, 32-bit word of A/B elements equal to one)
+MMA_DTYPES = {
+    "bf16_16816_f32": (1, "HMMA.16816.F32.BF16", 0x3F803F80),
+    "tf32_1688_f32": (2, "HMMA.1688.F32.TF32", 0x3F800000),
+    "s8_16832_s32": (3, "IMMA.16832.S8.S8", 0x01010101),
+    "f16_16816_f16": (4, "HMMA.16816.F16", 0x3C003C00),
+}
+
+
+def mma(dtype: str, ilp: int, warps_per_smsp: int, unroll: int = MMA_UNROLL) -> KernelSpec:
+    code, opcode, one = MMA_DTYPES[dtype]
+    return KernelSpec("mma_sync.cu", "mma_sync", {"DTYPE": code, "ILP": ilp, "UNROLL": unroll}, grid=1,
+                      block=128 * warps_per_smsp,
+                      args=lambda cp: (cp.full(32 * 6, one, dtype=cp.uint32), cp.zeros(512, dtype=cp.uint32)),
+                      region={opcode: unroll * ilp})
+
+
+def issue10_launched() -> dict[str, KernelSpec]:
+    """The issue-10 kernels' launched builds (latency and saturated shapes of each)."""
+    out = {f"alu_{op}_ilp{i}": alu(op, i, 1) for op in ALU_OPS for i in (1, 8)}
+    out.update({f"mma_{d}_ilp{i}": mma(d, i, 1) for d in MMA_DTYPES for i in (1, 8)})
     return out
