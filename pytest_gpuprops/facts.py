@@ -19,6 +19,18 @@ Static schedule facts hold what a compiler does, so they carry values per compil
 Every problem in a file (a missing or negative tolerance, a non-finite value, an unknown key) is
 refused with the file, the fact and what is expected; the plugin checks ``--gpuprops-facts`` once at
 start-up, so a bad file is one usage error, not a failure per test.
+
+Memory latencies and bandwidths belong to the GPU, not to its SM's arch (an H100 and an H200 share
+the SM, not the memory system). Per-GPU sections, selected by the GPU's name, add to or override the
+arch's facts (see :func:`select_gpu`)::
+
+    [gpus."NVIDIA H100 80GB HBM3".dram_latency_cycles]
+    value = 800.0
+    ...
+
+An arch-level table may say ``scope = "gpu"``: a memory-system fact measured on the file's ``gpu``;
+it is not applied to another GPU. Record mode writes such facts, and the names registered with
+:func:`register_gpu_scoped`, to the recording GPU's section.
 """
 
 from __future__ import annotations
@@ -61,6 +73,8 @@ class Fact:
     tolerance_rel: float = 0.0
     kind: str = "measured"  # "measured" (hardware) or "static" (compiler schedule)
     by_compiler: dict = dataclasses.field(default_factory=dict)
+    scope: str = "arch"  # "arch" (the SM's) or "gpu" (the memory system's: one GPU's value)
+    gpu: str | None = None  # for scope "gpu": the GPU it was measured on
 
     @property
     def tolerance(self) -> float:
@@ -83,8 +97,15 @@ class Facts(dict):
         self.arch = arch
         self.path = path
         self.meta = meta
+        self.gpu_sections: dict[str, dict[str, Fact]] = {}  # GPU name -> its facts, as in the file
+        self.gpu: str | None = None  # the GPU these facts were selected for (select_gpu)
 
     def need(self, name: str) -> Fact:
+        if name not in self and self.gpu is not None and is_gpu_scoped(name, self):
+            where = self.path or "(no file)"
+            raise MissingFacts(f"no fact {name!r} for the GPU {self.gpu!r} ({self.arch}) in {where}: it belongs to "
+                               f"the GPU's memory system; record it with --gpuprops-record PATH on this GPU, or add "
+                               f"a [{GPUS_KEY}.\"{self.gpu}\".{name}] table")
         if name not in self:
             where = self.path or "(no file)"
             raise MissingFacts(f"no fact {name!r} for {self.arch} in {where}; record it with "
@@ -93,7 +114,7 @@ class Facts(dict):
 
 
 #: What a fact table may hold; anything else (a misspelt ``tolerence_abs``) is refused, not ignored.
-_KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind"),
+_KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind", "scope"),
          "static": ("kind", "by_compiler", "unit", "method", "source")}
 SCHEMA_HINT = "see the facts TOML schema in README.md"
 
@@ -149,7 +170,7 @@ def _validate(data: dict, path: Path) -> Facts:
     meta = {k: v for k, v in data.items() if not isinstance(v, dict)}
     facts, problems = {}, []
     for name, t in data.items():
-        if not isinstance(t, dict):
+        if not isinstance(t, dict) or name == GPUS_KEY:
             continue
         if not _NAME.match(name):
             problems.append(f"fact name {name!r} must be lower_snake_case (a-z, 0-9, _)")
@@ -158,15 +179,118 @@ def _validate(data: dict, path: Path) -> Facts:
         if mine:
             problems += [f"fact [{name}] {p}" for p in mine]
             continue
-        facts[name] = Fact(name=name, arch=arch, unit=t["unit"], method=t["method"], source=t["source"],
-                           value=float(t["value"]) if "value" in t else None,
-                           tolerance_abs=float(t.get("tolerance_abs", 0.0)),
-                           tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=t.get("kind", "measured"),
-                           by_compiler=dict(t.get("by_compiler", {})))
+        facts[name] = _parse_fact(path, arch, name, t, meta.get("gpu"))
     if problems:
         raise FactsError(f"{path}: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0])
                          + f"\n  ({SCHEMA_HINT})")
-    return Facts(arch, path, facts, meta)
+    out = Facts(arch, path, facts, meta)
+    out.gpu_sections = _parse_gpu_sections(path, arch, data.get(GPUS_KEY, {}))
+    return out
+
+
+def _parse_fact(path: Path, arch: str, name: str, t: dict, file_gpu: str | None, gpu: str | None = None) -> Fact:
+    if not _NAME.match(name):
+        raise FactsError(f"{path}: fact name {name!r} must be lower_snake_case")
+    missing = [k for k in ("unit", "method", "source") if not t.get(k)]
+    kind = t.get("kind", "measured")
+    if kind == "measured" and "value" not in t:
+        missing.append("value")
+    if kind == "static" and not t.get("by_compiler"):
+        missing.append("by_compiler")
+    if missing:
+        raise FactsError(f"{path}: fact [{name}] lacks {', '.join(missing)}; every fact needs a value, "
+                         "unit, method and source")
+    scope = "gpu" if gpu is not None else t.get("scope", "arch")
+    if scope not in ("arch", "gpu"):
+        raise FactsError(f"{path}: fact [{name}] has scope {scope!r}; use \"arch\" or \"gpu\"")
+    try:
+        return Fact(name=name, arch=arch, unit=t["unit"], method=t["method"], source=t["source"],
+                    value=float(t["value"]) if "value" in t else None,
+                    tolerance_abs=float(t.get("tolerance_abs", 0.0)),
+                    tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=kind,
+                    by_compiler=dict(t.get("by_compiler", {})), scope=scope,
+                    gpu=gpu if gpu is not None else (file_gpu if scope == "gpu" else None))
+    except (TypeError, ValueError) as exc:
+        raise FactsError(f"{path}: fact [{name}] has a non-numeric value or tolerance: {exc}") from exc
+
+
+# ----------------------------------------------------------------------------------------------
+# per-GPU sections
+
+GPUS_KEY = "gpus"
+#: Fact names that belong to a GPU's memory system (registered by the test modules that measure
+#: them): record mode writes them to the recording GPU's section.
+GPU_SCOPED: set[str] = set()
+
+
+def register_gpu_scoped(*names: str) -> None:
+    """Mark facts as the GPU's (memory latencies, bandwidths), not the arch's."""
+    for n in names:
+        if not _NAME.match(n):
+            raise FactsError(f"fact name {n!r} must be lower_snake_case")
+    GPU_SCOPED.update(names)
+
+
+def is_gpu_scoped(name: str, facts: Facts | None = None) -> bool:
+    """Registered as the GPU's, or recorded so in ``facts`` (in a GPU section or with scope = "gpu")."""
+    if name in GPU_SCOPED:
+        return True
+    if facts is None:
+        return False
+    if name in facts and facts[name].scope == "gpu":
+        return True
+    return any(name in sec for sec in facts.gpu_sections.values())
+
+
+def _gpu_key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def _parse_gpu_sections(path: Path, arch: str, data) -> dict[str, dict[str, Fact]]:
+    if not isinstance(data, dict):
+        raise FactsError(f"{path}: {GPUS_KEY} must hold tables [{GPUS_KEY}.\"GPU name\".fact_name]")
+    out: dict[str, dict[str, Fact]] = {}
+    for gpu, section in data.items():
+        if not isinstance(section, dict) or not all(isinstance(t, dict) for t in section.values()):
+            raise FactsError(f"{path}: [{GPUS_KEY}.\"{gpu}\"] must hold fact tables "
+                             f"[{GPUS_KEY}.\"{gpu}\".fact_name]")
+        if any(_gpu_key(gpu) == _gpu_key(g) for g in out):
+            raise FactsError(f"{path}: two sections name the GPU {gpu!r}")
+        problems = [f"fact [{GPUS_KEY}.\"{gpu}\".{name}] {p}" for name, t in section.items()
+                    for p in _fact_problems(name, t)]
+        if problems:
+            raise FactsError(f"{path}: " + "\n  ".join(problems) + f"\n  ({SCHEMA_HINT})")
+        out[gpu] = {name: _parse_fact(path, arch, name, t, None, gpu=gpu) for name, t in section.items()}
+    return out
+
+
+def select_gpu(facts: Facts, gpu_name: str) -> Facts:
+    """The facts that hold for the GPU named ``gpu_name``: the arch's facts, less the GPU-scoped ones
+    measured on another GPU, with the GPU's own section (matched by name, case and spacing aside)
+    added on top, overriding arch facts of the same name."""
+    chosen = {n: f for n, f in facts.items()
+              if not (f.scope == "gpu" and f.gpu is not None and _gpu_key(f.gpu) != _gpu_key(gpu_name))}
+    for gpu, section in facts.gpu_sections.items():
+        if _gpu_key(gpu) == _gpu_key(gpu_name):
+            chosen.update(section)
+    out = Facts(facts.arch, facts.path, chosen, facts.meta)
+    out.gpu_sections = facts.gpu_sections
+    out.gpu = gpu_name
+    return out
+
+
+def split_by_scope(facts: list[Fact], gpu: str | None) -> tuple[list[Fact], dict[str, list[Fact]]]:
+    """Split recorded facts into the arch's and each GPU's: GPU-scoped ones (by their scope or by
+    :data:`GPU_SCOPED`) go to the GPU they were measured on, else to ``gpu`` (the recording GPU)."""
+    arch_facts: list[Fact] = []
+    by_gpu: dict[str, list[Fact]] = {}
+    for f in facts:
+        owner = f.gpu or gpu
+        if (f.scope == "gpu" or f.name in GPU_SCOPED) and owner:
+            by_gpu.setdefault(owner, []).append(f)
+        else:
+            arch_facts.append(f)
+    return arch_facts, by_gpu
 
 
 def _parse(path: Path) -> Facts:
@@ -214,8 +338,11 @@ def packaged_archs() -> list[str]:
     return sorted(p.stem for p in PACKAGED_DIR.glob("sm_*.toml"))
 
 
-def load_facts(arch: str, path: str | Path | None = None) -> Facts:
-    """Facts for ``arch``: from ``path`` if given (a file, or a folder of sm_XX.toml), else packaged."""
+def load_facts(arch: str, path: str | Path | None = None, gpu_name: str | None = None) -> Facts:
+    """Facts for ``arch``: from ``path`` if given (a file, or a folder of sm_XX.toml), else packaged.
+    With ``gpu_name``, the GPU's section adds to and overrides the arch's facts (:func:`select_gpu`)."""
+    if gpu_name is not None:
+        return select_gpu(load_facts(arch, path), gpu_name)
     if path is not None:
         p = Path(path)
         if p.is_dir():
@@ -268,8 +395,13 @@ def dumps(arch: str, facts: list[Fact], meta: dict | None = None) -> str:
     lines = [f"arch = {_toml_value(arch)}"]
     for k, v in (meta or {}).items():
         lines.append(f"{k} = {_toml_value(v)}")
-    for f in facts:
-        lines += ["", f"[{f.name}]"]
+    arch_facts, by_gpu = split_by_scope(facts, (meta or {}).get("gpu"))
+    tables = [(f"[{f.name}]", f, f.scope == "gpu") for f in arch_facts]
+    tables += [(f"[{GPUS_KEY}.{_toml_value(g)}.{f.name}]", f, False) for g, fs in by_gpu.items() for f in fs]
+    for header, f, mark_scope in tables:
+        lines += ["", header]
+        if mark_scope:  # a GPU's fact with no GPU name to file it under
+            lines.append('scope = "gpu"')
         if f.kind != "measured":
             lines.append(f"kind = {_toml_value(f.kind)}")
         if f.value is not None:
