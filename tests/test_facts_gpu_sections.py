@@ -16,6 +16,7 @@ source = "measured"
 
 [l2_hit_latency_cycles]
 value = 260.0
+tolerance_abs = 5.0
 unit = "cycles"
 method = "chase"
 source = "measured on the arch default"
@@ -23,6 +24,7 @@ source = "measured on the arch default"
 [old_dram_latency_cycles]
 scope = "gpu"
 value = 700.0
+tolerance_abs = 5.0
 unit = "cycles"
 method = "chase"
 source = "measured on NVIDIA H200"
@@ -36,12 +38,14 @@ source = "measured on NVIDIA H100 80GB HBM3"
 
 [gpus."NVIDIA H100 80GB HBM3".dram_latency_cycles]
 value = 800.0
+tolerance_abs = 5.0
 unit = "cycles"
 method = "cold chase"
 source = "measured on NVIDIA H100 80GB HBM3"
 
 [gpus."NVIDIA H200".dram_latency_cycles]
 value = 750.0
+tolerance_abs = 5.0
 unit = "cycles"
 method = "cold chase"
 source = "measured on NVIDIA H200"
@@ -115,8 +119,9 @@ def test_a_gpu_fact_with_no_gpu_to_file_it_under_keeps_its_scope(tmp_path):
 @pytest.mark.parametrize("text, match", [
     ('arch = "sm_90"\ngpus = 3\n', "must hold tables"),
     ('arch = "sm_90"\n[gpus."X"]\nvalue = 1\n', "must hold fact tables"),
-    ('arch = "sm_90"\n[gpus."X".l2]\nvalue = 1\nunit = "c"\n', r"\[l2\] lacks method, source"),
-    ('arch = "sm_90"\n[x]\nscope = "sku"\nvalue = 1\nunit = "c"\nmethod = "m"\nsource = "s"\n', "scope 'sku'"),
+    ('arch = "sm_90"\n[gpus."X".l2]\nvalue = 1\nunit = "c"\n', r"\[gpus.\"X\".l2\] lacks method"),
+    ('arch = "sm_90"\n[x]\nscope = "sku"\nvalue = 1\ntolerance_abs = 0\nunit = "c"\nmethod = "m"\nsource = "s"\n',
+     "scope 'sku'"),
 ])
 def test_malformed_gpu_sections_are_refused(tmp_path, text, match):
     p = tmp_path / "sm_90.toml"
