@@ -1,10 +1,14 @@
 """The shared-memory bank model the bank-conflict facts test (kernels/smem_conflict.cu).
 
-32 banks of 4 bytes: word w lies in bank w % 32. A warp's access of VEC words per lane (LDS, LDS.64,
-LDS.128) moves 32 * VEC * 4 bytes, at most 128 bytes per wavefront, so it is served in VEC phases of
-32 / VEC consecutive lanes (lanes 0-31; 0-15 and 16-31; 0-7, 8-15, ...). Within a phase, lanes that
-read the same word share it (broadcast); a bank holding k distinct words the phase reads costs k
-wavefronts. A warp access costs the sum over its phases of the largest such k (at least 1 each).
+32 banks of 4 bytes: word w lies in bank w % 32. A warp access of VEC words per lane (LDS, LDS.64,
+LDS.128) costs as many wavefronts as the most distinct words it reads from any one bank (at least
+1); lanes that read the same word share it (broadcast), across the whole warp. Each wavefront
+moves at most 128 bytes, and a contiguous LDS.64 / LDS.128 reads 2 / 4 words per bank, so the
+rule also gives their 2 and 4 wavefronts.
+
+An earlier form of this model served LDS.64 and LDS.128 in 2 and 4 fixed phases of 16 and 8 lanes,
+which predicts 2 and 4 wavefronts when every lane reads the same address; the H100 read 1.006
+cycles for that LDS.64 (2026-11-21): the broadcast spans the warp.
 
 Pure Python: tested on the CPU (tests/test_issue10_models.py), measured on the GPU
 (hwtests/test_smem_conflicts.py)."""
@@ -32,20 +36,12 @@ def check_access(stride_words: int, vec: int) -> None:
         raise ValueError(f"stride_words={stride_words} is over the kernel's {MAX_STRIDE_WORDS}")
 
 
-def phase_wavefronts(words: list[int]) -> int:
-    """Wavefronts for one phase reading ``words``: the most distinct words in any one bank."""
-    per_bank: dict[int, set[int]] = {}
-    for w in words:
-        per_bank.setdefault(w % BANKS, set()).add(w)
-    return max([1, *(len(s) for s in per_bank.values())])
-
-
 def bank_wavefronts(stride_words: int, vec: int) -> int:
-    """Wavefronts one warp access costs when lane l reads ``vec`` words from word l * stride_words."""
+    """Wavefronts one warp access costs when lane l reads ``vec`` words from word l * stride_words:
+    the most distinct words in any one bank."""
     check_access(stride_words, vec)
-    lanes_per_phase = 32 // vec
-    total = 0
-    for phase in range(vec):
-        lanes = range(phase * lanes_per_phase, (phase + 1) * lanes_per_phase)
-        total += phase_wavefronts([w for lane in lanes for w in lane_words(lane, stride_words, vec)])
-    return total
+    per_bank: dict[int, set[int]] = {}
+    for lane in range(32):
+        for w in lane_words(lane, stride_words, vec):
+            per_bank.setdefault(w % BANKS, set()).add(w)
+    return max([1, *(len(words) for words in per_bank.values())])

@@ -35,7 +35,11 @@ def sizes(gpu):
     return device_sizes(cupy, gpu.index, gpu.arch)
 
 
-@pytest.mark.parametrize("level", LEVELS)
+# An L2 hop's latency depends on which of the L2's partitions holds its line (near: ~259 cycles, far:
+# 440 and more on the H100, 2026-11-21): the mean of a launch's hops moved 6 % from launch to launch
+# and the 90th percentile 8.7 % from batch to batch, so neither is asserted. The near partition's hit
+# latency (the 10th percentile, 0.34 % spread) is; the whole distribution goes to the report.
+@pytest.mark.parametrize("level", [lv for lv in LEVELS if lv != "l2"])
 def test_chase_latency(gpuprops, sizes, level, benchmark):
     name = LEVEL_FACT[level]
     m = gpuprops.measure(name, specs.chase_level(level, sizes), divisor=U)
@@ -56,8 +60,7 @@ def per_hop(gpuprops, sizes, level):
     return _PER_HOP[level]
 
 
-@pytest.mark.parametrize("q", QUANTILES)
-@pytest.mark.parametrize("level", ["l2", "dram"])
+@pytest.mark.parametrize("level, q", [("l2", 10), ("dram", 10), ("dram", 90)])
 def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
     """H100's L2 is split in two partitions: a hop to the far one costs more, so L2 hops are spread,
     not one value; the 10th and 90th percentiles are facts, the full distribution goes to the report."""

@@ -6,8 +6,8 @@
 //   3      mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32        IMMA.16832.S8.S8
 //   4      mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16      HMMA.16816.F16
 //
-// ILP independent accumulator chains, UNROLL steps each, so the timed region is ILP * UNROLL mma
-// instructions. A and B fragments are the same registers for every step (4 + 2 per thread, from
+// ILP independent accumulator chains, UNROLL steps each, ITERS loop trips, so the timed region is
+// ILP * UNROLL mma instructions per trip. A and B fragments are the same registers for every step (4 + 2 per thread, from
 // in + lane * 6); each chain's accumulator starts distinct so that ptxas cannot merge chains. ILP=1,
 // one warp: dependent latency; larger ILP and more warps per SM sub-partition (128 * W threads):
 // issue interval and pipe rate. The body needs sm_80; below it the kernel is empty.
@@ -21,6 +21,9 @@
 #endif
 #ifndef UNROLL
 #define UNROLL 64
+#endif
+#ifndef ITERS
+#define ITERS 1  // loop trips of the unrolled body: long runs, as kernels/hmma_16816.cu
 #endif
 
 #if DTYPE == 1
@@ -57,6 +60,8 @@ extern "C" __global__ void mma_sync(unsigned long long* cycles, const unsigned* 
         for (int k = 0; k < 4; ++k) acc[j][k] = __uint_as_float(p[k] & 0x3fffffffu) + j;
 #endif
     unsigned long long t0 = gp_clock();
+#pragma unroll 1
+    for (int it = 0; it < ITERS; ++it) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
 #pragma unroll
@@ -75,6 +80,7 @@ extern "C" __global__ void mma_sync(unsigned long long* cycles, const unsigned* 
                          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #endif
         }
+    }
     }
     unsigned long long t1 = gp_clock();
     unsigned s = 0;

@@ -614,7 +614,7 @@ def gpuprops_static(request: pytest.FixtureRequest, gpuprops_state: GpuPropsStat
     return StaticChecker(request, gpuprops_state)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def ncu(gpuprops_state: GpuPropsState, gpu, gpuprops_gpu_index: int):
     """Profile kernels under Nsight Compute: ``ncu(specs, metrics) -> [{metric: value}]``, one ncu
     process for all the launches (skips where ncu cannot profile)."""

@@ -25,15 +25,15 @@ KIB, MIB = 1024, 1024 * 1024
     (16, 1, 16),  # banks 0 and 16 only, 16 words each
     (32, 1, 32),  # every lane in bank 0
     (33, 1, 1),
-    (2, 2, 2),    # float2 contiguous: two half-warps of 128 bytes
-    (0, 2, 2),    # broadcast in each half-warp
-    (4, 2, 4),    # half-warp: lanes l and l + 8 collide -> 2 per half
-    (64, 2, 32),  # half-warp: 16 words in banks 0 and 1 -> 16 per half
-    (4, 4, 4),    # float4 contiguous: four quarter-warps of 128 bytes
-    (0, 4, 4),
-    (8, 4, 8),    # quarter-warp: lanes l and l + 4 collide
-    (12, 4, 4),   # quarter-warp: banks 0-3, 12-15, 24-27, 4-7, 16-19, 28-31, 8-11, 20-23
-    (128, 4, 32),  # quarter-warp: 8 words in each of banks 0-3
+    (2, 2, 2),    # float2 contiguous: 64 words, 2 per bank
+    (0, 2, 1),    # one 8-byte word for the whole warp: a broadcast (H100: 1.006 cycles)
+    (4, 2, 4),    # lanes l, l + 8, l + 16, l + 24 share banks 4l % 32 and 4l % 32 + 1
+    (64, 2, 32),  # banks 0 and 1 only, 32 words each
+    (4, 4, 4),    # float4 contiguous: 128 words, 4 per bank
+    (0, 4, 1),    # broadcast
+    (8, 4, 8),    # lanes l and l + 4 start in the same bank
+    (12, 4, 4),   # 12 l % 32 repeats every 8 lanes: 4 words per bank
+    (128, 4, 32),  # banks 0-3 only, 32 words each
 ])
 def test_bank_wavefronts_hand_computed(stride_words, vec, wavefronts):
     assert bank_wavefronts(stride_words, vec) == wavefronts
