@@ -342,6 +342,32 @@ def cmd_facts(a) -> int:
     return 0
 
 
+def cmd_merge(a) -> int:
+    """The fleet's reports (one per node, or per run) as one table, with the outliers across them."""
+    from . import report, results
+    verdicts = []
+    for path in a.reports:
+        try:
+            res, meta = results.load(path)
+        except results.ResultsError as exc:
+            raise Refused(str(exc)) from None
+        for v in res.verdicts:
+            if v.gpu is not None and not v.gpu.get("host"):
+                v.gpu = dict(v.gpu, host=meta.get("host") or path)
+        verdicts += res.verdicts
+    measured = [v for v in verdicts if v.gpu is not None]
+    if not measured:
+        raise Refused(f"no GPU measurements in {', '.join(a.reports)}: merge needs reports of GPU runs "
+                      "(pytest hwtests --gpuprops-report PATH on each node)")
+    print(report.gpu_table(measured))
+    print(report.summary_line(verdicts))
+    outliers, note = results.outliers(measured)
+    print(f"gpuprops {note}")
+    if outliers:
+        print(report.table(outliers))
+    return 1 if outliers or results.red(verdicts) else 0
+
+
 class _BarrierAction(argparse.Action):
     """--read-barrier/--write-barrier: 'none' (None) is a value to set, not 'leave as is'."""
 
@@ -352,9 +378,10 @@ class _BarrierAction(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpuprops", description="compile, read and patch SASS; list GPU facts",
-                epilog="Exit status: 0 done, 2 refused (the message says why; nothing is written).")
+                epilog="Exit status: 0 done, 1 facts that do not hold (merge), 2 refused (the message says why; "
+                       "nothing is written).")
     p.add_argument("--version", action=_Version, help="print the version and the compiler and nvdisasm found")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{compile,sass,patch,facts}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{compile,sass,patch,facts,merge}")
     c = sub.add_parser("compile", help="CUDA C++ -> cubin for one arch (NVRTC, no GPU needed)")
     c.add_argument("source", help="a CUDA C++ file (.cu)")
     c.add_argument("--arch", required=True, help="sm_75 or newer: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120, ...")
@@ -391,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--arch", help="one arch (sm_90); default: every packaged one")
     f.add_argument("--facts", help="a facts file or folder of sm_XX.toml instead of the packaged ones")
     f.set_defaults(func=cmd_facts)
+    m = sub.add_parser("merge", help="one table for a fleet's reports (--gpuprops-report JSON), outliers flagged")
+    m.add_argument("reports", nargs="+", help="report JSON files, one per node or run")
+    m.set_defaults(func=cmd_merge)
     return p
 
 

@@ -110,7 +110,8 @@ class GpuPropsState:
     def meta(self) -> dict:
         from . import compile as gp_compile
         from . import sass
-        meta = {"date": _dt.datetime.now().isoformat(timespec="seconds")}
+        import socket
+        meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname()}
         try:
             meta["compiler"] = gp_compile.compiler_version()
         except Exception as exc:  # no NVRTC: the report still says so

@@ -299,3 +299,34 @@ def test_xdist_one_worker_per_gpu_measures_every_gpu(pytester):
     assert sorted(f["gpu"]["index"] for f in data["facts"]) == [0, 1]
     assert sorted(f["gpu"]["index"] for f in data["fleet"]) == [0, 1]
     assert r.ret == 1
+
+
+def _node_report(path, host, values):
+    vs = []
+    for index, value in enumerate(values):
+        v = _on(index, value)
+        v.gpu = dict(v.gpu, host=host, uuid=f"GPU-{host}-{index}")
+        vs.append(v)
+    path.write_text(json.dumps(R.SessionResults(vs).to_json({"host": host})))
+    return path
+
+
+def test_merge_prints_the_fleet_table_and_the_odd_gpu_out(tmp_path, capsys):
+    from pytest_gpuprops.cli import main
+    a = _node_report(tmp_path / "n1.json", "n1", [23.0, 23.0])
+    b = _node_report(tmp_path / "n2.json", "n2", [23.01, 23.2])
+    c = _node_report(tmp_path / "n3.json", "n3", [22.7, 23.0])
+    assert main(["merge", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "n1:gpu0 H100" in out and "n2:gpu1 H100" in out and "outlier check: 4 GPUs, 1 facts compared, 0 outlier" in out
+    assert main(["merge", str(a), str(b), str(c)]) == 1  # n3's GPU 0 reads 22.7: 0.3 off the median 23.0
+    out = capsys.readouterr().out
+    assert "1 outlier(s)" in out and "22.700 cycles on n3:gpu0" in out
+
+
+def test_merge_refuses_what_is_not_a_report(tmp_path, capsys):
+    from pytest_gpuprops.cli import main
+    bad = tmp_path / "x.json"
+    bad.write_text("[1, 2]")
+    assert main(["merge", str(bad)]) == 2
+    assert "not a gpuprops report" in capsys.readouterr().err
