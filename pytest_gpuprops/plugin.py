@@ -108,9 +108,10 @@ class GpuPropsState:
         return next((s.info for s in self._slots.values() if s.info is not None), None)
 
     def meta(self) -> dict:
+        import socket
+
         from . import compile as gp_compile
         from . import sass
-        import socket
         meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname()}
         try:
             meta["compiler"] = gp_compile.compiler_version()
