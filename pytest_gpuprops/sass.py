@@ -11,13 +11,23 @@ Encoding facts used here (sm_75 .. sm_90; see docs/encoding.md):
 
 Every patch is checked by disassembling the patched code: each patched instruction must read
 exactly as intended and every other instruction exactly as before; otherwise it is refused.
+
+Listings come from nvdisasm's raw mode on a kernel's code alone at address 0 (branch targets print
+as kernel-relative addresses, ``BRA 0x1f0``, where the ELF mode prints labels). A listing is a pure
+function of (code bytes, arch, nvdisasm build), so it is cached on that key: in memory for the
+process and on disk (docs/performance.md), and each one is checked word for word against the bytes
+it describes whenever it is used. Many codes are disassembled in one nvdisasm run
+(:func:`code_listings`, :func:`prefetch`, :func:`prefetch_patches`): nvdisasm's start-up, not the
+size of the code, is what a disassembly costs.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import glob
+import hashlib
 import io
 import os
 import re
@@ -26,10 +36,15 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+
+from . import cache
 
 RZ = 255
 FFMA_RRRR_OPCODE = 0x223
@@ -191,11 +206,42 @@ def find_nvdisasm() -> str:
                     "or set GPUPROPS_NVDISASM)")
 
 
-@functools.cache
-def nvdisasm_version() -> str:
-    out = subprocess.run([find_nvdisasm(), "--version"], capture_output=True, text=True).stdout
+def _nvdisasm_stat() -> tuple[str, int, int]:
+    path = find_nvdisasm()
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise SassError(f"nvdisasm at {path} cannot be read: {exc}") from exc
+    return path, st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=16)
+def _nvdisasm_identity_of(path: str, mtime_ns: int, size: int) -> tuple[str, str]:
+    """(release, full version text) of the nvdisasm binary at ``path``; cached on disk by the
+    binary's path, mtime and size, so a warm run starts no nvdisasm just to ask its version."""
+    entry = cache.subdir("sass") / f"nvdisasm-{cache.digest(path, str(mtime_ns), str(size))[:24]}.json"
+    stored = cache.read_json(entry)
+    if (isinstance(stored, dict) and stored.get("path") == path and stored.get("mtime_ns") == mtime_ns
+            and stored.get("size") == size and isinstance(stored.get("release"), str)
+            and isinstance(stored.get("full"), str)):
+        return stored["release"], stored["full"]
+    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"release (\d+\.\d+)", out)
-    return m.group(1) if m else "unknown"
+    release = m.group(1) if m else "unknown"
+    full = " ".join(line.strip() for line in out.splitlines() if re.search(r"release|Build|Built", line))
+    if m:
+        cache.write_json(entry, {"path": path, "mtime_ns": mtime_ns, "size": size, "release": release, "full": full})
+    return release, full or release
+
+
+def nvdisasm_version() -> str:
+    """nvdisasm's release, e.g. ``13.5`` (of the binary :func:`find_nvdisasm` finds now)."""
+    return _nvdisasm_identity_of(*_nvdisasm_stat())[0]
+
+
+def nvdisasm_build() -> str:
+    """nvdisasm's full version text (release, V-number, build): part of every listing's cache key."""
+    return _nvdisasm_identity_of(*_nvdisasm_stat())[1]
 
 
 _INSTR_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\*\s*0x([0-9a-f]{16})\s*\*/")
@@ -244,15 +290,209 @@ def nvdisasm_arch(arch: str) -> str:
     return f"SM{m.group(1)}{m.group(2)}"
 
 
-def disassemble_raw(code: bytes, arch: str) -> list[Instruction]:
-    """Disassemble bare instruction bytes (one or many kernels' code back to back) in one call."""
+def disassemble_raw(code: bytes, arch: str, *, base: int = 0) -> list[Instruction]:
+    """Disassemble bare instruction bytes (one or many kernels' code back to back) in one call,
+    as loaded at address ``base``. Not cached: see :func:`code_listings`."""
     with tempfile.NamedTemporaryFile(suffix=".bin", delete=False) as f:
         f.write(code)
         name = f.name
     try:
-        return _parse_listing(_run_nvdisasm(["-b", nvdisasm_arch(arch), "-hex"], name)).get("", [])
+        args = ["-b", nvdisasm_arch(arch), "-hex"] + (["--base-address", hex(base)] if base else [])
+        return _parse_listing(_run_nvdisasm(args, name)).get("", [])
     finally:
         os.unlink(name)
+
+
+# ----------------------------------------------------------------------------------------------
+# listings: cached, and batched over many codes
+
+#: What a listing is: nvdisasm raw mode (``-b SMxx -hex``) on one kernel's code alone, at address 0.
+LISTING_MODE = "raw@0"
+#: Bump when _parse_listing or the listing's meaning changes: every cached listing then misses.
+_LISTING_FORMAT = 1
+#: Second base address of a batched run; codes batched together stay well under it.
+_BASE_SHIFT = 1 << 28
+_HEX = re.compile(r"0x[0-9a-f]+")
+
+#: Counters for benchmarks and tests: nvdisasm runs started, listings found in memory / on disk.
+stats = collections.Counter()
+
+_MEMO_MAX = 4096
+_memo: collections.OrderedDict[str, tuple[Instruction, ...]] = collections.OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def clear_memo() -> None:
+    """Forget the in-process listings (the disk cache stays)."""
+    with _memo_lock:
+        _memo.clear()
+
+
+def _memo_get(key: str) -> tuple[Instruction, ...] | None:
+    with _memo_lock:
+        hit = _memo.get(key)
+        if hit is not None:
+            _memo.move_to_end(key)
+        return hit
+
+
+def _memo_put(key: str, listing: tuple[Instruction, ...]) -> None:
+    with _memo_lock:
+        _memo[key] = listing
+        _memo.move_to_end(key)
+        while len(_memo) > _MEMO_MAX:
+            _memo.popitem(last=False)
+
+
+def listing_key(code: bytes, arch: str, build: str | None = None) -> str:
+    """The cache key of a listing: the code's SHA-256, the arch, the nvdisasm build and the mode."""
+    build = nvdisasm_build() if build is None else build
+    return cache.digest(LISTING_MODE, str(_LISTING_FORMAT), arch, build, hashlib.sha256(code).digest())
+
+
+def listing_path(key: str, arch: str) -> Path:
+    return cache.subdir("sass") / "listings" / arch / f"{key}.json"
+
+
+def _words_problem(listing: Sequence[Instruction], code: bytes) -> str | None:
+    """Why ``listing`` is not a reading of ``code`` (offsets in order, every word equal), or None."""
+    last = -16
+    for ins in listing:
+        if ins.offset % 16 or ins.offset <= last or ins.offset + 16 > len(code):
+            return f"offset {ins.offset:#06x} is out of order or outside the {len(code)}-byte code"
+        if ins.raw != code[ins.offset:ins.offset + 16]:
+            return f"the words at {ins.offset:#06x} differ from the code's bytes"
+        last = ins.offset
+    return None
+
+
+def _disk_get(key: str, code: bytes, arch: str, build: str) -> tuple[Instruction, ...] | None:
+    payload = cache.read_json(listing_path(key, arch))
+    try:
+        if (payload["mode"], payload["format"], payload["arch"], payload["nvdisasm"], payload["code_sha256"]) != \
+                (LISTING_MODE, _LISTING_FORMAT, arch, build, hashlib.sha256(code).hexdigest()):
+            return None
+        listing = tuple(Instruction(int(o), str(t), int(lo), int(hi)) for o, t, lo, hi in payload["instructions"])
+    except (TypeError, KeyError, ValueError):
+        return None  # missing, corrupt or of another kind: recomputed and rewritten by the caller
+    if not listing or _words_problem(listing, code):
+        return None
+    return listing
+
+
+def _disk_put(key: str, listing: tuple[Instruction, ...], code: bytes, arch: str, build: str) -> None:
+    cache.write_json(listing_path(key, arch), {
+        "mode": LISTING_MODE, "format": _LISTING_FORMAT, "arch": arch, "nvdisasm": build,
+        "code_sha256": hashlib.sha256(code).hexdigest(),
+        "instructions": [[i.offset, i.text, i.lo, i.hi] for i in listing]})
+
+
+def _rebase_text(at0: str, shifted: str, base: int) -> str | None:
+    """The text nvdisasm prints for an instruction at ``offset - base`` of a code loaded at 0, from
+    what it printed for it at ``offset`` (run at base 0) and ``offset + _BASE_SHIFT`` (run at base
+    _BASE_SHIFT). A literal that moved by exactly _BASE_SHIFT is an address derived from the
+    instruction's own (a branch target); every other part must read the same in both runs."""
+    if _HEX.split(at0) != _HEX.split(shifted):
+        return None
+    out = []
+    parts = _HEX.split(at0)
+    for i, (a, b) in enumerate(zip(_HEX.findall(at0), _HEX.findall(shifted))):
+        va, vb = int(a, 16), int(b, 16)
+        if va == vb:
+            out.append(parts[i] + a)
+        elif vb - va == _BASE_SHIFT and va >= base:
+            out.append(parts[i] + hex(va - base))
+        else:
+            return None
+    out.append(parts[-1])
+    return "".join(out)
+
+
+def _disassemble_codes(codes: list[bytes], arch: str) -> list[list[Instruction]]:
+    """Each code as nvdisasm reads it alone at address 0, in as few nvdisasm runs as possible.
+
+    One code: one run. Several: their bytes back to back, read in two runs at once (base 0 and base
+    _BASE_SHIFT); position-dependent literals (branch targets) are the ones that moved by exactly
+    the shift, and are rebased to the code's own start. A code whose reading cannot be rebased that
+    way is read again alone."""
+    if len(codes) == 1:
+        stats["nvdisasm_runs"] += 1
+        return [disassemble_raw(codes[0], arch)]
+    blob = b"".join(codes)
+    if len(blob) >= _BASE_SHIFT // 2:
+        half = len(codes) // 2
+        return _disassemble_codes(codes[:half], arch) + _disassemble_codes(codes[half:], arch)
+    stats["nvdisasm_runs"] += 2
+    with ThreadPoolExecutor(2) as ex:
+        at0, shifted = ex.map(lambda b: disassemble_raw(blob, arch, base=b), (0, _BASE_SHIFT))
+    twins = {i.offset - _BASE_SHIFT: i for i in shifted}
+    out: list[list[Instruction] | None] = []
+    idx, base = 0, 0
+    for code in codes:
+        end = base + len(code)
+        mine: list[Instruction] | None = []
+        while idx < len(at0) and at0[idx].offset < end:
+            ins = at0[idx]
+            idx += 1
+            if ins.offset < base or mine is None:
+                continue
+            twin = twins.get(ins.offset)
+            text = None
+            if twin is not None and (twin.lo, twin.hi) == (ins.lo, ins.hi):
+                text = ins.text if twin.text == ins.text else _rebase_text(ins.text, twin.text, base)
+            if text is None:
+                mine = None  # read this code again, alone
+                continue
+            mine.append(Instruction(ins.offset - base, text, ins.lo, ins.hi))
+        out.append(mine)
+        base = end
+    for n, listing in enumerate(out):
+        if listing is None:
+            stats["nvdisasm_runs"] += 1
+            out[n] = disassemble_raw(codes[n], arch)
+    return out  # type: ignore[return-value]
+
+
+def code_listings(codes: Sequence[bytes], arch: str) -> list[list[Instruction]]:
+    """The listing of each code (one kernel's instruction bytes) for ``arch``: from memory, from
+    the disk cache, or from nvdisasm, all the missing ones in one batch. Every listing returned has
+    been checked word for word against its code."""
+    build = nvdisasm_build()
+    keys = [listing_key(c, arch, build) for c in codes]
+    found: dict[str, tuple[Instruction, ...]] = {}
+    todo: dict[str, bytes] = {}
+    for key, code in zip(keys, codes):
+        if key in found or key in todo:
+            continue
+        hit = _memo_get(key)
+        if hit is not None:
+            stats["memo_hits"] += 1
+        else:
+            hit = _disk_get(key, code, arch, build)
+            if hit is not None:
+                stats["disk_hits"] += 1
+                _memo_put(key, hit)
+        if hit is not None:
+            found[key] = hit
+        else:
+            todo[key] = code
+    if todo:
+        todo_keys = list(todo)
+        stats["disassembled"] += len(todo_keys)
+        for key, listing in zip(todo_keys, _disassemble_codes([todo[k] for k in todo_keys], arch)):
+            problem = _words_problem(listing, todo[key])
+            if problem:
+                raise SassError(f"nvdisasm {nvdisasm_version()} ({arch}): {problem}")
+            found[key] = tuple(listing)
+            if listing:  # an empty reading is an error for the caller; never cached
+                _memo_put(key, found[key])
+                _disk_put(key, found[key], todo[key], arch, build)
+    return [list(found[k]) for k in keys]
+
+
+def code_listing(code: bytes, arch: str) -> list[Instruction]:
+    """:func:`code_listings` for one code."""
+    return code_listings([code], arch)[0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -296,7 +536,6 @@ class Cubin:
             if nvinfo is not None and nvinfo != info.register_count:
                 # sm_90 cubins from CUDA 13 leave sh_info's register byte at 0; .nv.info is authoritative.
                 self.kernels[k] = dataclasses.replace(info, register_count=nvinfo)
-        self._listing: dict[str, list[Instruction]] | None = None
 
     @staticmethod
     def _arch_from_flags(flags: int) -> str:
@@ -352,17 +591,12 @@ class Cubin:
         return None
 
     def instructions(self, name: str | None = None) -> list[Instruction]:
-        """The kernel's SASS from nvdisasm, each line checked against the bytes in the ELF."""
+        """The kernel's SASS from nvdisasm (raw mode on its code, address 0; cached by the code's
+        bytes), each line checked against the bytes in the ELF."""
         k = self.kernel(name)
-        if self._listing is None:
-            with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-                f.write(self.data)
-                path = f.name
-            try:
-                self._listing = _parse_listing(_run_nvdisasm(["-c", "-hex"], path))
-            finally:
-                os.unlink(path)
-        instrs = self._listing.get(k.name)
+        if len(self.kernels) > 1:  # the other kernels' code is read in the same nvdisasm run
+            code_listings([self.text(n) for n in self.kernels], self.arch)
+        instrs = code_listing(self.text(k.name), self.arch)
         if not instrs:
             raise SassError(f"nvdisasm printed no instructions for kernel {k.name!r} of {self.name}")
         text = self.text(k.name)
@@ -595,27 +829,55 @@ def patch_many(cubin: Cubin, kernel: str, variants: list[list[Edit]], *,
     """Patch many variants of one kernel, verified together by one nvdisasm call on their code.
 
     nvdisasm's start-up dominates small disassemblies; the variants' code sections are laid back to
-    back and disassembled once, then each slice is checked as :func:`patch` would check it.
+    back and disassembled once (:func:`code_listings`; listings already cached are not read again),
+    then each slice is checked as :func:`patch` would check it.
     """
     if not variants:
         return []
     frozen = frozenset(scratch) if scratch is not None else None
     plans = [_plan(cubin, kernel, v, frozen) for v in variants]
-    size = cubin.kernel(kernel).text_size
-    # The original code goes first so that before and after come from the same listing mode.
-    listing = disassemble_raw(cubin.text(kernel) + b"".join(t for t, _ in plans), cubin.arch)
-
-    def part(n: int) -> list[Instruction]:
-        base = n * size
-        return [dataclasses.replace(i, offset=i.offset - base) for i in listing if base <= i.offset < base + size]
-
-    before = part(0)
+    # The original code is read with them so that before and after come from the same listing mode.
+    listings = code_listings([cubin.text(kernel)] + [t for t, _ in plans], cubin.arch)
+    before = listings[0]
     results = []
     for n, (text, planned) in enumerate(plans, start=1):
-        after = part(n)
+        after = listings[n]
         changed = _verify(before, after, planned, kernel, same_listing_mode=False)
         results.append(PatchResult(_splice(cubin, kernel, text), kernel, changed, after))
     return results
+
+
+def prefetch(cubins: Iterable[Cubin]) -> int:
+    """Read every kernel of ``cubins`` whose listing is not cached yet: one nvdisasm batch per arch.
+    Returns how many kernel codes were asked for."""
+    by_arch: dict[str, list[bytes]] = {}
+    for cb in cubins:
+        for name in cb.kernels:
+            by_arch.setdefault(cb.arch, []).append(cb.text(name))
+    for arch, codes in by_arch.items():
+        code_listings(codes, arch)
+    return sum(len(c) for c in by_arch.values())
+
+
+def prefetch_patches(requests: Iterable[tuple[Cubin, str, list[Edit], set[int] | None]]) -> int:
+    """Plan each ``(cubin, kernel, edits, scratch)`` patch and read all the patched codes in one
+    nvdisasm batch per arch, so that the :func:`patch` calls that follow find their listings cached.
+
+    Nothing is verified or produced here: :func:`patch` plans, verifies and refuses exactly as
+    always; a plan refused here is skipped (``patch`` refuses it again, with the same message).
+    Returns how many patches were planned."""
+    reqs = list(requests)
+    prefetch(cb for cb, *_ in reqs)
+    by_arch: dict[str, list[bytes]] = {}
+    for cb, kernel, edits, scratch in reqs:
+        try:
+            text, _ = _plan(cb, kernel, list(edits), frozenset(scratch) if scratch is not None else None)
+        except SassError:
+            continue
+        by_arch.setdefault(cb.arch, []).append(text)
+    for arch, codes in by_arch.items():
+        code_listings(codes, arch)
+    return sum(len(c) for c in by_arch.values())
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""Batch the CPU work a test session will ask for, before it asks: compile in parallel, read SASS in
+one nvdisasm run per arch, read every timing-patched build in one more.
+
+Nothing here decides an outcome. It fills the caches that :func:`compile.compile_cuda`,
+:meth:`sass.Cubin.instructions` and :func:`sass.patch` look in; those then compile, read, plan,
+verify and refuse exactly as they would without it. A build this module did not foresee costs time,
+never correctness.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from . import compile as gp_compile
+from . import sass
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """One compile: ``source`` for ``arch`` with ``defines`` (as compile_cuda takes them)."""
+
+    source: Path
+    arch: str
+    defines: tuple[tuple[str, str], ...] = ()
+    include_dirs: tuple[Path, ...] = ()
+
+    @classmethod
+    def of(cls, source: str | Path, arch: str, defines: dict | None = None,
+           include_dirs: Iterable[str | Path] = ()) -> Build:
+        return cls(Path(source), arch, tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items())),
+                   tuple(Path(d) for d in include_dirs))
+
+
+def workers() -> int:
+    """Threads for compiling: NVRTC releases the GIL while it compiles."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None) -> dict[Build, sass.Cubin]:
+    """Compile every build (cache hits cost a file read) in parallel; a build that fails to compile
+    is left out (the test that needs it compiles it again and reports the error itself)."""
+    todo = list(dict.fromkeys(builds))
+
+    def one(b: Build):
+        try:
+            c = gp_compile.compile_cuda(b.source, b.arch, dict(b.defines), include_dirs=list(b.include_dirs),
+                                        cache_dir=cache_dir)
+            return b, sass.Cubin(c.cubin, b.arch, name=b.source.name)
+        except Exception:  # reported where the build is used, not here
+            return b, None
+
+    if len(todo) <= 1:
+        done = [one(b) for b in todo]
+    else:
+        with ThreadPoolExecutor(workers()) as ex:
+            done = list(ex.map(one, todo))
+    return {b: cb for b, cb in done if cb is not None}
+
+
+def builds(builds: Iterable[Build], *, cache_dir: str | Path | None = None) -> dict[Build, sass.Cubin]:
+    """Compile ``builds`` in parallel and read all their kernels' SASS, one nvdisasm batch per arch."""
+    cubins = compile_all(builds, cache_dir=cache_dir)
+    try:
+        sass.prefetch(cubins.values())
+    except sass.SassError:
+        pass  # nvdisasm missing or failing: every test that reads SASS says so itself
+    return cubins
+
+
+def timing_patches(pairs: Iterable[tuple[sass.Cubin, object]]) -> int:
+    """Read, in one nvdisasm batch per arch, every ``(cubin, KernelSpec)`` build as
+    :func:`measure.build_for_timing` will patch it (the spec's edits, then both clock reads waiting
+    on all scoreboards). Returns how many patches were planned."""
+    requests = []
+    for cubin, spec in pairs:
+        try:
+            edits = list(spec.patch(cubin, spec.kernel)) if spec.patch else []
+            edits += sass.timing_edits(cubin.instructions(spec.kernel))
+        except sass.SassError:
+            continue  # refused: build_for_timing refuses it again, with its message
+        requests.append((cubin, spec.kernel, edits, None))
+    try:
+        return sass.prefetch_patches(requests)
+    except sass.SassError:
+        return 0
