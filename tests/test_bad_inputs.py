@@ -115,11 +115,6 @@ def test_patch_that_changes_nothing_writes_nothing(capsys, work):
             "-o", "rb.cubin", says="is the input rb.cubin; writing there would destroy it")
 
 
-def test_refused_patch_writes_nothing(capsys, work):
-    refused(capsys, work, "patch", "rb.cubin", "--kernel", "regbank_ffma", "--at", "0480", "--regs", "R250,R1,R2",
-            "-o", "s.cubin", says="refused: .*outside the registers.*nothing was written")
-
-
 # ----------------------------------------------------------------------------------------------
 # tracebacks that are now messages
 
