@@ -12,7 +12,10 @@ What it measures (the specs are hwtests/specs.py's, so the numbers are what the 
   the device's sizes, the per-hop distribution of L2 and DRAM hops (1024 single-hop launches each),
   and a latency-vs-footprint sweep from 4 KiB to 4 x L2 (two points per octave);
 * bank conflicts (kernels/smem_conflict.cu): cycles per warp access for lane strides of 1..33
-  elements of 1, 2 and 4 words, against the wavefront model (hwtests/smem_banks.py).
+  elements of 1, 2 and 4 words, against the wavefront model (hwtests/smem_banks.py);
+* on sm_90 GPUs, wgmma (kernels/wgmma.cu, built for sm_90a): N = 8 .. 256, f16 / bf16, A from
+  shared memory or registers: one instruction's latency, a 16-long chain per warp, and cycles per
+  instruction per SM with 2 and 4 warpgroups.
 
 Every build is compiled and patched before the first launch, in parallel processes; the stop rule is
 StopRule(noise_target=0.01, min_samples=3, max_samples=20, time_budget_s=0.3). No assertions: a
@@ -55,7 +58,7 @@ NOMINAL_PROPS = {"l2CacheSize": 50 * ml.MIB, "sharedMemPerMultiprocessor": 228 *
 # the plan: every measurement, as (section, key, spec, measure kwargs)
 
 
-def plan(sizes: ml.CacheSizes) -> list[tuple[str, dict, KernelSpec, dict]]:
+def plan(sizes: ml.CacheSizes, arch: str) -> list[tuple[str, dict, KernelSpec, dict]]:
     out = []
     for op in specs.ALU_OPS:
         out.append(("alu", {"op": op, "what": "latency"}, specs.alu(op, 1, 1), dict(divisor=specs.ALU_UNROLL)))
@@ -81,6 +84,19 @@ def plan(sizes: ml.CacheSizes) -> list[tuple[str, dict, KernelSpec, dict]]:
     for f in ml.sweep_footprints(sizes):
         out.append(("sweep", {"footprint": f, "level": ml.level_of(f, sizes)}, specs.chase_sweep_point(f, sizes),
                     dict(divisor=specs.CHASE_UNROLL)))
+    if arch == "sm_90":  # wgmma: sm_90a cubins, which run on sm_90 GPUs only
+        for n in specs.WGMMA_N:
+            for bf16 in (False, True):
+                for a_regs in (False, True):
+                    key = {"n": n, "dtype": "bf16" if bf16 else "f16", "a": "rs" if a_regs else "ss"}
+                    out.append(("wgmma", dict(key, unroll=1, warpgroups=1, mode="warp"),
+                                specs.wgmma(n, bf16, a_regs, unroll=1), dict(divisor=1)))
+                    out.append(("wgmma", dict(key, unroll=specs.WGMMA_UNROLL, warpgroups=1, mode="warp"),
+                                specs.wgmma(n, bf16, a_regs), dict(divisor=specs.WGMMA_UNROLL)))
+                    for g in (2, 4):
+                        out.append(("wgmma", dict(key, unroll=specs.WGMMA_UNROLL, warpgroups=g, mode="span"),
+                                    specs.wgmma(n, bf16, a_regs, warpgroups=g),
+                                    dict(divisor=specs.WGMMA_UNROLL * g, mode="span")))
     for vec in CONFLICT_VECS:
         for s in CONFLICT_STRIDES:
             out.append(("conflict", {"vec": vec, "stride_words": s * vec, "wavefronts": bank_wavefronts(s * vec, vec)},
@@ -95,6 +111,8 @@ def build_key(spec: KernelSpec) -> tuple:
 def _build(job):
     """Compile and patch one build for timing (in a worker process); returns (key, built or error)."""
     key, spec, arch = job
+    if spec.source == "wgmma.cu":
+        arch = specs.WGMMA_ARCH
     from pytest_gpuprops import sass
     from pytest_gpuprops.compile import compile_cuda
     from pytest_gpuprops.measure import build_for_timing
@@ -159,6 +177,12 @@ def facts_from(rows: list[dict], sizes: ml.CacheSizes) -> dict:
             for q in (10, 90):
                 f[f"{base}_latency_p{q}_cycles"] = statistics.median(ml.batch_percentiles(r["values"], q, 8))
     f["smem_wavefront_cycles"] = val("conflict", vec=1, stride_words=1)
+    for n in specs.WGMMA_N:
+        for dt in ("f16", "bf16"):
+            for src in ("ss", "rs"):
+                case = f"wgmma_m64n{n}k16_{dt}_{src}"
+                f[f"{case}_latency_cycles"] = val("wgmma", n=n, dtype=dt, a=src, unroll=1)
+                f[f"{case}_sm_cycles"] = val("wgmma", n=n, dtype=dt, a=src, warpgroups=2)
     return {k: (round(v, 3) if v is not None else None) for k, v in f.items()}
 
 
@@ -208,7 +232,7 @@ def dry_run(arch: str, workers: int) -> int:
     they need no device (all but the chases, which lay out device addresses)."""
     import numpy as np
     sizes = ml.cache_sizes(arch, NOMINAL_PROPS)
-    items = plan(sizes)
+    items = plan(sizes, arch)
     built, errors = build_all(items, arch, workers)
     bad_args = 0
     for section, key, spec, _ in items:
@@ -230,7 +254,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="build every spec for --arch, no GPU")
     ap.add_argument("--arch", default="sm_90", help="with --dry-run: the arch to build for")
-    ap.add_argument("--only", default="", help="comma-separated sections: alu,mma,chase,hops,sweep,conflict")
+    ap.add_argument("--only", default="", help="comma-separated sections: alu,mma,chase,hops,sweep,wgmma,conflict")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--budget-s", type=float, default=170.0,
                     help="skip what is left once this many seconds have passed (the JSON says what)")
@@ -244,7 +268,7 @@ def main(argv=None) -> int:
     import cupy
     sizes = ml.device_sizes(cupy, a.gpu, info.arch)
     print(info, "\n", sizes.as_dict(), flush=True)
-    items = plan(sizes)
+    items = plan(sizes, info.arch)
     if a.only:
         keep = set(a.only.split(","))
         items = [it for it in items if it[0] in keep]
