@@ -146,9 +146,10 @@ def fill_chain(xp, words, base_address: int, *, stride: int = NODE_STRIDE, seed:
         raise ValueError(f"stride {stride} must be a positive multiple of 8 bytes")
     n = words.size * 8 // stride
     order = cycle_order(n, seed)
-    dev_order = xp.asarray(order).astype(xp.uint64)
+    dev_order = xp.asarray(order, dtype=xp.int64)
     words[...] = 0
-    words[dev_order * xp.uint64(stride // 8)] = xp.uint64(base_address) + xp.roll(dev_order, -1) * xp.uint64(stride)
+    nxt = xp.roll(dev_order, -1).astype(xp.uint64)
+    words[dev_order * (stride // 8)] = xp.uint64(base_address) + nxt * xp.uint64(stride)
     return int(base_address + int(order[0]) * stride)
 
 

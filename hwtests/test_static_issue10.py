@@ -83,3 +83,27 @@ def test_conflict_loads_all_read_one_address_register(arch, vec):
     ins = [i for i in region("smem_conflict.cu", "smem_conflict", arch, VEC=vec, UNROLL=32)
            if i.base_opcode == "LDS"]
     assert len(ins) == 32 and len({i.operands[1] for i in ins}) == 1
+
+
+WGMMA = specs.wgmma_builds()
+
+
+@pytest.mark.parametrize("arch", [*ARCHES, specs.WGMMA_ARCH])
+@pytest.mark.parametrize("build_id", sorted(WGMMA))
+def test_wgmma_region_holds_the_intended_hgmma(arch, build_id):
+    """The timed region is WARPGROUP.ARRIVE, UNROLL HGMMA.64xNx16.F32[.BF16] on one accumulator chain,
+    WARPGROUP.DEPBAR.LE, clean at both ends as launched."""
+    from pytest_gpuprops.measure import build_for_timing
+    if arch != specs.WGMMA_ARCH:
+        pytest.skip(f"wgmma.mma_async exists only on {specs.WGMMA_ARCH}; on {arch} the kernel is empty")
+    spec = WGMMA[build_id]
+    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, arch, spec.defines).cubin, arch, name=spec.source)
+    _, instrs = build_for_timing(cubin, spec)
+    assert sass.region_hazards(instrs) == []
+    assert sass.region_mismatch(instrs, spec.region, spec.region_other) == []
+    _, between, _ = sass.timed_region(instrs)
+    hgmma = [i for i in between if i.base_opcode == "HGMMA"]
+    accumulate = [[o for o in i.operands if o != "gsb0"][-1] for i in hgmma]  # C, before the group flag
+    for prev, cur, c in zip(hgmma, hgmma[1:], accumulate[1:]):
+        assert regs(c) == [dest(prev)], f"{cur.text} does not accumulate into {prev.text}'s result"
+    assert [i.operands[-1] == "gsb0" for i in hgmma] == [False] * (len(hgmma) - 1) + [True]  # the last arms the group
