@@ -87,7 +87,7 @@ class GpuInfo:
         return dataclasses.asdict(self)
 
 
-def _nvml_handle(pci_bus_id: str):
+def _nvml_handle(pci_bus_id: str):  # pragma: no mutate block  (GPU only)
     try:
         import pynvml
         pynvml.nvmlInit()
@@ -100,7 +100,7 @@ def _ver(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-def gpu_info(index: int = 0) -> GpuInfo:
+def gpu_info(index: int = 0) -> GpuInfo:  # pragma: no mutate block  (GPU only)
     reason = gpu_unavailable_reason(index)
     if reason:
         raise GpuUnavailable(reason)
@@ -124,7 +124,7 @@ def gpu_info(index: int = 0) -> GpuInfo:
                    _ver(cupy.cuda.runtime.runtimeGetVersion()), pci, max_clock)
 
 
-def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:
+def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:  # pragma: no mutate block  (GPU only)
     """(active throttle reasons, current SM clock in MHz) from NVML; ([], None) where NVML is absent."""
     nvml, handle = _nvml_handle(info.pci_bus_id)
     if handle is None:
@@ -255,7 +255,7 @@ def build_for_timing(cubin: sass.Cubin, spec: KernelSpec) -> tuple[bytes, list[s
     return built
 
 
-class Runner:
+class Runner:  # pragma: no mutate block  (GPU only)
     """Compiles, patches, loads and times kernels on one GPU."""
 
     def __init__(self, info: GpuInfo, kernels_dir: str | Path, *, stop: StopRule = StopRule(),
@@ -462,7 +462,7 @@ def ncu_unavailable_reason() -> str | None:
 
 
 def ncu_metrics(runner: Runner, spec: KernelSpec, metrics: list[str], *, buffers: int = 2,
-                ints: tuple[int, ...] = (), timeout_s: float = 300.0) -> dict[str, float]:
+                ints: tuple[int, ...] = (), timeout_s: float = 300.0) -> dict[str, float]:  # pragma: no mutate block  (GPU only)
     """Profile one launch of ``spec`` (built and patched as for timing) under ``ncu --clock-control
     none`` and return the metrics. The kernel gets the cycles buffer, ``buffers`` zeroed 4 MiB
     buffers and ``ints`` as int32: values do not change instruction or pipe counts."""
