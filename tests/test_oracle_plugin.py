@@ -198,3 +198,142 @@ def test_state_reads_the_options(pytester, tmp_path):
     assert state.stop.min_samples == 5 and state.stop.max_samples == 100
     dflt = pytester.parseconfigure().stash[plugin._STATE]
     assert dflt.kernels_dir == pytester.path / "kernels" and dflt.gpu_index == 0 and dflt.stop.noise_target == 0.01
+
+
+FAKE_RUNNER = FAKE_GPU + '''
+from pathlib import Path
+from pytest_gpuprops import report
+
+class FakeRunner:
+    def __init__(self, info, kernels_dir, *, stop, cache_dir=None):
+        self.info, self.kernels_dir, self.stop, self.cache_dir = info, kernels_dir, stop, cache_dir
+
+    def measure(self, name, spec, **kw):
+        if spec.kernel == "broken":
+            raise measure.KernelLaunchError("planted launch failure")
+        return measure.Measurement.given(name, [23.0] * 3)
+
+def pytest_sessionstart(session):
+    _mp.setattr(measure, "Runner", FakeRunner)
+    _mp.setattr(report, "plot_bandwidth", lambda vals, peak, path, title: (Path(path).write_text(repr(vals)), path)[1])
+'''
+
+FACTS = '''arch = "sm_90"
+[lds_latency_cycles]
+value = 23.0
+tolerance_abs = 0.5
+unit = "cycles"
+method = "m"
+source = "s"
+
+[dep]
+kind = "static"
+by_compiler = { "nvrtc 13.5" = 24 }
+unit = "cycles"
+method = "sass"
+source = "compiled"
+'''
+
+
+def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, monkeypatch):
+    pytester.makeconftest(FAKE_RUNNER)
+    (pytester.path / "facts.toml").write_text(FACTS)
+    pytester.makepyfile('''
+        import pytest
+        from pytest_gpuprops import measure
+        from pytest_gpuprops.measure import KernelSpec
+
+        @pytest.mark.gpu
+        def test_measured(gpuprops, gpu_runner, gpu_facts):
+            assert gpu_runner is gpuprops.runner and gpu_runner.stop.noise_target == 0.02
+            assert gpu_runner.stop.time_budget_s == 3.0 and gpu_runner.cache_dir == "cachedir"
+            assert gpuprops.gpu.name == "Fake GPU" and sorted(gpu_facts) == ["dep", "lds_latency_cycles"]
+            gpuprops.check("lds_latency_cycles", gpuprops.measure("lds", KernelSpec("x.cu", "k"), divisor=1))
+
+        @pytest.mark.gpu
+        def test_broken(gpuprops):
+            gpuprops.measure("x", KernelSpec("x.cu", "broken"), divisor=1)
+
+        @pytest.mark.gpu
+        def test_plots(gpuprops):
+            gpuprops.plot_point("smem_bandwidth", label="STS", bytes_per_cycle=100.0)
+
+        def test_static_pass(gpuprops_static):
+            assert gpuprops_static.check("sm_90", "dep", 24, "nvrtc 13.5").status == "PASS"
+
+        def test_static_fail(gpuprops_static):
+            gpuprops_static.check("sm_90", "dep", 23, "nvrtc 13.5")
+
+        def test_static_missing(gpuprops_static):
+            gpuprops_static.check("sm_90", "not_there", 1, "nvrtc 13.5")
+
+        @pytest.mark.gpu
+        def test_ncu(ncu):
+            assert ncu(KernelSpec("x.cu", "k"), ["a"]) == {"a": 1.0}
+            ncu(KernelSpec("x.cu", "gone"), ["a"])
+    ''')
+    from pytest_gpuprops import measure
+
+    def fake_ncu(runner, spec, metrics):
+        if spec.kernel == "gone":
+            raise measure.NcuUnavailable("counters gone")
+        return {"a": 1.0}
+    monkeypatch.setattr(measure, "ncu_metrics", fake_ncu)
+    monkeypatch.setenv("GPUPROPS_NCU", "/opt/ncu")
+    r = pytester.runpytest_inprocess("--gpuprops-noise", "0.02", "--gpuprops-budget", "3", "--gpuprops-cache",
+                                     "cachedir", "--gpuprops-facts", "facts.toml", "--gpuprops-plots", "plots",
+                                     "--junitxml", "j.xml", "-rs")
+    r.assert_outcomes(passed=3, failed=2, skipped=2)
+    out = r.stdout.str()
+    assert "planted launch failure" in out and "fact dep on sm_90 does not hold" in out
+    assert "no fact 'not_there' for sm_90" in out and "counters gone" in out
+    assert "gpuprops plot: plots/smem_bandwidth.png" in out
+    assert (pytester.path / "plots" / "smem_bandwidth.png").read_text() == "{'STS': 100.0}"
+    junit = (pytester.path / "j.xml").read_text()
+    assert 'name="gpuprops:dep" value="24 cycles PASS"' in junit
+    assert 'name="gpuprops:lds_latency_cycles" value="23.0 cycles PASS"' in junit
+    # without ncu the fixture skips with the reason
+    monkeypatch.delenv("GPUPROPS_NCU")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr("glob.glob", lambda p: [])
+    r = pytester.runpytest_inprocess("-k", "ncu", "-rs")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*Nsight Compute (ncu) is not on PATH*"])
+
+
+def test_no_facts_for_the_arch(pytester):
+    pytester.makeconftest(FAKE_GPU.replace('"sm_90"', '"sm_75"'))
+    pytester.makepyfile('''
+        import pytest
+        @pytest.mark.gpu
+        def test_fact(gpuprops):
+            gpuprops.fact("x")
+    ''')
+    r = pytester.runpytest_inprocess("-rs")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*no facts recorded for sm_75*"])
+    rec = pytester.runpytest_inprocess("--gpuprops-record", "r.toml")  # record mode: no facts yet is fine
+    rec.assert_outcomes(passed=1)
+
+
+def test_a_gpu_that_fails_to_describe_itself_is_a_skip(pytester):
+    pytester.makeconftest(FAKE_GPU.replace(
+        'lambda index=0: measure.GpuInfo(0, "Fake GPU", "sm_90", 132, "580.0", "13.0",\n'
+        '                                                                      "13.0", "0000:00:00.0", 1980)',
+        "_broken"
+    ).replace("def pytest_configure", '''def _broken(index=0):
+    raise measure.GpuUnavailable("properties unreadable")
+
+def pytest_configure'''))
+    pytester.makepyfile("import pytest\n@pytest.mark.gpu\ndef test_x():\n    pass\n")
+    r = pytester.runpytest_inprocess("-rs")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*needs a GPU: properties unreadable"])
+
+
+def test_plots_without_matplotlib_is_a_usage_error(pytester, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    r = pytester.runpytest_inprocess("--gpuprops-plots", "p")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--gpuprops-plots needs matplotlib*"])
