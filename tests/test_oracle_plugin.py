@@ -296,7 +296,7 @@ def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, mo
     monkeypatch.delenv("GPUPROPS_NCU")
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr("glob.glob", lambda p: [])
-    r = pytester.runpytest_inprocess("-k", "ncu", "-rs")
+    r = pytester.runpytest_inprocess("-k", "test_ncu", "-rs")
     r.assert_outcomes(skipped=1)
     r.stdout.fnmatch_lines(["*Nsight Compute (ncu) is not on PATH*"])
 
