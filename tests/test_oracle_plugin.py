@@ -126,7 +126,8 @@ def test_benchmark_store_replays_cycles():
                             "noise": m.noise, "sm_clock_mhz": 1755.0}
 
 
-def test_benchmark_json_carries_cycles_and_gpu(pytester):
+def test_benchmark_json_carries_cycles_and_gpu(pytester, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # pytest-benchmark stands down in xdist workers
     pytester.makeconftest(FAKE_GPU)
     pytester.makepyfile('''
         import pytest
