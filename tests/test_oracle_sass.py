@@ -311,6 +311,8 @@ extern "C" __global__ void big(float* o, const float* in) {
     for (int i = 0; i < 40; ++i) s += r[i] * r[(i * 7) % 40];
     o[threadIdx.x] = s;
 }
+extern "C" __device__ int vprintf(const char*, const char*);
+extern "C" __global__ void pf(int x) { vprintf("%d\\n", (const char*)&x); }
 """
 
 
@@ -361,12 +363,32 @@ def test_exit_offsets_in_nvinfo_are_protected(two_kernels):
         assert exits and exits <= cubin.kernel(name).protected_offsets
 
 
+@pytest.mark.parametrize("arch, rel", [("sm_86", b".rel"), ("sm_90", b".rela")])
+def test_relocated_instructions_are_protected(two_kernels, arch, rel):
+    """A relocation section renamed by hand to apply to pf's code: its offsets (0 and 8 here, the
+    format string's address) protect the instruction each falls in."""
+    data = two_kernels[arch]
+    entries = [(r["r_offset"]) for r in _section(data, rel.decode() + ".nv.constant4")[2].iter_relocations()]
+    assert sorted(entries) == [0, 8]
+    old = rel + b".nv.constant4\x00"
+    new = (rel + b".text.pf\x00").ljust(len(old), b"\x00")
+    _, _, names = _section(data, ".shstrtab")
+    a, b = names["sh_offset"], names["sh_offset"] + names["sh_size"]
+    assert data[a:b].count(old) == 1
+    cubin = sass.Cubin(data[:a] + data[a:b].replace(old, new) + data[b:], arch)
+    assert cubin.kernel("pf").protected_offsets >= {0} and 8 not in cubin.kernel("pf").protected_offsets
+    first = cubin.instructions("pf")[0]
+    assert first.offset == 0 and first.base_opcode not in sass._CONTROL_FLOW
+    with pytest.raises(sass.PatchRefused, match="listed in .nv.info.pf or relocated"):
+        sass.patch(cubin, "pf", [Edit(0, stall=3)])
+
+
 def test_kernel_lookup(two_kernels):
     cubin = sass.Cubin(two_kernels["sm_86"], name="two.cubin")
-    assert sorted(cubin.kernels) == ["big", "small"]
-    with pytest.raises(sass.SassError, match=r"two.cubin has kernels \['big', 'small'\]; say which one"):
+    assert sorted(cubin.kernels) == ["big", "pf", "small"]
+    with pytest.raises(sass.SassError, match=r"two.cubin has kernels \['big', 'pf', 'small'\]; say which one"):
         cubin.kernel()
-    with pytest.raises(sass.SassError, match="two.cubin has no kernel 'x'; it has \\['big', 'small'\\]"):
+    with pytest.raises(sass.SassError, match="two.cubin has no kernel 'x'; it has \\['big', 'pf', 'small'\\]"):
         cubin.text("x")
     big = cubin.kernel("big")
     assert cubin.text("big") == two_kernels["sm_86"][big.text_offset:big.text_offset + big.text_size]
@@ -377,6 +399,7 @@ def test_a_cubin_without_kernels(two_kernels):
     data = two_kernels["sm_90"]
     # rename both .text.* sections in the section-name string table: no kernel is left
     blank = data.replace(b".text.big\x00", b".txet.big\x00").replace(b".text.small\x00", b".txet.small\x00")
+    blank = blank.replace(b".text.pf\x00", b".txet.pf\x00")
     with pytest.raises(sass.SassError, match="has no kernel 'big'; it has none"):
         sass.Cubin(blank).kernel("big")
 
