@@ -264,3 +264,57 @@ def test_nvrtc_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "cuda.nvrtc", None)
     with pytest.raises(C.CompileError, match=r"NVRTC is not importable: install cuda-bindings"):
         C.compiler_version()
+
+
+class _FakeNvrtc:
+    """NVRTC's calling convention (error code first) with planted failures."""
+
+    def __init__(self, version_err=0, create_err=0, compile_err=0, cubin=b"\x7fELF fake", log=b"warning: x\x00"):
+        self.version_err, self.create_err, self.compile_err = version_err, create_err, compile_err
+        self.cubin, self.log, self.calls = cubin, log, []
+
+    def nvrtcVersion(self):
+        return self.version_err, 13, 5
+
+    def nvrtcCreateProgram(self, source, name, n, headers, names):
+        self.calls.append(("create", source, name))
+        return self.create_err, "prog"
+
+    def nvrtcCompileProgram(self, prog, n, opts):
+        self.calls.append(("compile", n, opts))
+        return (self.compile_err,)
+
+    def nvrtcGetProgramLogSize(self, prog):
+        return 0, len(self.log)
+
+    def nvrtcGetProgramLog(self, prog, buf):
+        self.calls.append(("log", len(buf)))
+
+    def nvrtcGetCUBINSize(self, prog):
+        return 0, len(self.cubin)
+
+    def nvrtcGetCUBIN(self, prog, buf):
+        self.calls.append(("cubin", len(buf)))
+
+    def nvrtcDestroyProgram(self, prog):
+        self.calls.append(("destroy", prog))
+
+
+def test_nvrtc_version_and_failures_through_a_stand_in(monkeypatch):
+    fake = _FakeNvrtc()
+    monkeypatch.setattr(C, "_nvrtc", lambda: fake)
+    assert C.compiler_version() == "nvrtc 13.5"
+    fake.version_err = 7
+    with pytest.raises(C.CompileError, match="nvrtcVersion failed: 7"):
+        C.compiler_version()
+    fake.create_err = 3
+    with pytest.raises(C.CompileError, match="nvrtcCreateProgram failed for k.cu: 3"):
+        C._compile_nvrtc(b"src", "k.cu", ["-arch=sm_90"])
+    fake.create_err, fake.cubin = 0, b""
+    with pytest.raises(C.CompileError, match=r"NVRTC produced no cubin for k.cu \(arch option -arch=compute_90\)"):
+        C._compile_nvrtc(b"src", "k.cu", ["-arch=compute_90", "-std=c++17"])
+    assert fake.calls[-1] == ("destroy", "prog")  # destroyed even when it fails
+    fake.cubin = b"\x7fELF1234"
+    data, log = C._compile_nvrtc(b"src", "k.cu", ["-arch=sm_90", "-DX=1"])
+    assert len(data) == 8 and fake.calls[-5:] == [("create", b"src", b"k.cu"), ("compile", 2, [b"-arch=sm_90", b"-DX=1"]),
+                                                  ("log", len(fake.log)), ("cubin", 8), ("destroy", "prog")]

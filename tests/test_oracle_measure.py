@@ -268,3 +268,21 @@ def test_ncu_is_found_from_the_environment_or_reported_missing(monkeypatch):
     monkeypatch.setattr(glob, "glob", lambda pattern: ["/usr/local/cuda-12/bin/ncu", "/usr/local/cuda-13/bin/ncu"]
                         if pattern.startswith("/usr/local") else [])
     assert measure.find_ncu() == "/usr/local/cuda-13/bin/ncu"  # the newest
+
+
+def test_measurement_summary():
+    m = _m([9.0, 11.0, 9.0, 11.0, 10.0], stop_reason="time budget", unit="B/clk")
+    assert m.summary() == "10.000 B/clk (min 9.000, max 11.000, noise 10.00%, n=5, time budget)"
+
+
+def test_build_for_timing_applies_the_specs_own_edits(build):
+    from pytest_gpuprops import sass
+    cubin = build("regbank_ffma.cu", "sm_90", NFFMA=8)
+    spec = measure.KernelSpec("regbank_ffma.cu", "regbank_ffma",
+                              patch=lambda c, k: sass.ffma_operand_edits(c.instructions(k), 8, 10, 16, 0b001))
+    data, ins = measure.build_for_timing(cubin, spec)
+    start, region, stop = sass.timed_region(ins)
+    ffma = [i for i in region if i.base_opcode == "FFMA"]
+    assert len(ffma) == 8 and all(i.operands[1:] == ["R8.reuse", "R10", "R16"] for i in ffma)
+    assert start.control.wait_mask == stop.control.wait_mask == 0x3F
+    assert sass.Cubin(data, "sm_90").instructions("regbank_ffma") == ins
