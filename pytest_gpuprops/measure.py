@@ -99,7 +99,7 @@ class GpuInfo:
         return dataclasses.asdict(self)
 
 
-def _nvml_handle(pci_bus_id: str):
+def _nvml_handle(pci_bus_id: str):  # pragma: no mutate block  (GPU only)
     try:
         import pynvml
         pynvml.nvmlInit()
@@ -112,7 +112,7 @@ def _ver(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-def gpu_info(index: int = 0) -> GpuInfo:
+def gpu_info(index: int = 0) -> GpuInfo:  # pragma: no mutate block  (GPU only)
     reason = gpu_unavailable_reason(index)
     if reason:
         raise GpuUnavailable(reason)
@@ -147,7 +147,7 @@ def _uuid(raw) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}" if len(h) == 32 else ""
 
 
-def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:
+def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:  # pragma: no mutate block  (GPU only)
     """(active throttle reasons, current SM clock in MHz) from NVML; ([], None) where NVML is absent."""
     nvml, handle = _nvml_handle(info.pci_bus_id)
     if handle is None:
@@ -278,7 +278,7 @@ def build_for_timing(cubin: sass.Cubin, spec: KernelSpec) -> tuple[bytes, list[s
     return built
 
 
-class Runner:
+class Runner:  # pragma: no mutate block  (GPU only)
     """Compiles, patches, loads and times kernels on one GPU."""
 
     def __init__(self, info: GpuInfo, kernels_dir: str | Path, *, stop: StopRule = StopRule(),
@@ -485,7 +485,7 @@ def ncu_unavailable_reason() -> str | None:
 
 
 def ncu_metrics(runner: Runner, specs: Sequence[KernelSpec], metrics: list[str], *, timeout_s: float = 300.0
-                ) -> list[dict[str, float]]:
+                ) -> list[dict[str, float]]:  # pragma: no mutate block  (GPU only)
     """Profile one launch of each spec (built and patched as for timing) under ``ncu --clock-control
     none``, all in ONE ncu process, and return each launch's metrics in order. The kernels get the
     cycles buffer and the arguments their spec builds."""

@@ -1,6 +1,9 @@
 """The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder."""
 
 
+import os
+import shutil
+
 import pytest
 from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 
@@ -12,7 +15,11 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cubins")
+    path = tmp_path_factory.mktemp("cubins")
+    seed = os.environ.get("GPUPROPS_TEST_CUBIN_SEED")  # a warm cache to start from (tools/mutation.sh)
+    if seed and os.path.isdir(seed):
+        shutil.copytree(seed, path, dirs_exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session")
