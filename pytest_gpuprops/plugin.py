@@ -421,7 +421,7 @@ def gpu_runner(gpuprops_state: GpuPropsState, gpu, gpuprops_gpu_index: int) -> m
 def gpu_facts(gpuprops_state: GpuPropsState, gpu) -> gp_facts.Facts | None:
     """The facts for this GPU's arch; None in record mode when none exist yet."""
     try:
-        return gp_facts.load_facts(gpu.arch, gpuprops_state.facts_path)
+        return gp_facts.load_facts(gpu.arch, gpuprops_state.facts_path, gpu_name=gpu.name)
     except gp_facts.MissingFacts as exc:
         if gpuprops_state.record_path:
             return None
