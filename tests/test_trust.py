@@ -330,3 +330,18 @@ def test_merge_refuses_what_is_not_a_report(tmp_path, capsys):
     bad.write_text("[1, 2]")
     assert main(["merge", str(bad)]) == 2
     assert "not a gpuprops report" in capsys.readouterr().err
+
+
+def test_a_fact_not_recorded_for_this_arch_skips_saying_how_to_record_it(pytester):
+    pytester.makeconftest(FAKE_GPUS)
+    pytester.makepyfile('''
+        import pytest
+        from pytest_gpuprops.measure import Measurement
+
+        @pytest.mark.gpu
+        def test_new_unit(gpuprops):
+            gpuprops.check("not_yet_recorded_cycles", Measurement.given("x", [1.0] * 3), method="given")
+    ''')
+    r = pytester.runpytest_inprocess("-rs")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*no fact 'not_yet_recorded_cycles' for sm_90*--gpuprops-record*", "gpuprops: 1 SKIPPED"])
