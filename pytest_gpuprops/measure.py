@@ -20,6 +20,7 @@ Method (docs/method.md):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import statistics
@@ -87,7 +88,10 @@ class GpuInfo:
         return dataclasses.asdict(self)
 
 
+@functools.lru_cache(maxsize=None)
 def _nvml_handle(pci_bus_id: str):
+    """(pynvml, handle) for the GPU at ``pci_bus_id``, or (None, None) where NVML is absent. NVML is
+    initialised once per process and the handle kept: every measurement reads throttle reasons twice."""
     try:
         import pynvml
         pynvml.nvmlInit()
@@ -461,23 +465,37 @@ def ncu_unavailable_reason() -> str | None:
     return None if find_ncu() else "Nsight Compute (ncu) is not on PATH (set GPUPROPS_NCU to its path)"
 
 
-def ncu_metrics(runner: Runner, spec: KernelSpec, metrics: list[str], *, buffers: int = 2,
-                ints: tuple[int, ...] = (), timeout_s: float = 300.0) -> dict[str, float]:
+def ncu_metrics(runner: Runner, spec: KernelSpec | Sequence[KernelSpec], metrics: list[str], *, buffers: int = 2,
+                ints: tuple[int, ...] = (), timeout_s: float = 300.0) -> dict[str, float] | list[dict[str, float]]:
     """Profile one launch of ``spec`` (built and patched as for timing) under ``ncu --clock-control
     none`` and return the metrics. The kernel gets the cycles buffer, ``buffers`` zeroed 4 MiB
-    buffers and ``ints`` as int32: values do not change instruction or pipe counts."""
+    buffers and ``ints`` as int32: values do not change instruction or pipe counts.
+
+    ``spec`` may be a list of specs: all of them are launched, one after another, by one process
+    under one ncu (one ncu start-up, which costs seconds, instead of one each), and a list of
+    metric dicts comes back in the same order."""
     import csv
     import io
     import json
+    import re
     import subprocess
     import sys
-    cubin, _ = runner.build(spec)
-    path = os.path.join(runner._tmp, "ncu-" + hashlib.sha256(cubin).hexdigest()[:16] + ".cubin")
-    Path(path).write_bytes(cubin)
-    launch = {"cubin": path, "kernel": spec.kernel, "grid": spec.grid, "block": spec.block, "buffers": buffers,
-              "ints": list(ints), "device": runner.info.index}
+    many = isinstance(spec, (list, tuple))
+    specs = list(spec) if many else [spec]
+    if not specs:
+        return []
+    launches = []
+    for s in specs:
+        cubin, _ = runner.build(s)
+        path = os.path.join(runner._tmp, "ncu-" + hashlib.sha256(cubin).hexdigest()[:16] + ".cubin")
+        Path(path).write_bytes(cubin)
+        launches.append({"cubin": path, "kernel": s.kernel, "grid": s.grid, "block": s.block, "buffers": buffers,
+                         "ints": list(ints), "device": runner.info.index})
+    names = sorted({s.kernel for s in specs})
+    kernel_filter = names[0] if len(names) == 1 else "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
     cmd = [find_ncu(), "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
-           "-k", spec.kernel, sys.executable, "-m", "pytest_gpuprops.launch", json.dumps(launch)]
+           "-k", kernel_filter, sys.executable, "-m", "pytest_gpuprops.launch",
+           json.dumps(launches if many else launches[0])]
     with gpu_lock(runner.info.index):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     text = proc.stdout
@@ -485,15 +503,21 @@ def ncu_metrics(runner: Runner, spec: KernelSpec, metrics: list[str], *, buffers
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise NcuUnavailable("ncu could not profile the kernel: " + " | ".join(tail))
     body = text[text.index('"ID"'):] if '"ID"' in text else text
-    out: dict[str, float] = {}
+    by_launch: dict[str, dict[str, float]] = {}
     for row in csv.DictReader(io.StringIO(body)):
         name, value = row.get("Metric Name"), row.get("Metric Value", "")
+        launch = by_launch.setdefault(str(row.get("ID", "0")), {})
         if name in metrics:
             try:
-                out[name] = float(value.replace(",", ""))
+                launch[name] = float(value.replace(",", ""))
             except ValueError:
                 raise NcuUnavailable(f"ncu printed {value!r} for {name}; expected a number") from None
-    missing = [m for m in metrics if m not in out]
-    if missing:
-        raise NcuUnavailable(f"ncu did not report {', '.join(missing)} on this GPU")
-    return out
+    ids = sorted(by_launch, key=lambda i: int(i) if i.isdigit() else -1)
+    if len(ids) != len(specs):
+        raise NcuUnavailable(f"ncu reported {len(ids)} profiled launches; {len(specs)} were made")
+    out = [by_launch[i] for i in ids]
+    for got in out:
+        missing = [m for m in metrics if m not in got]
+        if missing:
+            raise NcuUnavailable(f"ncu did not report {', '.join(missing)} on this GPU")
+    return out if many else out[0]
