@@ -444,6 +444,8 @@ def _disassemble_codes(codes: list[bytes], arch: str) -> list[list[Instruction]]
                 mine = None  # read this code again, alone
                 continue
             mine.append(Instruction(ins.offset - base, text, ins.lo, ins.hi))
+        if mine is not None and (not mine or _words_problem(mine, code)):
+            mine = None  # e.g. a code whose size is not a whole number of instructions: read it alone
         out.append(mine)
         base = end
     for n, listing in enumerate(out):
@@ -805,6 +807,8 @@ def _verify(before: list[Instruction], after: list[Instruction], planned: dict[i
 
     Unpatched instructions are compared by text too when both listings come from the same nvdisasm
     mode (raw-binary mode prints branch targets as absolute addresses, which shift between slices).
+    :func:`patch_many` still passes False, as it always has, although its listings are now rebased
+    to each code's start (:func:`code_listings`).
     """
     if [i.offset for i in before] != [i.offset for i in after]:
         raise PatchRefused(f"{kernel}: the patched code no longer disassembles instruction for instruction")
