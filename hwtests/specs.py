@@ -51,14 +51,26 @@ def smem_bytes(vec: int, unroll: int = 32) -> int:
 
 
 HMMA_UNROLL = 64
+#: loop trips of the unrolled HMMA body: long enough that the block's start skew (up to ~230 cycles
+#: for 16 warps, measured on the H100) is under 1 % of the span. With one trip of 64 HMMAs it was
+#: 13 % at ILP 1 x 4 warps: the "knee loss" the first issue model was widened for.
+HMMA_ITERS = 16
+#: a kernel Nsight Compute can profile with its launch overhead under 1 %: 128 000 HMMA per warp
+HMMA_NCU_ITERS = 2000
 
 
-def hmma(ilp: int, warps_per_smsp: int, unroll: int = HMMA_UNROLL) -> KernelSpec:
+def hmma(ilp: int, warps_per_smsp: int, iters: int = HMMA_ITERS, grid: int = 1) -> KernelSpec:
     ones_f16 = 0x3C003C00  # two half-precision 1.0: finite products, no denormal paths
-    return KernelSpec("hmma_16816.cu", "hmma_16816", {"ILP": ilp, "UNROLL": unroll}, grid=1,
+    return KernelSpec("hmma_16816.cu", "hmma_16816", {"ILP": ilp, "UNROLL": HMMA_UNROLL, "ITERS": iters}, grid=grid,
                       block=128 * warps_per_smsp,
-                      args=lambda cp: (cp.full(32 * 6, ones_f16, dtype=cp.uint32), cp.zeros(512, dtype=cp.float32)),
-                      region={"HMMA.16816.F32": unroll * ilp})
+                      args=lambda cp: (cp.full(32 * 6, ones_f16, dtype=cp.uint32),
+                                       cp.zeros(grid * 128 * warps_per_smsp, dtype=cp.float32)),
+                      region={"HMMA.16816.F32": HMMA_UNROLL * ilp}, region_other=0 if iters == 1 else 12)
+
+
+def hmma_count(ilp: int, iters: int = HMMA_ITERS) -> int:
+    """HMMAs one warp runs in the timed region of :func:`hmma`."""
+    return HMMA_UNROLL * ilp * iters
 
 
 FFMA_UNROLL = 256
@@ -89,5 +101,181 @@ def launched() -> dict[str, KernelSpec]:
                 "lds_alone": sts_chain(0, then_lds=True)})
     out.update({f"smem_{'lds' if ld else 'sts'}_vec{v}": smem_bandwidth(v, ld) for v in (1, 2, 4) for ld in (0, 1)})
     out.update({f"hmma_ilp{i}": hmma(i, 1) for i in range(1, 9)})
+    out.update({f"hmma_ncu_ilp{i}": hmma(i, 1, HMMA_NCU_ITERS) for i in (1, 2, 3)})
     out.update({f"ffma_ilp{i}": ffma(i, 1) for i in (1, 8)})
+    out.update(issue10_launched())
+    out.update(issue10_memory_launched())
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 10: ALU / SFU / shuffle chains, mma.sync per input type, the memory hierarchy by pointer
+# chase, shared-memory bank conflicts.
+
+ALU_UNROLL = 128
+#: op -> (kernels/alu_chain.cu OP, element type, the opcodes one chain step puts in the region)
+ALU_OPS = {
+    "shfl_bfly": (1, "uint32", ("SHFL.BFLY",)),
+    "shfl_idx": (2, "uint32", ("SHFL.IDX",)),
+    "mufu_ex2": (3, "float32", ("MUFU.EX2",)),
+    "mufu_rsq": (4, "float32", ("MUFU.RSQ",)),
+    "mufu_sin_fmul": (5, "float32", ("FMUL.RZ", "MUFU.SIN")),  # sin.approx: FMUL.RZ by 1/(2 pi), then MUFU.SIN
+    "dfma": (6, "float64", ("DFMA",)),
+    "imad": (7, "uint32", ("IMAD",)),
+}
+
+
+def _alu_inputs(op: str, ilp: int):
+    """32 * ILP start values (lane l of chain j starts from in[32 j + l]): lane numbers for SHFL.IDX
+    (each step reads the lane its value names), else values that differ per lane and chain."""
+    import numpy as np
+    _, dtype, _ = ALU_OPS[op]
+    lane, chain = np.arange(32), np.arange(ilp)[:, None]
+    if op == "shfl_idx":
+        return ((lane + 1 + chain) % 32).astype(np.uint32).ravel()
+    if dtype == "uint32":
+        return (lane * 7 + chain * 3 + 1).astype(np.uint32).ravel()
+    return (0.5 + lane / 64 + chain / 16).astype(dtype).ravel()
+
+
+def alu(op: str, ilp: int, warps_per_smsp: int, unroll: int = ALU_UNROLL) -> KernelSpec:
+    code, dtype, opcodes = ALU_OPS[op]
+    block = 128 * warps_per_smsp
+    return KernelSpec("alu_chain.cu", "alu_chain", {"OP": code, "ILP": ilp, "UNROLL": unroll}, grid=1, block=block,
+                      args=lambda cp: (cp.asarray(_alu_inputs(op, ilp)), cp.zeros(block, dtype=dtype)),
+                      region={o: unroll * ilp for o in opcodes})
+
+
+MMA_UNROLL = 64
+#: dtype -> (kernels/mma_sync.cu DTYPE, SASS opcode, 32-bit word of A/B elements equal to one)
+MMA_DTYPES = {
+    "bf16_16816_f32": (1, "HMMA.16816.F32.BF16", 0x3F803F80),
+    "tf32_1688_f32": (2, "HMMA.1688.F32.TF32", 0x3F800000),
+    "s8_16832_s32": (3, "IMMA.16832.S8.S8", 0x01010101),
+    "f16_16816_f16": (4, "HMMA.16816.F16", 0x3C003C00),
+}
+
+
+def mma(dtype: str, ilp: int, warps_per_smsp: int, unroll: int = MMA_UNROLL, iters: int = HMMA_ITERS) -> KernelSpec:
+    """As :func:`hmma`: 16 trips of the unrolled body, so start skew and the unawaited last
+    instruction of a chain are under 1 % of what is timed."""
+    code, opcode, one = MMA_DTYPES[dtype]
+    return KernelSpec("mma_sync.cu", "mma_sync", {"DTYPE": code, "ILP": ilp, "UNROLL": unroll, "ITERS": iters},
+                      grid=1, block=128 * warps_per_smsp,
+                      args=lambda cp: (cp.full(32 * 6, one, dtype=cp.uint32),
+                                       cp.zeros(128 * warps_per_smsp, dtype=cp.uint32)),
+                      region={opcode: unroll * ilp}, region_other=0 if iters == 1 else 12)
+
+
+def issue10_launched() -> dict[str, KernelSpec]:
+    """The issue-10 kernels' launched builds (latency and saturated shapes of each)."""
+    out = {f"alu_{op}_ilp{i}": alu(op, i, 1) for op in ALU_OPS for i in (1, 8)}
+    out.update({f"mma_{d}_ilp{i}": mma(d, i, 1) for d in MMA_DTYPES for i in range(1, 9)})
+    return out
+
+
+CHASE_UNROLL = 1024  # a launch's mean over 1024 random hops: DRAM hops vary hop to hop
+#: kernels/global_chase.cu CACHE -> (define, the load's SASS on sm_80 .. sm_90)
+CHASE_CACHE = {"ca": (0, "LDG.E.64.STRONG.SM"), "cg": (1, "LDG.E.64.STRONG.GPU")}
+
+
+def global_chase(cache: str, footprint: int, *, unroll: int = CHASE_UNROLL, warm: str = "none",
+                 evict_bytes: int = 0, seed: int = 0) -> KernelSpec:
+    """A pointer chase over ``footprint`` bytes (one node per 128-byte line, one random cycle).
+
+    ``warm``: "kernel" walks the whole cycle before the start read in every launch (L1); "l2" reads
+    the buffer once on the host side after laying it out (L2 keeps it across launches); "evict"
+    writes ``evict_bytes`` of another buffer after laying it out, so the chase starts cold (DRAM);
+    "none" does neither. Launches go on where the last one stopped (see the kernel)."""
+    import memory_levels
+    define, opcode = CHASE_CACHE[cache]
+    if warm not in ("none", "kernel", "l2", "evict"):
+        raise ValueError(f"warm must be none, kernel, l2 or evict, not {warm!r}")
+    nodes = footprint // memory_levels.NODE_STRIDE
+
+    def args(cp):
+        chain = cp.zeros(footprint // 8, dtype=cp.uint64)
+        start = memory_levels.fill_chain(cp, chain, chain.data.ptr, seed=seed)
+        cursor = cp.full(1, start, dtype=cp.uint64)
+        if warm == "l2":
+            int(chain.sum())  # every line read once: in L2 when the chase starts
+        elif warm == "evict":
+            junk = cp.empty(evict_bytes // 4, dtype=cp.uint32)
+            junk.fill(1)  # 4 x L2 of writes: the chain's lines leave L2
+            del junk
+        cp.cuda.runtime.deviceSynchronize()
+        return chain, cursor, cp.int32(nodes if warm == "kernel" else 0)
+
+    return KernelSpec("global_chase.cu", "global_chase", {"CACHE": define, "UNROLL": unroll}, grid=1, block=32,
+                      args=args, region={opcode: unroll})
+
+
+def chase_level(level: str, sizes, *, unroll: int = CHASE_UNROLL) -> KernelSpec:
+    """The chase that measures ``level`` ("l1", "l2", "dram") on a device of ``sizes``
+    (memory_levels.CacheSizes): its footprint is derived from them and checked."""
+    import memory_levels
+    f = memory_levels.footprint(level, sizes)
+    if level == "l1":
+        return global_chase("ca", f, unroll=unroll, warm="kernel")
+    if level == "l2":
+        return global_chase("cg", f, unroll=unroll, warm="l2")
+    return global_chase("cg", f, unroll=unroll, warm="evict", evict_bytes=4 * sizes.l2_bytes)
+
+
+def chase_sweep_point(footprint: int, sizes, *, unroll: int = CHASE_UNROLL) -> KernelSpec:
+    """One point of the latency-vs-footprint sweep: ld.global.ca, warmed in the kernel up to 4 x the
+    largest L1 (so the L1 knee shows), by a host-side read beyond (L2, partly where it overflows)."""
+    warm = "kernel" if footprint <= 4 * sizes.l1_max_bytes else "l2"
+    return global_chase("ca", footprint, unroll=unroll, warm=warm)
+
+
+CONFLICT_UNROLL, CONFLICT_ITERS, CONFLICT_WARPS = 32, 64, 32
+_LDS_OPCODE = {1: "LDS", 2: "LDS.64", 4: "LDS.128"}
+
+
+def smem_conflict(vec: int, stride_words: int, unroll: int = CONFLICT_UNROLL) -> KernelSpec:
+    """LDS of ``vec`` words where lane l reads from word l * stride_words; 1024 threads, one block.
+    Divide the span by :func:`conflict_accesses` for cycles per warp access per SM."""
+    import smem_banks
+    smem_banks.check_access(stride_words, vec)
+    return KernelSpec("smem_conflict.cu", "smem_conflict", {"VEC": vec, "UNROLL": unroll}, grid=1,
+                      block=32 * CONFLICT_WARPS,
+                      args=lambda cp: (cp.zeros(1024, dtype=cp.float32), cp.int32(stride_words), cp.int32(CONFLICT_ITERS)),
+                      region={_LDS_OPCODE[vec]: unroll}, region_other=20)  # loop control, as smem_bandwidth
+
+
+def conflict_accesses(unroll: int = CONFLICT_UNROLL) -> int:
+    return CONFLICT_WARPS * unroll * CONFLICT_ITERS
+
+
+def issue10_memory_launched() -> dict[str, KernelSpec]:
+    """The chase and bank-conflict builds (the code does not depend on footprint or stride)."""
+    out = {f"chase_{c}_u{u}": global_chase(c, 16384, unroll=u) for c in CHASE_CACHE for u in (1, CHASE_UNROLL)}
+    out.update({f"smem_conflict_vec{v}": smem_conflict(v, v) for v in (1, 2, 4)})
+    return out
+
+
+WGMMA_N = (8, 16, 32, 64, 128, 256)
+WGMMA_UNROLL = 16
+WGMMA_ARCH = "sm_90a"  # wgmma exists only there; an sm_90a cubin runs on an sm_90 GPU (H100, H200)
+
+
+def wgmma_opcode(n: int, bf16: bool) -> str:
+    return f"HGMMA.64x{n}x16.F32" + (".BF16" if bf16 else "")
+
+
+def wgmma(n: int, bf16: bool, a_regs: bool, unroll: int = WGMMA_UNROLL, warpgroups: int = 1) -> KernelSpec:
+    """UNROLL wgmma.mma_async m64nNk16 (f16 or bf16 in, f32 accumulate) in one accumulator chain per
+    warpgroup, A from shared memory (descriptor) or registers; compile for :data:`WGMMA_ARCH`."""
+    if n not in WGMMA_N:
+        raise ValueError(f"N must be one of {WGMMA_N}, not {n}")
+    return KernelSpec("wgmma.cu", "wgmma", {"N": n, "BF16": int(bf16), "A_REGS": int(a_regs), "UNROLL": unroll},
+                      grid=1, block=128 * warpgroups, args=lambda cp: (cp.zeros(1024, dtype=cp.float32),),
+                      region={"WARPGROUP.ARRIVE": 1, wgmma_opcode(n, bf16): unroll, "WARPGROUP.DEPBAR.LE": 1})
+
+
+def wgmma_builds() -> dict[str, KernelSpec]:
+    """Every wgmma build the GPU suite launches (sm_90a only, so not in :func:`launched`, which is
+    checked on sm_80 .. sm_90; test_static_issue10.py checks these on sm_90a)."""
+    return {f"wgmma_n{n}_{'bf16' if b else 'f16'}_{'rs' if r else 'ss'}_u{u}": wgmma(n, b, r, u)
+            for n in WGMMA_N for b in (False, True) for r in (False, True) for u in (1, WGMMA_UNROLL)}

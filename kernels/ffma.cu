@@ -1,8 +1,9 @@
 // FFMA latency and throughput: ILP independent chains x = fma(x, x, x), UNROLL steps each, so the
 // timed region is ILP * UNROLL FFMAs. Each FFMA names one register in all three slots, which is read
-// once: no register-bank conflict adds to the latency (with x*a+b and a, x in one bank the chain runs
-// at ~5 cycles on sm_90, not 4). ILP=1: dependent latency; ILP >= 4 with 4 warps per SM
-// sub-partition: issue rate per sub-partition.
+// once, so no register-bank question enters the latency. (An earlier comment here said x*a+b with a
+// same-bank conflict reads ~5 cycles on sm_90: that was the input LDG landing in the timed region,
+// before the start clock read waited on every scoreboard; the chain reads ~4 either way.)
+// ILP=1: dependent latency; ILP >= 4 with 4 warps per SM sub-partition: issue rate per sub-partition.
 #include "gpuprops.cuh"
 
 #ifndef ILP

@@ -8,12 +8,21 @@ model facts (register banks, HMMA issue).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .facts import Fact
 from .measure import Measurement
 
 PASS, FAIL, NOISY, SCHEDULE_CHANGED, RECORDED = "PASS", "FAIL", "NOISY", "SCHEDULE CHANGED", "RECORDED"
+#: a failure that did not reproduce when measured again: the method, not the hardware, is in doubt
+UNSTABLE = "UNSTABLE"
+#: a test that failed or errored outside the verdict layer (a plain assert, a launch error)
+ERROR = "ERROR"
+SKIPPED = "SKIPPED"
+#: statuses that make a run red; the report and pytest's exit status agree on them
+NOT_OK = (FAIL, NOISY, SCHEDULE_CHANGED, UNSTABLE, ERROR)
+#: how many times a failing measurement is measured again (fresh launches) before it is reported
+CONFIRMATIONS = 2
 
 
 class FactMismatch(AssertionError):
@@ -26,6 +35,10 @@ class NoisyMeasurement(AssertionError):
 
 class ScheduleChanged(AssertionError):
     """A compiler other than the recorded ones schedules the kernel differently (not a hardware fault)."""
+
+
+class UnstableMeasurement(AssertionError):
+    """A measurement failed its fact, but measuring again did not reproduce the failure."""
 
 
 @dataclasses.dataclass
@@ -44,10 +57,19 @@ class Verdict:
     reproduce: str = ""
     nodeid: str = ""
     measurement: dict | None = None
+    #: every measurement behind the verdict when a failure was measured again: [{"measured", "status"}]
+    attempts: list[dict] = dataclasses.field(default_factory=list)
+    gpu: dict | None = None  # index, name, uuid, pci_bus_id of the GPU measured (None: static)
+    tolerance: float | None = None  # the fact's tolerance in its unit (measured facts): fleet rules use it
 
     @property
     def ok(self) -> bool:
-        return self.status in (PASS, RECORDED)
+        return self.status in (PASS, RECORDED, SKIPPED)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Verdict:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
     @property
     def verdict_text(self) -> str:
@@ -55,12 +77,15 @@ class Verdict:
 
     def message(self) -> str:
         head = {FAIL: "does not hold", NOISY: "could not be measured reliably",
-                SCHEDULE_CHANGED: "compiler schedule changed"}.get(self.status, self.status)
+                SCHEDULE_CHANGED: "compiler schedule changed", ERROR: "errored",
+                UNSTABLE: "failed once but did not fail again when measured again"}.get(self.status, self.status)
         lines = [f"fact {self.fact} on {self.arch} {head}:",
                  f"  expected: {self.expected}",
                  f"  measured: {self.measured_text}"]
         if self.flags:
             lines.append(f"  flags:    {', '.join(self.flags)}")
+        for n, a in enumerate(self.attempts, 1):
+            lines.append(f"  attempt {n}: {a['measured_text']} -> {a['status']}")
         lines += [f"  method:   {self.method}", f"  source:   {self.source}"]
         if self.reproduce:
             lines.append(f"  reproduce: {self.reproduce}")
@@ -86,7 +111,7 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
                    measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
                    f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz)",
                    unit=fact.unit, method=fact.method, source=fact.source, flags=flags, reproduce=reproduce,
-                   measurement=m.as_dict())
+                   measurement=m.as_dict(), tolerance=fact.tolerance)
 
 
 def evaluate_static(fact: Fact, value: float, compiler: str, *, reproduce: str = "") -> Verdict:
@@ -120,6 +145,29 @@ def evaluate_model(name: str, arch: str, cases: Sequence[tuple[str, float, float
                    source=source, kind="model", reproduce=reproduce)
 
 
+def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: int = CONFIRMATIONS) -> Verdict:
+    """A failing (or noisy) verdict measured ``times`` more times with fresh launches.
+
+    The failure stands only if every new measurement fails too (the verdict then lists them all);
+    if any passes, the verdict is UNSTABLE: the fact is neither confirmed nor refuted, and the run
+    says so instead of passing it. Passing verdicts, and verdicts that cannot be measured again,
+    are returned as they are.
+    """
+    if first.status not in (FAIL, NOISY) or measure_again is None:
+        return first
+    runs = [first] + [measure_again() for _ in range(times)]
+    attempts = [{"measured": r.measured, "measured_text": r.measured_text.split("\n")[0], "status": r.status}
+                for r in runs]
+    statuses = {r.status for r in runs}
+    if statuses <= {FAIL, NOISY}:
+        final = dataclasses.replace(first, attempts=attempts)
+        final.flags = [*first.flags, f"confirmed: failed {len(runs)} of {len(runs)} measurements"]
+        return final
+    unstable = dataclasses.replace(first, status=UNSTABLE, attempts=attempts)
+    unstable.flags = [*first.flags, f"{sum(r.status == PASS for r in runs)} of {len(runs)} measurements passed"]
+    return unstable
+
+
 def raise_for(v: Verdict) -> None:
     if v.status == FAIL:
         raise FactMismatch(v.message())
@@ -127,6 +175,8 @@ def raise_for(v: Verdict) -> None:
         raise NoisyMeasurement(v.message())
     if v.status == SCHEDULE_CHANGED:
         raise ScheduleChanged(v.message())
+    if v.status == UNSTABLE:
+        raise UnstableMeasurement(v.message())
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,118 +1,394 @@
 """The ``gpuprops`` command for people who read SASS.
 
-    gpuprops compile kernels/hmma_16816.cu --arch sm_90 -D ILP=3 -o hmma.cubin
-    gpuprops sass hmma.cubin [--kernel hmma_16816]
-    gpuprops patch in.cubin --kernel K --at 0x480 0x490 --regs R8,R10,R12 --reuse A --stall 1 -o out.cubin
+    gpuprops compile kernels/regbank_ffma.cu --arch sm_90 -o rb.cubin
+    gpuprops sass rb.cubin [--kernel regbank_ffma]
+    gpuprops patch rb.cubin --kernel regbank_ffma --at 0480 --regs R8,R10,R12 --reuse A --stall 1 -o p.cubin
     gpuprops facts [--arch sm_90] [--facts PATH]
+
+Offsets are hexadecimal, as ``gpuprops sass`` and nvdisasm print them (``/*0480*/``): ``0480`` and
+``0x480`` name the same instruction.
+
+Exit status: 0 when the command did what it was asked; 2 when it refused (a bad argument, a file
+that cannot be read or written, a patch that cannot be verified). A refusal prints one message on
+stderr (what was wrong, what was expected, what to do) and writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
+import re
+import string
+import struct
 import sys
+import tempfile
 from pathlib import Path
 
+from . import __version__, sass
 from . import compile as gp_compile
 from . import facts as gp_facts
-from . import sass
+
+MAKE_CUBIN = "make one with: gpuprops compile kernels/regbank_ffma.cu --arch sm_90 -o rb.cubin"
 
 
-def _defines(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        k, _, v = item.partition("=")
-        out[k] = v if v else "1"
-    return out
+class Refused(Exception):
+    """A bad input: the message says what was wrong, what was expected and what to do."""
+
+    def __init__(self, message: str, prog: str | None = None):
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is a :class:`Refused` (exit 2, one line), not a usage dump."""
+
+    def error(self, message: str):
+        raise Refused(f"{message} (see '{self.prog} --help')", prog=self.prog)
+
+
+# ----------------------------------------------------------------------------------------------
+# argument types: each says what it takes
+
+
+def _int_in(lo: int, hi: int, *, none_ok: bool = False):
+    def parse(text: str):
+        if none_ok and text.strip().lower() == "none":
+            return None
+        try:
+            v = int(text, 0)
+        except ValueError:
+            v = None
+        if v is None or not lo <= v <= hi:
+            extra = " or 'none'" if none_ok else ""
+            raise argparse.ArgumentTypeError(f"takes an integer {lo}..{hi}{extra}, not {text!r}")
+        return v
+    return parse
+
+
+def _offset(text: str) -> int:
+    """An instruction offset in hex, as nvdisasm prints it: ``0480``, ``0x480`` or ``/*0480*/``."""
+    t = text.strip()
+    if t.startswith("/*") and t.endswith("*/"):
+        t = t[2:-2].strip()
+    t = t.lower().removeprefix("0x")
+    if not t or any(ch not in string.hexdigits for ch in t):
+        raise argparse.ArgumentTypeError(f"takes instruction offsets in hex, as 'gpuprops sass' prints them "
+                                         f"(/*0480*/ -> 0480 or 0x480), not {text!r}")
+    v = int(t, 16)
+    if v % 16:
+        raise argparse.ArgumentTypeError(f"{text} (0x{v:x}) is not an instruction offset; instructions are "
+                                         "16 bytes, so offsets end in 0 in hex (0480, 0490, ...)")
+    return v
+
+
+def _reg(tok: str) -> int:
+    t = tok.strip().upper()
+    if t == "RZ":
+        return sass.RZ
+    if not t.startswith("R") or not t[1:].isdigit() or int(t[1:]) > 254:
+        raise argparse.ArgumentTypeError(f"takes registers like R8 or RZ (R0..R254), not {tok.strip()!r}")
+    return int(t[1:])
+
+
+def _regs(text: str) -> tuple:
+    regs = [_reg(t) for t in text.split(",")]
+    if len(regs) == 3:
+        return (None, *regs)  # sources only; the destination stays
+    if len(regs) != 4:
+        raise argparse.ArgumentTypeError(f"takes Ra,Rb,Rc or Rd,Ra,Rb,Rc (3 or 4 registers), not {text!r}")
+    return tuple(regs)
+
+
+def _scratch(text: str) -> set[int]:
+    return {_reg(t) for t in text.split(",")}
+
+
+def _reuse(text: str) -> int:
+    mask = 0
+    for ch in text.upper().replace("-", ""):
+        if ch not in "ABC":
+            raise argparse.ArgumentTypeError(f"takes slots A, B, C (e.g. AB; '' clears them), not {text!r}")
+        mask |= 1 << "ABC".index(ch)
+    return mask
+
+
+def _define(text: str) -> tuple[str, str]:
+    name, _, value = text.partition("=")
+    if not re.fullmatch(r"[A-Za-z_]\w*", name.strip()):
+        raise argparse.ArgumentTypeError(f"takes NAME=VALUE (or NAME) with NAME a C identifier, not {text!r}")
+    return name.strip(), value if value else "1"
+
+
+class _Version(argparse.Action):
+    """--version: the package and the tools it found (looked up only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parts = [f"gpuprops {__version__}"]
+        for label, get in (("compiler", gp_compile.compiler_version),
+                           ("nvdisasm", lambda: f"{sass.nvdisasm_version()} ({sass.find_nvdisasm()})")):
+            try:
+                parts.append(f"{label}: {get()}")
+            except Exception as exc:  # a missing tool is part of the answer, not an error
+                parts.append(f"{label}: unavailable ({exc})")
+        print("\n".join(parts))
+        parser.exit()
+
+
+# ----------------------------------------------------------------------------------------------
+# files
+
+
+def _read_input(path: str, what: str, hint: str) -> bytes:
+    p = Path(path)
+    if not p.exists():
+        raise Refused(f"{what} {p} does not exist; {hint}")
+    if p.is_dir():
+        raise Refused(f"{what} {p} is a folder; {hint}")
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise Refused(f"cannot read {what} {p}: {exc.strerror or exc}") from exc
+
+
+def _check_output(out: Path, inputs: list[Path]) -> None:
+    """Refuse, before any work, an output that would destroy an input or cannot be written.
+
+    An existing cubin may be replaced; any other existing file (a source, a header, notes) is not."""
+    for src in inputs:
+        if out.exists() and src.exists() and os.path.samefile(out, src) or out.resolve() == src.resolve():
+            raise Refused(f"-o {out} is the input {src}; writing there would destroy it. Choose another "
+                          f"output name (e.g. -o {src.stem}.out.cubin)")
+    if out.is_dir():
+        raise Refused(f"-o {out} is a folder; give a file name (e.g. -o {out / 'out.cubin'})")
+    if out.exists():
+        try:
+            with open(out, "rb") as f:
+                head = f.read(4)
+        except OSError as exc:
+            raise Refused(f"-o {out} exists and cannot be read ({exc.strerror}); choose another output name") from exc
+        if head != b"\x7fELF":
+            raise Refused(f"-o {out} exists and is not a cubin; refusing to overwrite it. Choose another output "
+                          "name, or remove the file first")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.exists():
+        raise Refused(f"-o {out}: folder {parent} does not exist; create it first (mkdir -p {parent})")
+    if not parent.is_dir():
+        raise Refused(f"-o {out}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise Refused(f"-o {out}: folder {parent} is not writable; choose an output in a folder you can write")
+
+
+def _write(out: Path, data: bytes) -> None:
+    """Write ``data`` to ``out`` whole or not at all (temporary file in the same folder, then rename)."""
+    parent = out.parent if str(out.parent) else Path(".")
+    tmp = parent / f".{out.name}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+        os.replace(tmp, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise Refused(f"cannot write {out}: {exc.strerror or exc}; nothing was written") from exc
+
+
+def cubin_arch(data: bytes) -> str | None:
+    """The arch a cubin was built for, with its a/f suffix (``sm_90a``): the SM number from the ELF
+    flags, the suffix from the ``-arch`` option ptxas records in ``.note.nv.tkinfo`` (the flags are
+    the same for sm_90 and sm_90a). None when the ELF cannot be read."""
+    from elftools.elf.elffile import ELFFile
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        flags = elf["e_flags"]
+        sm = next((x for x in ((flags >> 8) & 0xFF, flags & 0xFF) if 30 <= x <= 250), None)
+        if sm is None:
+            return None
+        note = elf.get_section_by_name(".note.nv.tkinfo")
+        m = re.search(rb"-arch\s+sm_(\d+)([af]?)\b", note.data()) if note is not None else None
+        if m and int(m.group(1)) == sm:
+            return f"sm_{sm}{m.group(2).decode()}"
+        return f"sm_{sm}"
+    except Exception:
+        return None
+
+
+_DAMAGED = (struct.error, ValueError, IndexError, KeyError, AttributeError, TypeError, EOFError)
+
+
+def _load_cubin(path: str) -> sass.Cubin:
+    from elftools.common.exceptions import ELFError
+    data = _read_input(path, "cubin", f"give a .cubin file ({MAKE_CUBIN})")
+    arch = cubin_arch(data)
+    if arch and int(re.sub(r"\D", "", arch)) < gp_compile.MIN_SM:
+        raise Refused(f"{path} is an {arch} cubin; nvdisasm 13 reads sm_75 and newer only, so its SASS cannot be "
+                      "printed or patched. Compile it for sm_75 or newer")
+    try:
+        return sass.Cubin(data, arch=arch, name=str(path))
+    except sass.SassError:
+        raise
+    except (ELFError, *_DAMAGED) as exc:
+        raise Refused(f"{path} is not a complete cubin ({len(data)} bytes; its ELF cannot be read: {exc}); it "
+                      "may be truncated or damaged: compile it again") from exc
+
+
+def _user_names(exc: Exception, path: str) -> str:
+    """nvdisasm runs on a temporary copy; name the user's file in its messages instead."""
+    tmp = re.escape(tempfile.gettempdir().rstrip("/"))
+    lines = re.sub(tmp + r"/tmp[\w.-]*?\.(?:cubin|bin)\b", lambda _m: path, str(exc)).splitlines()
+    if len(lines) > 3:  # nvdisasm repeats itself once per bad instruction
+        lines = lines[:3] + [f"... and {len(lines) - 3} more lines like these"]
+    return "\n".join(lines)
+
+
+def _instructions(cubin: sass.Cubin, kernel: str, path: str) -> list[sass.Instruction]:
+    try:
+        return cubin.instructions(kernel)
+    except sass.SassError as exc:
+        raise Refused(_user_names(exc, path)) from exc
+
+
+# ----------------------------------------------------------------------------------------------
+# commands
 
 
 def cmd_compile(a) -> int:
-    c = gp_compile.compile_cuda(a.source, a.arch, _defines(a.define), backend=a.backend)
-    out = Path(a.output or Path(a.source).with_suffix(f".{gp_compile.check_arch(a.arch)}.cubin").name)
-    out.write_bytes(c.cubin)
-    print(f"{out}: {len(c.cubin)} bytes, {c.compiler}, {'cached' if c.cached else 'compiled'}")
+    src = Path(a.source)
+    _read_input(a.source, "source", "give one CUDA .cu file (e.g. kernels/ffma.cu)")
+    arch = gp_compile.check_arch(a.arch)
+    out = Path(a.output) if a.output else Path(f"{src.stem}.{arch}.cubin")
+    _check_output(out, [src])
+    c = gp_compile.compile_cuda(src, arch, dict(a.define or []), backend=a.backend)
+    _write(out, c.cubin)
+    print(f"{out}: {len(c.cubin)} bytes, {arch}, {c.compiler}, {'cached' if c.cached else 'compiled'}")
     return 0
 
 
 def cmd_sass(a) -> int:
-    cubin = sass.load_cubin(a.cubin)
-    names = [a.kernel] if a.kernel else sorted(cubin.kernels)
+    cubin = _load_cubin(a.cubin)
+    names = [cubin.kernel(a.kernel).name] if a.kernel else sorted(cubin.kernels)
+    if not names:
+        raise Refused(f"{a.cubin} holds no kernels (no .text.<name> section)")
     for name in names:
+        instrs = _instructions(cubin, name, a.cubin)
         k = cubin.kernel(name)
         print(f"// {name}: {k.register_count} registers ({cubin.arch}); control code "
-              "[B<wait mask>:R<read sb>:W<write sb>:<Y = yield>:S<stall>]")
-        for ins in cubin.instructions(name):
+              "[B<wait mask>:R<read sb>:W<write sb>:<Y = yield>:S<stall>]; offsets in hex")
+        for ins in instrs:
             print(ins.line())
     return 0
 
 
-def _reg(tok: str) -> int:
-    tok = tok.strip().upper()
-    if tok == "RZ":
-        return sass.RZ
-    if not tok.startswith("R") or not tok[1:].isdigit():
-        raise SystemExit(f"--regs takes registers like R8 or RZ, not {tok!r}")
-    return int(tok[1:])
+_FIELDS = ("regs", "reuse", "stall", "yield_flag", "wait_mask", "read_barrier", "write_barrier")
 
 
 def cmd_patch(a) -> int:
-    cubin = sass.load_cubin(a.cubin)
-    kernel = cubin.kernel(a.kernel).name
     fields = {}
-    if a.regs:
-        regs = [_reg(t) for t in a.regs.split(",")]
-        if len(regs) == 3:
-            regs = [None, *regs]  # sources only; the destination stays
-        if len(regs) != 4:
-            raise SystemExit("--regs takes Ra,Rb,Rc or Rd,Ra,Rb,Rc")
-        fields["regs"] = tuple(regs)
-    if a.reuse is not None:
-        mask = 0
-        for ch in a.reuse.upper().replace("-", ""):
-            if ch not in "ABC":
-                raise SystemExit(f"--reuse takes slots A, B, C (e.g. AB), not {a.reuse!r}")
-            mask |= 1 << "ABC".index(ch)
-        fields["reuse"] = mask
-        fields.setdefault("yield_flag", False)
-    for name in ("stall", "wait_mask", "read_barrier", "write_barrier"):
+    for name in _FIELDS:
         v = getattr(a, name)
-        if v is not None:
-            fields[name] = None if v == "none" else int(v, 0)
-    if a.yield_flag is not None:
-        fields["yield_flag"] = a.yield_flag == "on"
-    edits = [sass.Edit(int(off, 0), **fields) for off in a.at]
-    scratch = {_reg(t) for t in a.scratch.split(",")} if a.scratch else None
+        if v is not None or (name in ("read_barrier", "write_barrier") and getattr(a, name + "_given", False)):
+            fields[name] = v
+    if not fields:
+        raise Refused("nothing to change: give at least one of --regs, --reuse, --stall, --yield, --wait-mask, "
+                      "--read-barrier, --write-barrier")
+    if "reuse" in fields:
+        fields.setdefault("yield_flag", False)  # reuse flags count only where yield is clear
+    cubin = _load_cubin(a.cubin)
+    kernel = cubin.kernel(a.kernel).name
+    out = Path(a.output)
+    _check_output(out, [Path(a.cubin)])
+    _instructions(cubin, kernel, a.cubin)
+    edits = [sass.Edit(off, **fields) for off in a.at]
     try:
-        result = sass.patch(cubin, kernel, edits, scratch=scratch)
+        result = sass.patch(cubin, kernel, edits, scratch=a.scratch)
     except sass.PatchRefused as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        return 2
-    Path(a.output).write_bytes(result.cubin)
-    print("\n".join(result.diff_lines()))
-    print(f"wrote {a.output} (verified by disassembly)")
+        raise Refused(f"refused: {_user_names(exc, a.cubin + ' (patched)')}; nothing was written") from exc
+    changed = [(b, x) for b, x in result.changed if (b.lo, b.hi) != (x.lo, x.hi)]
+    if not changed:
+        raise Refused(f"nothing to change: {kernel} at {', '.join(f'{o:04x}' for o in a.at)} already reads as "
+                      f"asked; {out} was not written")
+    for before, after in changed:
+        print("- " + before.line())
+        print("+ " + after.line())
+    same = [f"{b.offset:04x}" for b, x in result.changed if (b.lo, b.hi) == (x.lo, x.hi)]
+    if same:
+        print(f"unchanged (already as asked): {', '.join(same)}")
+    _write(out, result.cubin)
+    print(f"wrote {out} (verified by disassembly)")
     return 0
 
 
 def cmd_facts(a) -> int:
     from tabulate import tabulate
-    archs = [a.arch] if a.arch else gp_facts.packaged_archs()
-    for arch in archs:
-        f = gp_facts.load_facts(arch, a.facts)
-        print(f"# {arch}: {f.path}")
+    arch = gp_compile.parse_arch(a.arch) if a.arch else None
+    if a.facts:
+        sets = gp_facts.check_facts_path(a.facts)
+        if arch:
+            have = [f.arch for f in sets]
+            sets = [f for f in sets if f.arch == arch]
+            if not sets:
+                raise Refused(f"{a.facts} has no facts for {arch} (it has {', '.join(have)})")
+    else:
+        sets = [gp_facts.load_facts(x) for x in ([arch] if arch else gp_facts.packaged_archs())]
+    for f in sets:
+        print(f"# {f.arch}: {f.path}")
         rows = [[x.name, x.expected_text(), x.kind, x.method[:60], x.source[:70]] for x in f.values()]
         print(tabulate(rows, headers=["fact", "expected", "kind", "method", "source"], disable_numparse=True))
         print()
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="gpuprops", description="compile, read and patch SASS; list GPU facts")
-    sub = p.add_subparsers(dest="cmd", required=True)
+def cmd_merge(a) -> int:
+    """The fleet's reports (one per node, or per run) as one table, with the outliers across them."""
+    from . import report, results
+    verdicts = []
+    for path in a.reports:
+        try:
+            res, meta = results.load(path)
+        except results.ResultsError as exc:
+            raise Refused(str(exc)) from None
+        for v in res.verdicts:
+            if v.gpu is not None and not v.gpu.get("host"):
+                v.gpu = dict(v.gpu, host=meta.get("host") or path)
+        verdicts += res.verdicts
+    measured = [v for v in verdicts if v.gpu is not None]
+    if not measured:
+        raise Refused(f"no GPU measurements in {', '.join(a.reports)}: merge needs reports of GPU runs "
+                      "(pytest hwtests --gpuprops-report PATH on each node)")
+    print(report.gpu_table(measured))
+    print(report.summary_line(verdicts))
+    outliers, note = results.outliers(measured)
+    print(f"gpuprops {note}")
+    if outliers:
+        print(report.table(outliers))
+    return 1 if outliers or results.red(verdicts) else 0
+
+
+class _BarrierAction(argparse.Action):
+    """--read-barrier/--write-barrier: 'none' (None) is a value to set, not 'leave as is'."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest + "_given", True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="gpuprops", description="compile, read and patch SASS; list GPU facts",
+                epilog="Exit status: 0 done, 1 facts that do not hold (merge), 2 refused (the message says why; "
+                       "nothing is written).")
+    p.add_argument("--version", action=_Version, help="print the version and the compiler and nvdisasm found")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{compile,sass,patch,facts,merge}")
     c = sub.add_parser("compile", help="CUDA C++ -> cubin for one arch (NVRTC, no GPU needed)")
-    c.add_argument("source")
-    c.add_argument("--arch", required=True)
-    c.add_argument("-D", "--define", action="append", help="NAME=VALUE macro (repeatable)")
+    c.add_argument("source", help="a CUDA C++ file (.cu)")
+    c.add_argument("--arch", required=True, help="sm_75 or newer: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120, ...")
+    c.add_argument("-D", "--define", action="append", type=_define, help="NAME=VALUE macro (repeatable)")
     c.add_argument("--backend", default="nvrtc", choices=["nvrtc", "nvcc"])
-    c.add_argument("-o", "--output")
+    c.add_argument("-o", "--output", help="the cubin to write (default: <source>.<arch>.cubin here); an "
+                                          "existing file that is not a cubin is never overwritten")
     c.set_defaults(func=cmd_compile)
     s = sub.add_parser("sass", help="print a cubin's SASS with decoded control codes and raw words")
     s.add_argument("cubin")
@@ -120,29 +396,61 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(func=cmd_sass)
     t = sub.add_parser("patch", help="edit registers, reuse and control fields; verified by disassembly")
     t.add_argument("cubin")
-    t.add_argument("--kernel")
-    t.add_argument("--at", nargs="+", required=True, help="instruction offsets (0x480 ...)")
-    t.add_argument("--regs", help="Ra,Rb,Rc (or Rd,Ra,Rb,Rc) for FFMA R, R, R, R")
-    t.add_argument("--reuse", help="slots to mark .reuse: A, B, C, AB, ... ('' clears)")
-    t.add_argument("--stall", type=str)
-    t.add_argument("--yield", dest="yield_flag", choices=["on", "off"])
-    t.add_argument("--wait-mask", dest="wait_mask", type=str, help="scoreboards to wait on, as a bit mask (0x3f)")
-    t.add_argument("--read-barrier", dest="read_barrier", type=str, help="0..5 or none")
-    t.add_argument("--write-barrier", dest="write_barrier", type=str, help="0..5 or none")
-    t.add_argument("--scratch", help="registers the patch may write (R5,R6); default: only the current Rd")
-    t.add_argument("-o", "--output", required=True)
+    t.add_argument("--kernel", help="which kernel (needed when the cubin has several)")
+    t.add_argument("--at", nargs="+", required=True, type=_offset, metavar="OFFSET",
+                   help="instruction offsets in hex, as 'gpuprops sass' prints them: 0480 or 0x480")
+    t.add_argument("--regs", type=_regs, help="Ra,Rb,Rc (or Rd,Ra,Rb,Rc) for FFMA R, R, R, R")
+    t.add_argument("--reuse", type=_reuse, help="slots to mark .reuse: A, B, C, AB, ... ('' clears)")
+    t.add_argument("--stall", type=_int_in(0, 15), help="stall cycles 0..15")
+    t.add_argument("--yield", dest="yield_flag", choices=["on", "off"], type=str.lower,
+                   help="on prints 'Y' in the control code")
+    t.add_argument("--wait-mask", dest="wait_mask", type=_int_in(0, 0x3F),
+                   help="scoreboards to wait on, as a bit mask 0..0x3f")
+    t.add_argument("--read-barrier", dest="read_barrier", type=_int_in(0, 5, none_ok=True),
+                   action=_BarrierAction, help="scoreboard 0..5 to set on read, or none")
+    t.add_argument("--write-barrier", dest="write_barrier", type=_int_in(0, 5, none_ok=True),
+                   action=_BarrierAction, help="scoreboard 0..5 to set on write, or none")
+    t.add_argument("--scratch", type=_scratch, help="registers the patch may write (R5,R6); default: only the "
+                                                    "current Rd")
+    t.add_argument("-o", "--output", required=True, help="the patched cubin (never the input itself)")
     t.set_defaults(func=cmd_patch)
     f = sub.add_parser("facts", help="list the facts per arch")
-    f.add_argument("--arch")
-    f.add_argument("--facts", help="a facts file or folder instead of the packaged ones")
+    f.add_argument("--arch", help="one arch (sm_90); default: every packaged one")
+    f.add_argument("--facts", help="a facts file or folder of sm_XX.toml instead of the packaged ones")
     f.set_defaults(func=cmd_facts)
-    a = p.parse_args(argv)
+    m = sub.add_parser("merge", help="one table for a fleet's reports (--gpuprops-report JSON), outliers flagged")
+    m.add_argument("reports", nargs="+", help="report JSON files, one per node or run")
+    m.set_defaults(func=cmd_merge)
+    return p
+
+
+_REFUSED = (Refused, gp_compile.CompileError, gp_compile.ArchError, sass.SassError, gp_facts.FactsError,
+            gp_facts.MissingFacts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit status (0 done, 2 refused) instead of raising."""
+    parser = build_parser()
+    prog = "gpuprops"
     try:
-        return a.func(a)
-    except (gp_compile.CompileError, gp_compile.ArchError, sass.SassError, gp_facts.FactsError,
-            gp_facts.MissingFacts) as exc:
-        print(f"gpuprops {a.cmd}: {exc}", file=sys.stderr)
+        args = parser.parse_args(argv)
+        prog = f"gpuprops {args.cmd}"
+        if getattr(args, "yield_flag", None) is not None:
+            args.yield_flag = args.yield_flag == "on"
+        status = args.func(args)
+        sys.stdout.flush()
+        return status
+    except _REFUSED as exc:
+        print(f"{getattr(exc, 'prog', None) or prog}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader stopped reading (gpuprops sass x | head): not an error. Point stdout at
+        # /dev/null so that the interpreter's final flush does not complain either.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ backend and the compiler version, so a warm cache costs a file read.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -17,12 +19,19 @@ import shutil
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
-#: Architectures the whole pipeline supports: NVRTC compiles them and nvdisasm 13 reads them.
-SUPPORTED_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a")
-#: Older architectures NVRTC may still know but nvdisasm 13 from pip refuses.
-_TOO_OLD = re.compile(r"^sm_(3\d|5\d|6\d|70|72)$")
+#: The oldest architecture the pipeline reads: nvdisasm 13 (pip nvidia-cuda-nvdisasm) refuses sm_70
+#: and older, so their SASS can be neither printed nor verified after a patch.
+MIN_SM = 75
+#: Architectures with packaged facts and CPU tests; any other arch NVRTC compiles for works too.
+TESTED_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a")
+SUPPORTED_ARCHES = TESTED_ARCHES  # the old name
+
+_ARCH_RE = re.compile(r"sm_(\d+)([af]?)")
+_ARCH_HELP = ("sm_NN with an optional suffix: a (arch-specific, sm_90a and newer) or f (family, sm_100f and "
+              "newer), e.g. sm_86, sm_90, sm_90a, sm_100, sm_120f")
 
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
@@ -35,19 +44,67 @@ class ArchError(ValueError):
     """An arch string the pipeline cannot handle."""
 
 
-def check_arch(arch: str) -> str:
-    """Return ``arch`` normalised (``sm_90``), or raise with what is supported and why."""
+class CacheError(CompileError):
+    """The cubin cache folder cannot be used (a file, or not writable); says which setting names it."""
+
+
+def parse_arch(arch: str) -> str:
+    """``arch`` normalised (``90`` -> ``sm_90``) and checked for form only: no compiler is asked.
+
+    Raises :class:`ArchError` for something that is not an arch name, or one older than sm_75.
+    """
+    if not isinstance(arch, str):
+        raise ArchError(f"arch must be a string like 'sm_90', not {arch!r}")
     norm = arch.strip().lower().replace("compute_", "sm_")
-    if re.fullmatch(r"\d+a?", norm):
+    if re.fullmatch(r"\d+[af]?", norm):
         norm = "sm_" + norm
-    if norm in SUPPORTED_ARCHES:
-        return norm
-    if _TOO_OLD.match(norm):
+    m = _ARCH_RE.fullmatch(norm)
+    if not m:
+        raise ArchError(f"{arch!r} is not an arch name; expected {_ARCH_HELP}")
+    sm, suffix = int(m.group(1)), m.group(2)
+    if sm < MIN_SM:
         raise ArchError(
             f"arch {arch!r} is older than sm_75: nvdisasm 13 (pip package nvidia-cuda-nvdisasm) refuses "
-            f"sm_70 and older, so its SASS cannot be read or verified. Supported: {', '.join(SUPPORTED_ARCHES)}."
+            "sm_70 and older, so its SASS cannot be read or verified. Use sm_75 or newer "
+            f"(tested: {', '.join(TESTED_ARCHES)})."
         )
-    raise ArchError(f"unknown or unsupported arch {arch!r}; expected one of {', '.join(SUPPORTED_ARCHES)}")
+    if suffix == "a" and sm < 90:
+        raise ArchError(f"arch {arch!r}: arch-specific 'a' variants exist from sm_90 on (sm_90a); use sm_{sm}")
+    if suffix == "f" and sm < 100:
+        raise ArchError(f"arch {arch!r}: family 'f' variants exist from sm_100 on (sm_100f); use sm_{sm}")
+    return norm
+
+
+@functools.cache
+def nvrtc_arches() -> tuple[int, ...] | None:
+    """The SM numbers this NVRTC compiles for (``nvrtcGetSupportedArchs``); None where NVRTC is absent."""
+    try:
+        nvrtc = _nvrtc()
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+    except (CompileError, AttributeError):
+        return None
+    if int(err) != 0:
+        return None
+    return tuple(int(a) for a in archs)
+
+
+def check_arch(arch: str) -> str:
+    """Return ``arch`` normalised (``sm_90``), or raise with what is supported and why.
+
+    Any ``sm_NN``, ``sm_NNa`` or ``sm_NNf`` from sm_75 on that the installed NVRTC compiles for is
+    accepted, so a GPU newer than the packaged facts (sm_100, sm_120) compiles and measures.
+    """
+    norm = parse_arch(arch)
+    sm = int(_ARCH_RE.fullmatch(norm).group(1))
+    known = nvrtc_arches()
+    if known is not None and sm not in known:
+        usable = [f"sm_{k}" for k in known if k >= MIN_SM]
+        raise ArchError(
+            f"arch {arch!r}: {compiler_version()} cannot compile for {norm}; it compiles for "
+            f"{', '.join(usable)} (with suffixes: sm_90a; sm_100a, sm_100f and newer). A newer NVRTC "
+            "(pip install -U nvidia-cuda-nvrtc) may know it"
+        )
+    return norm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +159,41 @@ def default_cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "gpuprops" / "cubins"
+
+
+def check_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """The cubin cache folder (``cache_dir``, else $GPUPROPS_CACHE_DIR, else ~/.cache/gpuprops/cubins),
+    or :class:`CacheError` when it is a file or lies under one. It need not exist yet."""
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    if cache_dir:
+        origin = "the cache folder asked for (--gpuprops-cache)"
+    elif os.environ.get("GPUPROPS_CACHE_DIR"):
+        origin = "GPUPROPS_CACHE_DIR"
+    else:
+        origin = "the default cache folder"
+    existing = cache
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == cache else f"cannot be created: {existing} is a file"
+        raise CacheError(f"cubin cache {cache} ({origin}) {what}, not a folder; point GPUPROPS_CACHE_DIR "
+                         "(or --gpuprops-cache) at a folder, or unset it to use ~/.cache/gpuprops/cubins")
+    return cache
+
+
+def _file_mode() -> int:
+    """0666 less the umask: cache files are as readable as any file this user creates, so a shared
+    cache (GPUPROPS_CACHE_DIR on a group folder) works for everyone (mkstemp alone gives 0600)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _with_includes(path: Path, seen: set[Path] | None = None) -> bytes:
@@ -195,6 +287,12 @@ def compile_cuda(
     path = Path(source)
     if not path.exists():
         raise CompileError(f"kernel source {path} does not exist")
+    if path.is_dir():
+        raise CompileError(f"kernel source {path} is a folder; give one .cu file in it")
+    try:
+        source_bytes = path.read_bytes()
+    except OSError as exc:
+        raise CompileError(f"cannot read kernel source {path}: {exc.strerror or exc}") from exc
     defines = dict(defines or {})
     incs = [Path(d).resolve() for d in (include_dirs or [])] + [path.parent.resolve()]
     opts = _options(arch, defines, incs, tuple(options))
@@ -206,35 +304,77 @@ def compile_cuda(
     for part in (_with_includes(path), json.dumps(key_opts).encode(), arch.encode(), version.encode(), backend.encode()):
         h.update(hashlib.sha256(part).digest())
     key = h.hexdigest()[:32]
-    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    cache = check_cache_dir(cache_dir)
     cubin_path = cache / f"{path.stem}-{arch}-{key}.cubin"
     meta_path = cubin_path.with_suffix(".json")
     dkey = tuple(sorted((k, str(v)) for k, v in defines.items()))
 
-    if cubin_path.exists() and meta_path.exists():
-        try:
-            meta = json.loads(meta_path.read_text())
-            data = cubin_path.read_bytes()
-            if _is_elf(data) and hashlib.sha256(data).hexdigest() == meta["sha256"]:
-                return CompiledCubin(data, cubin_path, arch, path.name, dkey, version, meta.get("log", ""), True)
-        except (OSError, ValueError, KeyError):
-            pass  # corrupt entry: fall through and recompile
+    cached = _read_entry(cubin_path, meta_path)
+    if cached is not None:
+        data, log = cached
+        return CompiledCubin(data, cubin_path, arch, path.name, dkey, version, log, True)
 
     t0 = time.perf_counter()
     if backend == "nvrtc":
-        data, log = _compile_nvrtc(path.read_bytes(), path.name, opts)
+        data, log = _compile_nvrtc(source_bytes, path.name, opts)
     else:
         data, log = _compile_nvcc(path, opts)
     elapsed = time.perf_counter() - t0
     if not _is_elf(data):
         raise CompileError(f"{backend} returned something that is not an ELF cubin for {path.name}")
 
-    cache.mkdir(parents=True, exist_ok=True)
     meta = {"source": str(path), "arch": arch, "options": key_opts, "compiler": version,
             "sha256": hashlib.sha256(data).hexdigest(), "log": log, "seconds": round(elapsed, 4)}
-    for target, payload in ((cubin_path, data), (meta_path, json.dumps(meta, indent=1).encode())):
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, target)
+    _write_entry(cache, ((cubin_path, data), (meta_path, json.dumps(meta, indent=1).encode())))
     return CompiledCubin(data, cubin_path, arch, path.name, dkey, version, log, False)
+
+
+def _read_entry(cubin_path: Path, meta_path: Path) -> tuple[bytes, str] | None:
+    """A cache entry's (cubin, log) if it is whole and matches its checksum; None to recompile.
+
+    Anything else in the cache (a truncated cubin, JSON that is not an object, a missing key, an
+    unreadable file) is recompiled and overwritten, never trusted and never an error."""
+    try:
+        if not (cubin_path.is_file() and meta_path.is_file()):
+            return None
+        meta = json.loads(meta_path.read_text())
+        data = cubin_path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
+        return None
+    if not _is_elf(data) or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+        return None
+    log = meta.get("log", "")
+    return data, log if isinstance(log, str) else ""
+
+
+def _write_entry(cache: Path, files) -> None:
+    """Write cache files atomically (temporary name, then rename) with the user's usual file mode.
+    A cache that cannot be written (a read-only shared folder) costs only the caching: warned once."""
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        for target, payload in files:
+            fd, tmp = tempfile.mkstemp(dir=cache, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(payload)
+                os.chmod(tmp, _file_mode())
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+    except OSError as exc:
+        _warn_unwritable(cache, exc)
+
+
+_WARNED: set[Path] = set()
+
+
+def _warn_unwritable(cache: Path, exc: OSError) -> None:
+    if cache in _WARNED:
+        return
+    _WARNED.add(cache)
+    warnings.warn(f"cubin cache {cache} cannot be written ({exc.strerror or exc}); compiling without "
+                  "caching. Set GPUPROPS_CACHE_DIR to a folder you can write.", RuntimeWarning, stacklevel=4)

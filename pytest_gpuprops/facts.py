@@ -4,7 +4,8 @@ One TOML file per arch (``pytest_gpuprops/facts/sm_90.toml``); each table is a f
 
     [lds_latency_cycles]
     value = 30.0
-    tolerance_abs = 0.5        # and/or tolerance_rel = 0.02; the larger applies
+    tolerance_abs = 0.5        # and/or tolerance_rel = 0.02; the larger applies; one is required
+                               # (tolerance_abs = 0 for a fact that must hold exactly)
     unit = "cycles"
     method = "pointer chase, one warp, ..."
     source = "measured on NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0, 2026-11-21"
@@ -14,6 +15,22 @@ Static schedule facts hold what a compiler does, so they carry values per compil
     [hmma_16816_f32_dependent_spacing_cycles]
     kind = "static"
     by_compiler = { "nvrtc 13.5" = 24 }
+
+Every problem in a file (a missing or negative tolerance, a non-finite value, an unknown key) is
+refused with the file, the fact and what is expected; the plugin checks ``--gpuprops-facts`` once at
+start-up, so a bad file is one usage error, not a failure per test.
+
+Memory latencies and bandwidths belong to the GPU, not to its SM's arch (an H100 and an H200 share
+the SM, not the memory system). Per-GPU sections, selected by the GPU's name, add to or override the
+arch's facts (see :func:`select_gpu`)::
+
+    [gpus."NVIDIA H100 80GB HBM3".dram_latency_cycles]
+    value = 800.0
+    ...
+
+An arch-level table may say ``scope = "gpu"``: a memory-system fact measured on the file's ``gpu``;
+it is not applied to another GPU. Record mode writes such facts, and the names registered with
+:func:`register_gpu_scoped`, to the recording GPU's section.
 """
 
 from __future__ import annotations
@@ -24,6 +41,8 @@ import math
 import os
 import re
 from pathlib import Path
+
+from .compile import ArchError, parse_arch
 
 try:
     import tomllib  # Python 3.11+
@@ -54,6 +73,8 @@ class Fact:
     tolerance_rel: float = 0.0
     kind: str = "measured"  # "measured" (hardware) or "static" (compiler schedule)
     by_compiler: dict = dataclasses.field(default_factory=dict)
+    scope: str = "arch"  # "arch" (the SM's) or "gpu" (the memory system's: one GPU's value)
+    gpu: str | None = None  # for scope "gpu": the GPU it was measured on
 
     @property
     def tolerance(self) -> float:
@@ -76,8 +97,15 @@ class Facts(dict):
         self.arch = arch
         self.path = path
         self.meta = meta
+        self.gpu_sections: dict[str, dict[str, Fact]] = {}  # GPU name -> its facts, as in the file
+        self.gpu: str | None = None  # the GPU these facts were selected for (select_gpu)
 
     def need(self, name: str) -> Fact:
+        if name not in self and self.gpu is not None and is_gpu_scoped(name, self):
+            where = self.path or "(no file)"
+            raise MissingFacts(f"no fact {name!r} for the GPU {self.gpu!r} ({self.arch}) in {where}: it belongs to "
+                               f"the GPU's memory system; record it with --gpuprops-record PATH on this GPU, or add "
+                               f"a [{GPUS_KEY}.\"{self.gpu}\".{name}] table")
         if name not in self:
             where = self.path or "(no file)"
             raise MissingFacts(f"no fact {name!r} for {self.arch} in {where}; record it with "
@@ -85,56 +113,251 @@ class Facts(dict):
         return self[name]
 
 
-def _parse(path: Path) -> Facts:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise FactsError(f"cannot read facts file {path}: {exc}") from exc
+#: What a fact table may hold; anything else (a misspelt ``tolerence_abs``) is refused, not ignored.
+_KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind", "scope"),
+         "static": ("kind", "by_compiler", "unit", "method", "source")}
+SCHEMA_HINT = "see the facts TOML schema in README.md"
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _fact_problems(name: str, t: dict) -> list[str]:
+    """Everything wrong with one fact table, each as 'what is wrong; what is expected'."""
+    kind = t.get("kind", "measured")
+    if kind not in _KEYS:
+        return [f'kind = {kind!r}: expected "measured" (the default) or "static"']
+    problems = []
+    unknown = sorted(set(t) - set(_KEYS[kind]))
+    if unknown:
+        problems.append(f"unknown key(s) {', '.join(unknown)} for a {kind} fact; allowed: {', '.join(_KEYS[kind])}")
+    missing = [k for k in ("value", "unit", "method", "source") if k not in t and (k != "value" or kind == "measured")]
+    if missing:
+        problems.append(f"lacks {', '.join(missing)}; every fact needs a value, unit, method and source")
+    for k in ("unit", "method", "source"):
+        if k in t and (not isinstance(t[k], str) or not t[k].strip()):
+            problems.append(f"{k} must be a non-empty string, not {t[k]!r}")
+    if kind == "measured":
+        if "value" in t and (not _number(t["value"]) or not math.isfinite(t["value"])):
+            problems.append(f"value = {t['value']!r}: expected a finite number")
+        if "tolerance_abs" not in t and "tolerance_rel" not in t:
+            problems.append("has no tolerance: give tolerance_abs (in its unit) and/or tolerance_rel (a fraction, "
+                            "0.02 = 2 %); write tolerance_abs = 0 for a fact that must hold exactly")
+        for k in ("tolerance_abs", "tolerance_rel"):
+            if k in t and (not _number(t[k]) or not math.isfinite(t[k]) or t[k] < 0):
+                problems.append(f"{k} = {t[k]!r}: expected a finite number >= 0")
+    else:
+        table = t.get("by_compiler")
+        if not isinstance(table, dict) or not table:
+            problems.append('lacks by_compiler, a table of compiler -> value: by_compiler = { "nvrtc 13.5" = 24 }')
+        else:
+            for c, v in table.items():
+                if not _number(v) or not math.isfinite(v):
+                    problems.append(f"by_compiler[{c!r}] = {v!r}: expected a finite number")
+    return problems
+
+
+def _validate(data: dict, path: Path) -> Facts:
+    """A parsed TOML document as Facts, or FactsError naming the file, the fact and every problem."""
     arch = data.get("arch")
     if not isinstance(arch, str):
-        raise FactsError(f"{path}: top-level key arch = \"sm_XX\" is missing")
+        raise FactsError(f'{path}: top-level key arch = "sm_XX" is missing ({SCHEMA_HINT})')
+    try:
+        arch = parse_arch(arch)
+    except ArchError as exc:
+        raise FactsError(f"{path}: top-level arch: {exc}") from exc
     meta = {k: v for k, v in data.items() if not isinstance(v, dict)}
-    facts = {}
+    facts, problems = {}, []
     for name, t in data.items():
-        if not isinstance(t, dict):
+        if not isinstance(t, dict) or name == GPUS_KEY:
             continue
         if not _NAME.match(name):
-            raise FactsError(f"{path}: fact name {name!r} must be lower_snake_case")
-        missing = [k for k in ("unit", "method", "source") if not t.get(k)]
-        kind = t.get("kind", "measured")
-        if kind == "measured" and "value" not in t:
-            missing.append("value")
-        if kind == "static" and not t.get("by_compiler"):
-            missing.append("by_compiler")
-        if missing:
-            raise FactsError(f"{path}: fact [{name}] lacks {', '.join(missing)}; every fact needs a value, "
-                             "unit, method and source")
-        try:
-            facts[name] = Fact(name=name, arch=arch, unit=t["unit"], method=t["method"], source=t["source"],
-                               value=float(t["value"]) if "value" in t else None,
-                               tolerance_abs=float(t.get("tolerance_abs", 0.0)),
-                               tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=kind,
-                               by_compiler=dict(t.get("by_compiler", {})))
-        except (TypeError, ValueError) as exc:
-            raise FactsError(f"{path}: fact [{name}] has a non-numeric value or tolerance: {exc}") from exc
-    return Facts(arch, path, facts, meta)
+            problems.append(f"fact name {name!r} must be lower_snake_case (a-z, 0-9, _)")
+            continue
+        mine = _fact_problems(name, t)
+        if mine:
+            problems += [f"fact [{name}] {p}" for p in mine]
+            continue
+        facts[name] = _parse_fact(path, arch, name, t, meta.get("gpu"))
+    if problems:
+        raise FactsError(f"{path}: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0])
+                         + f"\n  ({SCHEMA_HINT})")
+    out = Facts(arch, path, facts, meta)
+    out.gpu_sections = _parse_gpu_sections(path, arch, data.get(GPUS_KEY, {}))
+    return out
+
+
+def _parse_fact(path: Path, arch: str, name: str, t: dict, file_gpu: str | None, gpu: str | None = None) -> Fact:
+    if not _NAME.match(name):
+        raise FactsError(f"{path}: fact name {name!r} must be lower_snake_case")
+    missing = [k for k in ("unit", "method", "source") if not t.get(k)]
+    kind = t.get("kind", "measured")
+    if kind == "measured" and "value" not in t:
+        missing.append("value")
+    if kind == "static" and not t.get("by_compiler"):
+        missing.append("by_compiler")
+    if missing:
+        raise FactsError(f"{path}: fact [{name}] lacks {', '.join(missing)}; every fact needs a value, "
+                         "unit, method and source")
+    scope = "gpu" if gpu is not None else t.get("scope", "arch")
+    if scope not in ("arch", "gpu"):
+        raise FactsError(f"{path}: fact [{name}] has scope {scope!r}; use \"arch\" or \"gpu\"")
+    try:
+        return Fact(name=name, arch=arch, unit=t["unit"], method=t["method"], source=t["source"],
+                    value=float(t["value"]) if "value" in t else None,
+                    tolerance_abs=float(t.get("tolerance_abs", 0.0)),
+                    tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=kind,
+                    by_compiler=dict(t.get("by_compiler", {})), scope=scope,
+                    gpu=gpu if gpu is not None else (file_gpu if scope == "gpu" else None))
+    except (TypeError, ValueError) as exc:
+        raise FactsError(f"{path}: fact [{name}] has a non-numeric value or tolerance: {exc}") from exc
+
+
+# ----------------------------------------------------------------------------------------------
+# per-GPU sections
+
+GPUS_KEY = "gpus"
+#: Fact names that belong to a GPU's memory system (registered by the test modules that measure
+#: them): record mode writes them to the recording GPU's section.
+GPU_SCOPED: set[str] = set()
+
+
+def register_gpu_scoped(*names: str) -> None:
+    """Mark facts as the GPU's (memory latencies, bandwidths), not the arch's."""
+    for n in names:
+        if not _NAME.match(n):
+            raise FactsError(f"fact name {n!r} must be lower_snake_case")
+    GPU_SCOPED.update(names)
+
+
+def is_gpu_scoped(name: str, facts: Facts | None = None) -> bool:
+    """Registered as the GPU's, or recorded so in ``facts`` (in a GPU section or with scope = "gpu")."""
+    if name in GPU_SCOPED:
+        return True
+    if facts is None:
+        return False
+    if name in facts and facts[name].scope == "gpu":
+        return True
+    return any(name in sec for sec in facts.gpu_sections.values())
+
+
+def _gpu_key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def _parse_gpu_sections(path: Path, arch: str, data) -> dict[str, dict[str, Fact]]:
+    if not isinstance(data, dict):
+        raise FactsError(f"{path}: {GPUS_KEY} must hold tables [{GPUS_KEY}.\"GPU name\".fact_name]")
+    out: dict[str, dict[str, Fact]] = {}
+    for gpu, section in data.items():
+        if not isinstance(section, dict) or not all(isinstance(t, dict) for t in section.values()):
+            raise FactsError(f"{path}: [{GPUS_KEY}.\"{gpu}\"] must hold fact tables "
+                             f"[{GPUS_KEY}.\"{gpu}\".fact_name]")
+        if any(_gpu_key(gpu) == _gpu_key(g) for g in out):
+            raise FactsError(f"{path}: two sections name the GPU {gpu!r}")
+        problems = [f"fact [{GPUS_KEY}.\"{gpu}\".{name}] {p}" for name, t in section.items()
+                    for p in _fact_problems(name, t)]
+        if problems:
+            raise FactsError(f"{path}: " + "\n  ".join(problems) + f"\n  ({SCHEMA_HINT})")
+        out[gpu] = {name: _parse_fact(path, arch, name, t, None, gpu=gpu) for name, t in section.items()}
+    return out
+
+
+def select_gpu(facts: Facts, gpu_name: str) -> Facts:
+    """The facts that hold for the GPU named ``gpu_name``: the arch's facts, less the GPU-scoped ones
+    measured on another GPU, with the GPU's own section (matched by name, case and spacing aside)
+    added on top, overriding arch facts of the same name."""
+    chosen = {n: f for n, f in facts.items()
+              if not (f.scope == "gpu" and f.gpu is not None and _gpu_key(f.gpu) != _gpu_key(gpu_name))}
+    for gpu, section in facts.gpu_sections.items():
+        if _gpu_key(gpu) == _gpu_key(gpu_name):
+            chosen.update(section)
+    out = Facts(facts.arch, facts.path, chosen, facts.meta)
+    out.gpu_sections = facts.gpu_sections
+    out.gpu = gpu_name
+    return out
+
+
+def split_by_scope(facts: list[Fact], gpu: str | None) -> tuple[list[Fact], dict[str, list[Fact]]]:
+    """Split recorded facts into the arch's and each GPU's: GPU-scoped ones (by their scope or by
+    :data:`GPU_SCOPED`) go to the GPU they were measured on, else to ``gpu`` (the recording GPU)."""
+    arch_facts: list[Fact] = []
+    by_gpu: dict[str, list[Fact]] = {}
+    for f in facts:
+        owner = f.gpu or gpu
+        if (f.scope == "gpu" or f.name in GPU_SCOPED) and owner:
+            by_gpu.setdefault(owner, []).append(f)
+        else:
+            arch_facts.append(f)
+    return arch_facts, by_gpu
+
+
+def _parse(path: Path) -> Facts:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except IsADirectoryError as exc:
+        raise FactsError(f"facts file {path} is a folder; pass a .toml file or a folder of sm_XX.toml") from exc
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise FactsError(f"cannot read facts file {path}: {exc}") from exc
+    return _validate(data, path)
+
+
+def load_file(path: str | Path) -> Facts:
+    """One facts file, validated, whatever arch it is for."""
+    p = Path(path)
+    if not p.exists():
+        raise FactsError(f"facts file {p} does not exist")
+    return _parse(p)
+
+
+def check_facts_path(path: str | Path) -> list[Facts]:
+    """Validate what ``--gpuprops-facts`` names before anything runs: a facts file, or a folder of
+    sm_XX.toml files each holding its own arch. Raises FactsError saying what to fix."""
+    p = Path(path)
+    if not p.exists():
+        raise FactsError(f"facts path {p} does not exist; pass a facts .toml file or a folder of sm_XX.toml "
+                         "(gpuprops facts lists the packaged ones)")
+    if not p.is_dir():
+        return [_parse(p)]
+    files = sorted(p.glob("sm_*.toml"))
+    if not files:
+        raise FactsError(f"facts folder {p} holds no sm_XX.toml files (found: "
+                         f"{', '.join(sorted(x.name for x in p.iterdir())[:8]) or 'nothing'})")
+    out = []
+    for f in files:
+        facts = _parse(f)
+        if facts.arch != f.stem:
+            raise FactsError(f"{f}: arch = {facts.arch!r}, but the file is named {f.name}; in a folder each "
+                             "file must be named for its arch (rename it, or fix arch)")
+        out.append(facts)
+    return out
 
 
 def packaged_archs() -> list[str]:
     return sorted(p.stem for p in PACKAGED_DIR.glob("sm_*.toml"))
 
 
-def load_facts(arch: str, path: str | Path | None = None) -> Facts:
-    """Facts for ``arch``: from ``path`` if given (a file, or a folder of sm_XX.toml), else packaged."""
+def load_facts(arch: str, path: str | Path | None = None, gpu_name: str | None = None) -> Facts:
+    """Facts for ``arch``: from ``path`` if given (a file, or a folder of sm_XX.toml), else packaged.
+    With ``gpu_name``, the GPU's section adds to and overrides the arch's facts (:func:`select_gpu`)."""
+    if gpu_name is not None:
+        return select_gpu(load_facts(arch, path), gpu_name)
     if path is not None:
         p = Path(path)
         if p.is_dir():
-            p = p / f"{arch}.toml"
+            f = p / f"{arch}.toml"
+            if not f.exists():
+                have = ", ".join(sorted(x.stem for x in p.glob("sm_*.toml"))) or "none"
+                raise MissingFacts(f"no facts for {arch} in folder {p} (it has: {have}); record them with "
+                                   f"--gpuprops-record {p / (arch + '.toml')} on a {arch} GPU")
+            p = f
         if not p.exists():
             raise MissingFacts(f"facts file {p} does not exist")
         facts = _parse(p)
         if facts.arch != arch:
-            raise MissingFacts(f"facts file {p} is for {facts.arch}, but this GPU is {arch}")
+            raise MissingFacts(f"facts file {p} is for {facts.arch}, not {arch}; to check several archs pass a folder of "
+                               "sm_XX.toml files")
         return facts
     p = PACKAGED_DIR / f"{arch}.toml"
     if not p.exists():
@@ -172,13 +395,18 @@ def dumps(arch: str, facts: list[Fact], meta: dict | None = None) -> str:
     lines = [f"arch = {_toml_value(arch)}"]
     for k, v in (meta or {}).items():
         lines.append(f"{k} = {_toml_value(v)}")
-    for f in facts:
-        lines += ["", f"[{f.name}]"]
+    arch_facts, by_gpu = split_by_scope(facts, (meta or {}).get("gpu"))
+    tables = [(f"[{f.name}]", f, f.scope == "gpu") for f in arch_facts]
+    tables += [(f"[{GPUS_KEY}.{_toml_value(g)}.{f.name}]", f, False) for g, fs in by_gpu.items() for f in fs]
+    for header, f, mark_scope in tables:
+        lines += ["", header]
+        if mark_scope:  # a GPU's fact with no GPU name to file it under
+            lines.append('scope = "gpu"')
         if f.kind != "measured":
             lines.append(f"kind = {_toml_value(f.kind)}")
         if f.value is not None:
             lines.append(f"value = {_toml_value(f.value)}")
-        if f.tolerance_abs:
+        if f.tolerance_abs or (f.kind == "measured" and not f.tolerance_rel):
             lines.append(f"tolerance_abs = {_toml_value(f.tolerance_abs)}")
         if f.tolerance_rel:
             lines.append(f"tolerance_rel = {_toml_value(f.tolerance_rel)}")
@@ -205,9 +433,10 @@ def write_facts(path: str | Path, arch: str, facts: list[Fact], *, force: bool =
 
 def _parse_text_check(text: str, p: Path) -> None:
     try:
-        tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # pragma: no cover - our emitter is small and tested
         raise FactsError(f"internal error: record for {p} is not valid TOML: {exc}") from exc
+    _validate(data, p)  # what is written must load again
 
 
 def default_tolerance(unit: str, value: float, noise: float) -> tuple[float, float]:

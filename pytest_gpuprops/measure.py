@@ -69,6 +69,11 @@ def gpu_unavailable_reason(index: int = 0) -> str | None:
         return "no CUDA GPU visible"
     if index >= n:
         return f"--gpu {index} asked for but only {n} GPU(s) are visible"
+    try:  # a GPU newer than the compiler: nothing can be built for it, so every fact skips with this
+        cc = cupy.cuda.Device(index).compute_capability
+        gp_compile.check_arch(f"sm_{cc}")
+    except gp_compile.ArchError as exc:
+        return f"GPU {index} is sm_{cc}, which cannot be compiled for here: {exc}"
     return None
 
 
@@ -83,13 +88,20 @@ class GpuInfo:
     cuda_runtime_version: str
     pci_bus_id: str
     max_sm_clock_mhz: int | None
+    uuid: str = ""
+    host: str = ""
+
+    def identity(self) -> dict:
+        """What a verdict carries to say which GPU it was measured on."""
+        return {"index": self.index, "name": self.name, "uuid": self.uuid, "pci_bus_id": self.pci_bus_id,
+                "host": self.host}
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
 @functools.lru_cache(maxsize=None)
-def _nvml_handle(pci_bus_id: str):
+def _nvml_handle(pci_bus_id: str):  # pragma: no mutate block  (GPU only)
     """(pynvml, handle) for the GPU at ``pci_bus_id``, or (None, None) where NVML is absent. NVML is
     initialised once per process and the handle kept: every measurement reads throttle reasons twice."""
     try:
@@ -104,7 +116,7 @@ def _ver(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-def gpu_info(index: int = 0) -> GpuInfo:
+def gpu_info(index: int = 0) -> GpuInfo:  # pragma: no mutate block  (GPU only)
     reason = gpu_unavailable_reason(index)
     if reason:
         raise GpuUnavailable(reason)
@@ -124,11 +136,22 @@ def gpu_info(index: int = 0) -> GpuInfo:
             max_clock = int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
         except Exception:
             pass
+    import socket
     return GpuInfo(index, name, arch, int(props["multiProcessorCount"]), nvml_driver or driver, driver,
-                   _ver(cupy.cuda.runtime.runtimeGetVersion()), pci, max_clock)
+                   _ver(cupy.cuda.runtime.runtimeGetVersion()), pci, max_clock, _uuid(props.get("uuid")),
+                   socket.gethostname())
 
 
-def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:
+def _uuid(raw) -> str:
+    """CUDA's 16 UUID bytes in nvidia-smi's spelling, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx."""
+    if not raw:
+        return ""
+    b = bytes(raw) if not isinstance(raw, str) else raw.encode("latin-1")
+    h = b[:16].hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}" if len(h) == 32 else ""
+
+
+def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:  # pragma: no mutate block  (GPU only)
     """(active throttle reasons, current SM clock in MHz) from NVML; ([], None) where NVML is absent."""
     nvml, handle = _nvml_handle(info.pci_bus_id)
     if handle is None:
@@ -259,7 +282,7 @@ def build_for_timing(cubin: sass.Cubin, spec: KernelSpec) -> tuple[bytes, list[s
     return built
 
 
-class Runner:
+class Runner:  # pragma: no mutate block  (GPU only)
     """Compiles, patches, loads and times kernels on one GPU."""
 
     def __init__(self, info: GpuInfo, kernels_dir: str | Path, *, stop: StopRule = StopRule(),
@@ -465,59 +488,80 @@ def ncu_unavailable_reason() -> str | None:
     return None if find_ncu() else "Nsight Compute (ncu) is not on PATH (set GPUPROPS_NCU to its path)"
 
 
-def ncu_metrics(runner: Runner, spec: KernelSpec | Sequence[KernelSpec], metrics: list[str], *, buffers: int = 2,
-                ints: tuple[int, ...] = (), timeout_s: float = 300.0) -> dict[str, float] | list[dict[str, float]]:
-    """Profile one launch of ``spec`` (built and patched as for timing) under ``ncu --clock-control
-    none`` and return the metrics. The kernel gets the cycles buffer, ``buffers`` zeroed 4 MiB
-    buffers and ``ints`` as int32: values do not change instruction or pipe counts.
-
-    ``spec`` may be a list of specs: all of them are launched, one after another, by one process
-    under one ncu (one ncu start-up, which costs seconds, instead of one each), and a list of
-    metric dicts comes back in the same order."""
-    import csv
-    import io
+def ncu_metrics(runner: Runner, specs: Sequence[KernelSpec], metrics: list[str], *, timeout_s: float = 300.0
+                ) -> list[dict[str, float]]:  # pragma: no mutate block  (GPU only)
+    """Profile one launch of each spec (built and patched as for timing) under ``ncu --clock-control
+    none``, all in ONE ncu process, and return each launch's metrics in order. The kernels get the
+    cycles buffer and the arguments their spec builds."""
     import json
-    import re
     import subprocess
     import sys
-    many = isinstance(spec, (list, tuple))
-    specs = list(spec) if many else [spec]
-    if not specs:
-        return []
     launches = []
-    for s in specs:
-        cubin, _ = runner.build(s)
+    for spec in specs:
+        cubin, _ = runner.build(spec)
         path = os.path.join(runner._tmp, "ncu-" + hashlib.sha256(cubin).hexdigest()[:16] + ".cubin")
         Path(path).write_bytes(cubin)
-        launches.append({"cubin": path, "kernel": s.kernel, "grid": s.grid, "block": s.block, "buffers": buffers,
-                         "ints": list(ints), "device": runner.info.index})
-    names = sorted({s.kernel for s in specs})
-    kernel_filter = names[0] if len(names) == 1 else "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
+        launches.append({"cubin": path, "kernel": spec.kernel, "grid": spec.grid, "block": spec.block,
+                         "args": encode_args(spec), "device": runner.info.index})
+    names = sorted({spec.kernel for spec in specs})
     cmd = [find_ncu(), "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
-           "-k", kernel_filter, sys.executable, "-m", "pytest_gpuprops.launch",
-           json.dumps(launches if many else launches[0])]
+           "-k", "regex:^(" + "|".join(names) + ")$", sys.executable, "-m", "pytest_gpuprops.launch",
+           json.dumps(launches)]
     with gpu_lock(runner.info.index):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     text = proc.stdout
     if proc.returncode != 0 or '"Metric Name"' not in text:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise NcuUnavailable("ncu could not profile the kernel: " + " | ".join(tail))
-    body = text[text.index('"ID"'):] if '"ID"' in text else text
-    by_launch: dict[str, dict[str, float]] = {}
+        raise NcuUnavailable("ncu could not profile the kernels: " + " | ".join(tail))
+    return parse_ncu_csv(text[text.index('"ID"'):] if '"ID"' in text else text, metrics, len(specs))
+
+
+def parse_ncu_csv(body: str, metrics: list[str], launches: int) -> list[dict[str, float]]:
+    """ncu --csv rows (one per launch and metric) -> one {metric: value} per launch, in launch order."""
+    import csv
+    import io
+    by_id: dict[int, dict[str, float]] = {}
     for row in csv.DictReader(io.StringIO(body)):
         name, value = row.get("Metric Name"), row.get("Metric Value", "")
-        launch = by_launch.setdefault(str(row.get("ID", "0")), {})
-        if name in metrics:
-            try:
-                launch[name] = float(value.replace(",", ""))
-            except ValueError:
-                raise NcuUnavailable(f"ncu printed {value!r} for {name}; expected a number") from None
-    ids = sorted(by_launch, key=lambda i: int(i) if i.isdigit() else -1)
-    if len(ids) != len(specs):
-        raise NcuUnavailable(f"ncu reported {len(ids)} profiled launches; {len(specs)} were made")
-    out = [by_launch[i] for i in ids]
-    for got in out:
+        if name not in metrics:
+            continue
+        try:
+            by_id.setdefault(int(row["ID"]), {})[name] = float(value.replace(",", ""))
+        except ValueError:
+            raise NcuUnavailable(f"ncu printed {value!r} for {name}; expected a number") from None
+    out = [by_id[k] for k in sorted(by_id)]
+    if len(out) != launches:
+        raise NcuUnavailable(f"ncu profiled {len(out)} launches, expected {launches}")
+    for i, got in enumerate(out):
         missing = [m for m in metrics if m not in got]
         if missing:
-            raise NcuUnavailable(f"ncu did not report {', '.join(missing)} on this GPU")
-    return out if many else out[0]
+            raise NcuUnavailable(f"ncu did not report {', '.join(missing)} for launch {i} on this GPU")
+    return out
+
+
+def encode_args(spec: KernelSpec) -> list[dict]:
+    """The spec's arguments (after the cycles buffer) in a form another process can rebuild:
+    each CuPy array as dtype, shape and its values, each scalar as dtype and value."""
+    if spec.args is None:
+        return []
+    import cupy
+    out = []
+    for a in spec.args(cupy):
+        if isinstance(a, cupy.ndarray):
+            values = a.get().ravel().tolist()
+            if values and all(v == values[0] for v in values):  # zeros / full(): no need to send each value
+                out.append({"array": a.dtype.str, "fill": values[0], "size": len(values)})
+            else:
+                out.append({"array": a.dtype.str, "values": values})
+        else:
+            out.append({"scalar": type(a).__name__, "value": a.item() if hasattr(a, "item") else a})
+    return out
+
+
+def visible_gpu_count() -> int:
+    """How many CUDA GPUs this process sees (0 without CuPy or a driver)."""
+    try:
+        import cupy
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 0

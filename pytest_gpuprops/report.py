@@ -15,15 +15,50 @@ from tabulate import tabulate
 from .assertions import Verdict
 
 HEADERS = ["fact", "arch", "expected", "measured", "verdict"]
+#: the order statuses are counted in: what needs attention first
+STATUS_ORDER = ["FAIL", "UNSTABLE", "NOISY", "ERROR", "SCHEDULE CHANGED", "OUTLIER", "MOVED", "PASS", "RECORDED",
+                "SKIPPED"]
 
 
 def _measured_cell(v: Verdict) -> str:
     if v.measured is None:
-        return "-"
+        if v.kind != "test":
+            return "-"
+        text = v.measured_text.split("\n")[0]
+        return text if len(text) <= 72 else text[:71] + "…"
     m = v.measurement
+    if v.kind in ("fleet", "baseline"):
+        return v.measured_text.split("\n")[0]
     if m:
-        return f"{v.measured:.3f} (±{m['noise']:.2%}, n={m['n']})"
+        cell = f"{v.measured:.3f} (±{m['noise']:.2%}, n={m['n']})"
+        if v.attempts:
+            cell += " then " + ", ".join(f"{a['measured']:.3f}" for a in v.attempts[1:] if a["measured"] is not None)
+        return cell
     return v.measured_text.split("\n")[0]
+
+
+def summary_line(verdicts: Iterable[Verdict]) -> str:
+    """"gpuprops: 2 FAIL, 1 UNSTABLE, 27 PASS, 4 SKIPPED" in the order that needs attention."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    order = STATUS_ORDER + sorted(set(counts) - set(STATUS_ORDER))
+    return "gpuprops: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
+
+
+def gpu_table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
+    """One row per fact and test, one column per GPU: measured value and verdict on each."""
+    from .results import _case, gpu_key, gpu_label
+    vs = [v for v in verdicts if v.gpu]
+    gpus: dict[str, str] = {}
+    for v in vs:
+        gpus.setdefault(gpu_key(v), gpu_label(v))
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for v in vs:
+        cell = f"{v.measured:.3f} {v.verdict_text}" if v.measured is not None else v.verdict_text
+        rows.setdefault(_case(v), {})[gpu_key(v)] = cell
+    body = [[fact, node.split("::")[-1], *(cells.get(g, "-") for g in gpus)] for (fact, node), cells in rows.items()]
+    return tabulate(body, headers=["fact", "test", *gpus.values()], tablefmt=fmt, disable_numparse=True)
 
 
 def rows(verdicts: Iterable[Verdict]) -> list[list[str]]:
@@ -34,14 +69,8 @@ def table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
     return tabulate(rows(verdicts), headers=HEADERS, tablefmt=fmt, disable_numparse=True)
 
 
-def to_json(verdicts: Iterable[Verdict], meta: dict) -> dict:
-    vs = list(verdicts)
-    return {"meta": meta, "summary": {s: sum(1 for v in vs if v.status == s) for s in sorted({v.status for v in vs})},
-            "facts": [v.as_dict() for v in vs]}
-
-
-def markdown(verdicts: Iterable[Verdict], meta: dict) -> str:
-    vs = list(verdicts)
+def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] = ()) -> str:
+    vs, fleet = list(verdicts), list(fleet)
     head = [f"# gpuprops report: {meta.get('gpu', {}).get('name', 'no GPU')} ({meta.get('arch', '?')})", ""]
     for k in ("gpu", "compiler", "nvdisasm", "date"):
         if k in meta:
@@ -51,8 +80,10 @@ def markdown(verdicts: Iterable[Verdict], meta: dict) -> str:
                                                                              "cuda_driver_version", "cuda_runtime_version",
                                                                              "sm_count", "max_sm_clock_mhz"))
             head.append(f"- {k}: {val}")
-    head += ["", table(vs, fmt="github"), ""]
-    failing = [v for v in vs if not v.ok]
+    head += ["", summary_line(vs + fleet), "", table(vs, fmt="github"), ""]
+    if len({str(v.gpu) for v in vs if v.gpu}) > 1:
+        head += ["## Per GPU", "", gpu_table(vs, fmt="github"), ""]
+    failing = [v for v in vs + fleet if not v.ok]
     if failing:
         head += ["## Not passing", ""]
         for v in failing:
@@ -60,13 +91,16 @@ def markdown(verdicts: Iterable[Verdict], meta: dict) -> str:
     return "\n".join(head)
 
 
-def write_reports(path: str | Path, verdicts: list[Verdict], meta: dict) -> list[Path]:
-    """``path`` gets the JSON; a Markdown twin is written beside it (``.md``)."""
+def write_reports(path: str | Path, results, fleet: list[Verdict], meta: dict) -> list[Path]:
+    """``path`` gets the JSON (the results layer's form, fleet verdicts included); a Markdown twin
+    is written beside it (``.md``)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(to_json(verdicts, meta), indent=1, default=str))
+    data = results.to_json(meta)
+    data["fleet"] = [v.as_dict() for v in fleet]
+    p.write_text(json.dumps(data, indent=1, default=str))
     md = p.with_suffix(".md")
-    md.write_text(markdown(verdicts, meta))
+    md.write_text(markdown(results.verdicts, meta, fleet))
     return [p, md]
 
 
@@ -88,20 +122,23 @@ def _plt():
     return plt
 
 
-def plot_hmma(points: list[dict], floor: float | None, path: Path, title: str) -> Path:
-    """Cycles per HMMA per sub-partition against ILP, one line per warps-per-sub-partition count."""
+def plot_hmma(points: list[dict], path: Path, title: str) -> Path:
+    """Cycles per HMMA per sub-partition against ILP, one line per warps-per-sub-partition count,
+    each with the issue model's curve (points carry ``model``) dashed beside it."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for w in sorted({p["warps"] for p in points}):
-        pts = sorted((p["ilp"], p["cycles"]) for p in points if p["warps"] == w)
-        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{w} warp(s)/SMSP")
-    if floor:
-        ax.axhline(floor, color="k", ls="--", lw=1, label=f"pipe floor {floor:.2f}")
+    for n, w in enumerate(sorted({p["warps"] for p in points})):
+        pts = sorted((p["ilp"], p["cycles"], p.get("model")) for p in points if p["warps"] == w)
+        color = f"C{n}"
+        ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], marker="o", color=color, label=f"{w} warp(s)/SMSP")
+        if all(m is not None for _, _, m in pts):
+            ax.plot([x for x, _, _ in pts], [m for _, _, m in pts], ls="--", lw=1, color=color)
+    ax.plot([], [], ls="--", color="k", lw=1, label="model max(L/(ILP·W), i/W, p)")
     ax.set_xlabel("independent HMMA chains per warp (ILP)")
     ax.set_ylabel("cycles per HMMA.16816.F32 per SMSP")
     ax.set_yscale("log")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,18 +1,20 @@
-"""The plugin's own tests: no GPU needed.
-
-Cubins compile into the cubin cache (``$GPUPROPS_CACHE_DIR``, default ~/.cache/gpuprops/cubins),
-so a second run compiles nothing; tests that need a cold compile use their own ``tmp_path``. Before
-the first test, the builds the tests read are compiled in parallel and their SASS read in one
-nvdisasm batch per arch (``_prefetch``): the tests then find them in the caches and check exactly
-what they checked before.
+"""The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder
+(seeded from $GPUPROPS_TEST_CUBIN_SEED where set). SASS listings are cached by the code's bytes
+under $GPUPROPS_CACHE_DIR (sass.py), so a second run reads no SASS again. Before the first test,
+the builds the tests read are compiled in parallel and their SASS, and that of the patches they
+make, read in one nvdisasm batch per arch (``_prefetch``): the tests then find them in the caches
+and check exactly what they checked before.
 """
 
+
+import os
+import shutil
 
 import pytest
 from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 
 from pytest_gpuprops import sass
-from pytest_gpuprops.compile import compile_cuda, default_cache_dir
+from pytest_gpuprops.compile import compile_cuda
 
 pytest_plugins = ["pytester"]
 
@@ -23,8 +25,12 @@ _PREFETCH_MIN_TESTS = 20
 
 
 @pytest.fixture(scope="session")
-def cache_dir():
-    return default_cache_dir()
+def cache_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cubins")
+    seed = os.environ.get("GPUPROPS_TEST_CUBIN_SEED")  # a warm cache to start from (tools/mutation.sh)
+    if seed and os.path.isdir(seed):
+        shutil.copytree(seed, path, dirs_exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ def test_patch_prints_before_and_after(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "+ [B" in out and f"FFMA {rd}, R8.reuse, R10, R12" in out
     assert main(["patch", str(cub), "--at", off, "--regs", "R250,R1,R2", "-o", str(tmp_path / "q.cubin")]) == 2
-    assert "refused" in capsys.readouterr().err
+    assert "refused" in capsys.readouterr().err and not (tmp_path / "q.cubin").exists()
 
 
 def test_facts_lists_every_arch(capsys):
@@ -41,3 +41,45 @@ def test_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert "not an ELF" in capsys.readouterr().err
     assert main(["compile", str(KERNELS / "ffma.cu"), "--arch", "sm_70"]) == 2
     assert "nvdisasm" in capsys.readouterr().err
+
+
+def _readme_block(heading: str, lang: str = "bash") -> str:
+    text = (KERNELS.parent / "README.md").read_text()
+    section = text.split(heading, 1)[1]
+    return section.split(f"```{lang}\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_gpuprops_commands_run_as_written(tmp_path, monkeypatch, capsys, cache_dir):
+    import shlex
+
+    from pytest_gpuprops.compile import compiler_version
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(cache_dir))
+    (tmp_path / "kernels").symlink_to(KERNELS)
+    lines = [x for x in _readme_block("## The `gpuprops` command").splitlines() if x.strip()]
+    assert len(lines) >= 5
+    for line in lines:
+        args = shlex.split(line.split("  #")[0])
+        assert args[0] == "gpuprops"
+        assert main(args[1:]) == 0, line
+    out = capsys.readouterr().out
+    if compiler_version() == "nvrtc 13.5":  # the README's sample lines are from NVRTC 13.5
+        section = (KERNELS.parent / "README.md").read_text().split("## The `gpuprops` command", 1)[1]
+        samples = [x for x in section.splitlines() if x.startswith(("[B", "- [B", "+ [B", "wrote "))]
+        assert len(samples) == 4 and all(s in out for s in samples)
+
+
+def test_readme_failure_recipe_fails_as_shown(pytester, tmp_path):
+    recipe = _readme_block("## What a failure looks like").splitlines()
+    assert recipe[0].startswith("sed 's/\"nvrtc 13.5\" = 24 }/\"nvrtc 13.5\" = 20 }/'")
+    planted = tmp_path / "planted.toml"
+    facts = (KERNELS.parent / "pytest_gpuprops" / "facts" / "sm_90.toml").read_text()
+    planted.write_text(facts.replace('"nvrtc 13.5" = 24 }', '"nvrtc 13.5" = 20 }'))
+    r = pytester.runpytest_inprocess(str(KERNELS.parent / "hwtests" / "test_static.py"), "-k",
+                                     "dependent_chain and sm_90", "--gpuprops-facts", str(planted),
+                                     "-p", "no:cacheprovider")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*fact hmma_16816_f32_dependent_issue_cycles on sm_90 does not hold:*",
+                            "*expected: 20 (nvrtc 13.5)*",
+                            f"*reproduce: pytest 'hwtests/test_static.py::test_hmma_dependent_chain_issue_spacing"
+                            f"[[]sm_90[]]' --gpuprops-facts {planted}"])

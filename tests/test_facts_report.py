@@ -6,6 +6,7 @@ from pytest_gpuprops import facts as F
 from pytest_gpuprops import report
 from pytest_gpuprops.assertions import evaluate
 from pytest_gpuprops.measure import Measurement
+from pytest_gpuprops.results import SessionResults
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90"])
@@ -52,7 +53,8 @@ def test_table_json_and_markdown(tmp_path):
     vs = _verdicts()
     t = report.table(vs)
     assert "lds_latency_cycles" in t and "PASS" in t and "FAIL" in t and "23 ± 0.25 cycles" in t
-    paths = report.write_reports(tmp_path / "r.json", vs, {"arch": "sm_90", "gpu": {"name": "NVIDIA H200"}})
+    paths = report.write_reports(tmp_path / "r.json", SessionResults(vs), [],
+                                 {"arch": "sm_90", "gpu": {"name": "NVIDIA H200"}})
     data = json.loads(paths[0].read_text())
     assert data["summary"] == {"FAIL": 1, "PASS": 1} and data["facts"][1]["measured"] == 30.0
     md = paths[1].read_text()
@@ -61,8 +63,8 @@ def test_table_json_and_markdown(tmp_path):
 
 def test_plots_are_written(tmp_path):
     pytest.importorskip("matplotlib")
-    p1 = report.plot_hmma([{"ilp": i, "warps": w, "cycles": max(24 / (i * w), 6)} for i in (1, 2, 4) for w in (1, 4)],
-                          6.0, tmp_path / "h.png", "t")
+    p1 = report.plot_hmma([{"ilp": i, "warps": w, "cycles": max(24 / (i * w), 6), "model": max(24 / (i * w), 6)}
+                           for i in (1, 2, 4) for w in (1, 4)], tmp_path / "h.png", "t")
     p2 = report.plot_regbank({(a, b): 1 + (a % 2 == b % 2) for a in range(4) for b in range(4)}, 9,
                              tmp_path / "r.png", "t")
     p3 = report.plot_bandwidth({"STS float": 127.0}, 128, tmp_path / "b.png", "t")

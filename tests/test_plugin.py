@@ -74,7 +74,7 @@ def test_record_then_check_then_planted_wrong_value(pytester):
     pytester.runpytest_inprocess("--gpuprops-facts", str(rec)).assert_outcomes(passed=1)
     # recording again without --force is refused, with --force it is written
     again = pytester.runpytest_inprocess("--gpuprops-record", str(rec))
-    assert "--force" in again.stdout.str()
+    assert "--force" in again.stderr.str() and again.ret == pytest.ExitCode.USAGE_ERROR  # refused at start-up
     # a planted wrong expectation fails and says why
     rec.write_text(text.replace("value = 23.0", "value = 27.6"))
     bad = pytester.runpytest_inprocess("--gpuprops-facts", str(rec))

@@ -1,0 +1,236 @@
+"""Which memory level a pointer chase measures, from the sizes the device reports, and the chase's
+layout (kernels/global_chase.cu). Pure functions; the array module (numpy on the CPU, cupy on the
+GPU) is passed in, so tests/test_issue10_models.py checks all of it without a GPU.
+
+Sizes:
+* L2: ``l2CacheSize`` of cudaGetDeviceProperties;
+* shared memory per SM at its largest carve-out: ``sharedMemPerMultiprocessor``;
+* L1 and shared memory together per SM: not reported by CUDA; the CUDA C++ Programming Guide gives
+  it per compute capability (:data:`L1_SMEM_PER_SM_KIB`: 256 KiB on sm_90).
+L1 is what shared memory leaves: at least ``L1+smem - smem`` (28 KiB on sm_80 .. sm_90, whatever
+carve-out the driver picks), at most ``L1+smem``.
+
+Footprints, each checked against its level's bounds by :func:`check_footprint`:
+* L1 hit: half the smallest L1, so the chase fits at any carve-out (14 KiB: 112 nodes);
+* L2 hit: an eighth of L2, and at least 4 x the largest L1 (never an L1 hit even if a load were
+  cached there); at most half of L2;
+* DRAM: 4 x L2, chased cold after an eviction pass that writes another 4 x L2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+KIB, MIB = 1024, 1024 * 1024
+#: L1 data cache + shared memory per SM, by arch (CUDA C++ Programming Guide, compute capabilities).
+L1_SMEM_PER_SM_KIB = {"sm_75": 96, "sm_80": 192, "sm_86": 128, "sm_87": 192, "sm_89": 128, "sm_90": 256,
+                      "sm_90a": 256}
+NODE_STRIDE = 128  # bytes between nodes: one node per 128-byte line, so every hop is a new line
+LEVELS = ("l1", "l2", "dram")
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheSizes:
+    arch: str
+    l2_bytes: int
+    smem_per_sm_bytes: int  # shared memory per SM at the largest carve-out
+    l1_smem_per_sm_bytes: int  # L1 + shared memory per SM
+
+    @property
+    def l1_min_bytes(self) -> int:
+        """L1 left at the largest shared-memory carve-out."""
+        return self.l1_smem_per_sm_bytes - self.smem_per_sm_bytes
+
+    @property
+    def l1_max_bytes(self) -> int:
+        return self.l1_smem_per_sm_bytes
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(l1_min_bytes=self.l1_min_bytes, l1_max_bytes=self.l1_max_bytes)
+        return d
+
+
+def cache_sizes(arch: str, props: dict) -> CacheSizes:
+    """Sizes from cudaGetDeviceProperties' dict (cupy.cuda.runtime.getDeviceProperties)."""
+    if arch not in L1_SMEM_PER_SM_KIB:
+        raise ValueError(f"no documented L1 + shared memory size for {arch}; add it to L1_SMEM_PER_SM_KIB")
+    smem = int(props.get("sharedMemPerMultiprocessor") or props.get("maxSharedMemoryPerMultiProcessor") or 0)
+    l2 = int(props.get("l2CacheSize") or 0)
+    if smem <= 0 or l2 <= 0:
+        raise ValueError(f"device properties lack l2CacheSize ({l2}) or sharedMemPerMultiprocessor ({smem})")
+    sizes = CacheSizes(arch, l2, smem, L1_SMEM_PER_SM_KIB[arch] * KIB)
+    if sizes.l1_min_bytes <= 0:
+        raise ValueError(f"{arch}: shared memory per SM {smem} B leaves no L1 of the documented "
+                         f"{sizes.l1_smem_per_sm_bytes} B L1 + shared memory")
+    return sizes
+
+
+def device_sizes(cupy, index: int, arch: str) -> CacheSizes:
+    return cache_sizes(arch, cupy.cuda.runtime.getDeviceProperties(index))
+
+
+def _lines(nbytes: int) -> int:
+    return nbytes // NODE_STRIDE * NODE_STRIDE
+
+
+def footprint(level: str, sizes: CacheSizes) -> int:
+    """Bytes the chase for ``level`` covers (a multiple of NODE_STRIDE), checked against the level."""
+    if level == "l1":
+        f = _lines(sizes.l1_min_bytes // 2)
+    elif level == "l2":
+        f = _lines(max(sizes.l2_bytes // 8, 4 * sizes.l1_max_bytes))
+    elif level == "dram":
+        f = 4 * _lines(sizes.l2_bytes)
+    else:
+        raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
+    check_footprint(level, f, sizes)
+    return f
+
+
+def check_footprint(level: str, nbytes: int, sizes: CacheSizes) -> None:
+    """Raise ValueError unless a chase over ``nbytes`` can only be served by ``level``."""
+    bounds = {"l1": (NODE_STRIDE * 2, sizes.l1_min_bytes // 2),
+              "l2": (4 * sizes.l1_max_bytes, sizes.l2_bytes // 2),
+              "dram": (4 * sizes.l2_bytes, math.inf)}
+    if level not in bounds:
+        raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
+    lo, hi = bounds[level]
+    if not lo <= nbytes <= hi:
+        raise ValueError(f"a {nbytes} B chase does not measure {level} on {sizes.arch} (L1 {sizes.l1_min_bytes}.."
+                         f"{sizes.l1_max_bytes} B, L2 {sizes.l2_bytes} B): it must lie in [{lo}, {hi}] B")
+
+
+def level_of(nbytes: int, sizes: CacheSizes) -> str | None:
+    """The level a chase over ``nbytes`` measures, or None between levels (a capacity knee)."""
+    for level in LEVELS:
+        try:
+            check_footprint(level, nbytes, sizes)
+        except ValueError:
+            continue
+        return level
+    return None
+
+
+def sweep_footprints(sizes: CacheSizes, start: int = 4 * KIB, per_octave: int = 2) -> list[int]:
+    """A log grid from ``start`` to 4 x L2 (inclusive), ``per_octave`` points per doubling, each a
+    multiple of NODE_STRIDE."""
+    stop = 4 * _lines(sizes.l2_bytes)
+    out, k = [], 0
+    while True:
+        f = _lines(int(round(start * 2 ** (k / per_octave))))
+        if f >= stop:
+            break
+        if not out or f > out[-1]:
+            out.append(f)
+        k += 1
+    return out + [stop]
+
+
+def cycle_order(n_nodes: int, seed: int = 0):
+    """A random order of the nodes 0..n-1 (numpy), the chase visiting them in this order, cyclically."""
+    import numpy as np
+    if n_nodes < 2:
+        raise ValueError(f"a chase needs at least 2 nodes, not {n_nodes}")
+    order = np.random.default_rng(seed).permutation(n_nodes)
+    return order
+
+
+def fill_chain(xp, words, base_address: int, *, stride: int = NODE_STRIDE, seed: int = 0) -> int:
+    """Lay the chase out in ``words`` (64-bit words of array module ``xp``, at device address
+    ``base_address``): node i sits at byte i * stride and holds the address of the node after it in
+    :func:`cycle_order`, so following the words from any node visits every node once and comes back.
+    Returns the address of the first node in that order (the chase's start)."""
+    if stride % 8 or stride < 8:
+        raise ValueError(f"stride {stride} must be a positive multiple of 8 bytes")
+    n = words.size * 8 // stride
+    order = cycle_order(n, seed)
+    dev_order = xp.asarray(order, dtype=xp.int64)
+    words[...] = 0
+    nxt = xp.roll(dev_order, -1).astype(xp.uint64)
+    words[dev_order * (stride // 8)] = xp.uint64(base_address) + nxt * xp.uint64(stride)
+    return int(base_address + int(order[0]) * stride)
+
+
+# ----------------------------------------------------------------------------------------------
+# reading the results
+
+
+def percentile(values, q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation between order statistics."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("no values")
+    pos = (len(xs) - 1) * q / 100
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def batch_percentiles(values, q: float, batches: int) -> list[float]:
+    """The q-th percentile of each of ``batches`` interleaved batches (values[i::batches]): their
+    spread is the percentile's sampling noise."""
+    if len(values) < 2 * batches:
+        raise ValueError(f"{len(values)} values are too few for {batches} batches")
+    return [percentile(values[i::batches], q) for i in range(batches)]
+
+
+def first_rise(points, reference: float, factor: float, after: int = 0) -> int | None:
+    """The smallest footprint above ``after`` whose latency exceeds ``factor`` x ``reference``;
+    ``points`` are (footprint, latency) pairs."""
+    for f, lat in sorted(points):
+        if f > after and lat > factor * reference:
+            return f
+    return None
+
+
+def capacity_knees(points, sizes: CacheSizes, factor: float = 1.5) -> tuple[int | None, int | None]:
+    """(L1 knee, L2 knee) of a latency-vs-footprint sweep: where latency first exceeds ``factor``
+    times the smallest footprint's (L1), then ``factor`` times the median of the points that can only
+    be L2 hits (L2)."""
+    pts = sorted(points)
+    l1_knee = first_rise(pts, pts[0][1], factor)
+    l2_lat = sorted(lat for f, lat in pts if level_of(f, sizes) == "l2")
+    if l1_knee is None or not l2_lat:
+        return l1_knee, None
+    return l1_knee, first_rise(pts, l2_lat[len(l2_lat) // 2], factor, after=4 * sizes.l1_max_bytes)
+
+
+def plot_sweep(points, sizes: CacheSizes, path, title: str):
+    """Latency per hop against footprint (log x), the L1 and L2 sizes marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    pts = sorted(points)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([f / KIB for f, _ in pts], [c for _, c in pts], "o-", ms=3)
+    for x, label in ((sizes.l1_min_bytes, "L1 (largest smem carve-out)"), (sizes.l1_max_bytes, "L1 + smem"),
+                     (sizes.l2_bytes, "L2")):
+        ax.axvline(x / KIB, ls="--", lw=0.8, color="grey")
+        ax.text(x / KIB, ax.get_ylim()[1] * 0.95, " " + label, rotation=90, va="top", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("footprint (KiB), one node per 128-byte line, random cycle")
+    ax.set_ylabel("cycles per hop (ld.global.ca)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_hops(hops_by_level: dict, path, title: str):
+    """Histograms of per-hop latencies, one per level."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(hops_by_level), figsize=(4 * len(hops_by_level), 3.2), squeeze=False)
+    for ax, (level, hops) in zip(axes[0], hops_by_level.items()):
+        ax.hist(hops, bins=60)
+        ax.set_xlabel(f"{level}: cycles per hop")
+    axes[0][0].set_ylabel("hops")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

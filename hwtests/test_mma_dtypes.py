@@ -1,0 +1,72 @@
+"""mma.sync for bf16 (m16n8k16), tf32 (m16n8k8), s8 (m16n8k32) and f16 accumulate (m16n8k16):
+dependent latency, one warp's issue interval and the pipe's rate per SM sub-partition, and the HMMA
+issue model over the whole ILP x warps grid, per input type (kernels/mma_sync.cu; the method and
+the model are test_tensorcore.py's)."""
+
+import pytest
+import specs
+from test_tensorcore import GRID, MODEL_TOLERANCE
+
+from pytest_gpuprops.assertions import hmma_cycles_per_smsp
+
+pytestmark = pytest.mark.gpu
+DTYPES = sorted(specs.MMA_DTYPES)
+
+
+def _count(ilp: int) -> int:
+    return specs.MMA_UNROLL * ilp * specs.HMMA_ITERS
+
+
+def _opcode(dtype: str) -> str:
+    return specs.MMA_DTYPES[dtype][1]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mma_dependent_latency(gpuprops, dtype, benchmark):
+    name = f"mma_{dtype}_dependent_cycles"
+    m = gpuprops.measure(name, specs.mma(dtype, 1, 1), divisor=_count(1))
+    gpuprops.check(name, m, benchmark=benchmark,
+                   method=f"one chain of {_count(1)} dependent {_opcode(dtype)}, one warp; cycles per instruction")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mma_single_warp_issue_interval(gpuprops, dtype, benchmark):
+    name = f"mma_{dtype}_single_warp_issue_cycles"
+    m = gpuprops.measure(name, specs.mma(dtype, 8, 1), divisor=_count(8))
+    gpuprops.check(name, m, benchmark=benchmark,
+                   method=f"8 independent chains x {_count(1)} {_opcode(dtype)}, one warp; cycles per instruction")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mma_saturated_per_smsp(gpuprops, dtype, benchmark):
+    name = f"mma_{dtype}_smsp_cycles"
+    m = gpuprops.measure(name, specs.mma(dtype, 8, 4), divisor=_count(8) * 4, mode="span")
+    gpuprops.check(name, m, benchmark=benchmark,
+                   method=f"8 chains x 4 warps per SM sub-partition of {_opcode(dtype)}, one block; cycles per "
+                          "instruction per sub-partition over the block's span")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mma_cycles_follow_the_issue_model(gpuprops, dtype):
+    """The 32-point grid against max(L / (ILP * W), i / W, p) with this type's own L, i and p."""
+    latency = gpuprops.expected(f"mma_{dtype}_dependent_cycles")
+    interval = gpuprops.expected(f"mma_{dtype}_single_warp_issue_cycles")
+    pipe = gpuprops.expected(f"mma_{dtype}_smsp_cycles")
+
+    def measure_grid():
+        cases = []
+        for ilp, warps in GRID:
+            m = gpuprops.measure(f"mma {dtype} ILP{ilp} W{warps}", specs.mma(dtype, ilp, warps),
+                                 divisor=_count(ilp) * warps, mode="span")
+            model = hmma_cycles_per_smsp(ilp, warps, latency=latency, issue_interval=interval, pipe_interval=pipe)
+            cases.append((f"ILP {ilp} x {warps} warp(s)", model, m.median))
+        return cases
+
+    cases = measure_grid()
+    for (ilp, warps), (_, model, cycles) in zip(GRID, cases):
+        gpuprops.plot_point(f"mma_{dtype}", ilp=ilp, warps=warps, cycles=cycles, model=model)
+    gpuprops.check_model(f"mma_{dtype}_issue_model", cases, tolerance_rel=MODEL_TOLERANCE, unit="cycles/MMA/SMSP",
+                         remeasure=measure_grid,
+                         method=f"max(L/(ILP*W), i/W, p) with L={latency}, i={interval}, p={pipe} ({_opcode(dtype)}); "
+                                "32 points, one block, span per sub-partition",
+                         source="derived as the HMMA.16816.F32 issue model (test_tensorcore.py)")

@@ -1,0 +1,45 @@
+// Global-memory latency by pointer chase: every node of a device buffer holds the 64-bit address of
+// the next node (the host lays out one random cycle with one node per 128-byte line or more, so each
+// hop is a new line and no prefetcher can guess it), so each load's result is the next load's address
+// and the timed region is UNROLL dependent 64-bit loads and nothing else: no address arithmetic sits
+// in the chain.
+//
+//   CACHE=0: ld.global.ca (cached in L1 and L2)    CACHE=1: ld.global.cg (L2 only, L1 bypassed)
+//
+// One warp whose 32 lanes hold the same pointer: one request per hop, as from one thread, with no
+// divergence around the clock reads. The chase starts where the previous launch stopped (cursor[0],
+// written back after the stop read), so successive launches walk on through the cycle: with UNROLL=1
+// each launch times one new hop, and the launches' values are the per-hop latency distribution.
+// warm_hops untimed hops run before the start read (the L1 warm-up: a pass over the whole cycle
+// brings every node back to where it started, now in L1); the start read waits on them all.
+#include "gpuprops.cuh"
+
+#ifndef CACHE
+#define CACHE 0
+#endif
+#ifndef UNROLL
+#define UNROLL 256
+#endif
+
+#if CACHE == 0
+#define GP_LD "ld.global.ca.u64 %0, [%0];"
+#elif CACHE == 1
+#define GP_LD "ld.global.cg.u64 %0, [%0];"
+#else
+#error "CACHE must be 0 (ld.global.ca) or 1 (ld.global.cg)"
+#endif
+
+// chain: the buffer the nodes live in (only the addresses in it are followed; it is an argument so
+// that the launch holds it). cursor[0]: the address of the node to start from.
+extern "C" __global__ void global_chase(unsigned long long* cycles, const unsigned long long* chain,
+                                        unsigned long long* cursor, int warm_hops) {
+    unsigned long long p = *(volatile unsigned long long*)cursor;
+#pragma unroll 1
+    for (int i = 0; i < warm_hops; ++i) asm volatile(GP_LD : "+l"(p)::"memory");
+    unsigned long long t0 = gp_clock();
+#pragma unroll
+    for (int i = 0; i < UNROLL; ++i) asm volatile(GP_LD : "+l"(p));
+    unsigned long long t1 = gp_clock();
+    if (threadIdx.x == 0) cursor[0] = p;
+    gp_record(cycles, t0, t1);
+}

@@ -1,0 +1,175 @@
+"""results layer: what a session found, in a form that travels.
+
+One :class:`SessionResults` holds the verdicts, the facts recorded in record mode and the plot
+points. Its JSON form is the same everywhere: pytest-xdist workers send each test's part to the
+controller with the test's report, ``--gpuprops-report`` writes it, ``--gpuprops-compare`` reads an
+old one as a baseline and ``gpuprops merge`` reads one per node. The fleet rules work on it too:
+a GPU whose measurement of a fact is off the median of its peers by more than the fact's
+tolerance is an OUTLIER (DCGM's idea at the level of cycles), and a fact that moved by more than
+its tolerance since a baseline run on the same GPU (same UUID) is MOVED.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+
+from . import assertions
+from .assertions import Verdict
+from .facts import Fact
+
+OUTLIER, MOVED = "OUTLIER", "MOVED"
+FLEET_STATUSES = (OUTLIER, MOVED)
+SCHEMA = "gpuprops-results/1"
+
+
+class ResultsError(Exception):
+    """A results file that cannot be read: says which file and what is wrong."""
+
+
+@dataclasses.dataclass
+class SessionResults:
+    verdicts: list[Verdict] = dataclasses.field(default_factory=list)
+    recorded: dict[str, Fact] = dataclasses.field(default_factory=dict)
+    plot_points: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
+
+    # -- one test's part, as it travels with the test's report ---------------------------------
+    def add(self, part: dict) -> None:
+        """Merge a part made by :meth:`part_of` (a worker's, or this process's own). A compile-time
+        verdict seen twice (xdist's 'each' runs the static facts on every worker) is kept once."""
+        seen = {(v.nodeid, v.fact) for v in self.verdicts if v.gpu is None}
+        for d in part.get("verdicts", []):
+            v = Verdict.from_dict(d)
+            if v.gpu is None and (v.nodeid, v.fact) in seen:
+                continue
+            self.verdicts.append(v)
+        for f in part.get("recorded", []):
+            self.recorded[f["name"]] = Fact(**f)
+        for plot, pts in part.get("plot_points", {}).items():
+            self.plot_points.setdefault(plot, []).extend(pts)
+
+    @staticmethod
+    def part_of(verdicts: Iterable[Verdict], recorded: Iterable[Fact], plot_points: dict[str, list[dict]]) -> dict:
+        return {"verdicts": [v.as_dict() for v in verdicts], "recorded": [dataclasses.asdict(f) for f in recorded],
+                "plot_points": {k: list(v) for k, v in plot_points.items()}}
+
+    # -- whole sessions ------------------------------------------------------------------------
+    def summary(self) -> dict[str, int]:
+        return {s: sum(1 for v in self.verdicts if v.status == s) for s in sorted({v.status for v in self.verdicts})}
+
+    def to_json(self, meta: dict) -> dict:
+        return {"schema": SCHEMA, "meta": meta, "summary": self.summary(),
+                "facts": [v.as_dict() for v in self.verdicts],
+                "recorded": [dataclasses.asdict(f) for f in self.recorded.values()],
+                "plot_points": self.plot_points}
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "<json>") -> tuple[SessionResults, dict]:
+        if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
+            raise ResultsError(f"{where} is not a gpuprops report: expected a JSON object with a 'facts' list "
+                               "(written by pytest --gpuprops-report)")
+        try:
+            res = cls([Verdict.from_dict(v) for v in data["facts"]],
+                      {f["name"]: Fact(**f) for f in data.get("recorded", [])}, dict(data.get("plot_points", {})))
+        except (TypeError, KeyError) as exc:
+            raise ResultsError(f"{where}: a verdict or recorded fact is malformed: {exc}") from exc
+        return res, dict(data.get("meta", {}))
+
+
+def load(path: str | Path) -> tuple[SessionResults, dict]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as exc:
+        raise ResultsError(f"cannot read report {p}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{p} is not JSON ({exc}); pass a report written by --gpuprops-report") from exc
+    return SessionResults.from_json(data, str(p))
+
+
+# ----------------------------------------------------------------------------------------------
+# fleet rules
+
+
+def gpu_key(v: Verdict) -> str:
+    """The GPU a verdict was measured on: its UUID where known, else host/index."""
+    g = v.gpu or {}
+    return g.get("uuid") or f"{g.get('host', '?')}/gpu{g.get('index', '?')}"
+
+
+def gpu_label(v: Verdict) -> str:
+    g = v.gpu or {}
+    where = f"{g['host']}:" if g.get("host") else ""
+    return f"{where}gpu{g.get('index', '?')} {g.get('name', '?')}" + (f" ({g['uuid'][:12]})" if g.get("uuid") else "")
+
+
+def _case(v: Verdict) -> tuple[str, str]:
+    """A fact measured by one test, whatever GPU ran it: the node id without its ``gpuN`` parameter."""
+    node = v.nodeid
+    if node.endswith("]") and "[" in node:
+        base, params = node[:-1].split("[", 1)
+        kept = [p for p in params.split("-") if not re.fullmatch(r"gpu\d+", p)]
+        node = base + (f"[{'-'.join(kept)}]" if kept else "")
+    return v.fact, node
+
+
+def _comparable(v: Verdict) -> bool:
+    return v.kind == "measured" and v.measured is not None and v.tolerance is not None and v.gpu is not None
+
+
+def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
+    """OUTLIER verdicts for GPUs whose measurement is off the median of the node's GPUs (with two,
+    off the other GPU's) for the same test by more than the fact's tolerance, and a sentence saying
+    what was compared (with one GPU there is nothing to compare, and it says so)."""
+    by_case: dict[tuple[str, str], dict[str, Verdict]] = {}
+    for v in verdicts:
+        if _comparable(v):
+            by_case.setdefault(_case(v), {})[gpu_key(v)] = v
+    gpus = {g for per in by_case.values() for g in per}
+    if len(gpus) < 2:
+        return [], f"outlier check: not run ({len(gpus)} GPU measured; it needs two or more)"
+    out = []
+    for _case_key, per in sorted(by_case.items()):
+        if len(per) < 2:
+            continue
+        everyone = statistics.median(p.measured for p in per.values())
+        for key, v in per.items():
+            peers = [p.measured for k, p in per.items() if k != key]
+            median = everyone if len(per) >= 3 else peers[0]  # two GPUs: each against the other
+            if abs(v.measured - median) > v.tolerance:
+                o = dataclasses.replace(v, status=OUTLIER, kind="fleet", attempts=[],
+                                        expected=f"peer median {median:.3f} ± {v.tolerance:.3g} {v.unit}",
+                                        measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)}; peers: "
+                                        + ", ".join(f"{x:.3f}" for x in peers))
+                o.flags = [f"{len(per)} GPUs compared"] + (["with two GPUs, both are flagged: a third tells "
+                                                            "which one is off"] if len(per) == 2 else [])
+                out.append(o)
+    return out, f"outlier check: {len(gpus)} GPUs, {len(by_case)} facts compared, {len(out)} outlier(s)"
+
+
+def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
+    """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
+    fact's tolerance since the baseline run."""
+    old = {(gpu_key(v), *_case(v)): v for v in baseline if _comparable(v)}
+    moved = []
+    for v in current:
+        if not _comparable(v):
+            continue
+        o = old.get((gpu_key(v), *_case(v)))
+        if o is not None and abs(v.measured - o.measured) > v.tolerance:
+            m = dataclasses.replace(v, status=MOVED, kind="baseline", attempts=[],
+                                    expected=f"baseline {o.measured:.3f} ± {v.tolerance:.3g} {v.unit}",
+                                    measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} "
+                                    f"(moved {v.measured - o.measured:+.3f})")
+            m.flags = []
+            moved.append(m)
+    return moved
+
+
+def red(verdicts: Iterable[Verdict]) -> list[Verdict]:
+    """The verdicts that make a run fail."""
+    return [v for v in verdicts if v.status in (*assertions.NOT_OK, *FLEET_STATUSES)]

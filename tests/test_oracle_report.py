@@ -1,0 +1,194 @@
+"""The report layer read back: the terminal table and the Markdown table are parsed into rows and
+compared cell by cell; JSON field by field; plots by what was drawn, not by their file header."""
+
+import json
+import sys
+
+import pytest
+
+from pytest_gpuprops import report
+from pytest_gpuprops.assertions import FAIL, NOISY, PASS, Verdict, evaluate
+from pytest_gpuprops.facts import Fact
+from pytest_gpuprops.measure import Measurement
+
+LDS = Fact(name="lds_latency_cycles", arch="sm_90", unit="cycles", method="chase", source="seeds", value=23.0,
+           tolerance_abs=0.25)
+
+
+def _verdicts():
+    passing = evaluate(LDS, Measurement.given("lds", [23.0, 23.0, 23.01]))      # noise 0.025 %
+    failing = evaluate(LDS, Measurement.given("lds", [30.0, 30.0, 30.0]))
+    static = Verdict("dep_spacing", "sm_86", PASS, "24 (nvrtc 13.5)", 24.0, "24 cycles with nvrtc 13.5\nsecond",
+                     "cycles", "sass", "compiled", kind="static", flags=["nvrtc 13.9 not recorded; same as nvrtc 13.5"])
+    unmeasured = Verdict("noisy_one", "sm_80", NOISY, "1 ± 0.1 x", None, "n/a", "x", "m", "s")
+    return [passing, failing, static, unmeasured]
+
+
+EXPECTED_ROWS = [
+    ["lds_latency_cycles", "sm_90", "23 ± 0.25 cycles", "23.000 (±0.03%, n=3)", "PASS"],
+    ["lds_latency_cycles", "sm_90", "23 ± 0.25 cycles", "30.000 (±0.00%, n=3)", "FAIL"],
+    ["dep_spacing", "sm_86", "24 (nvrtc 13.5)", "24 cycles with nvrtc 13.5",
+     "PASS (nvrtc 13.9 not recorded; same as nvrtc 13.5)"],
+    ["noisy_one", "sm_80", "1 ± 0.1 x", "-", "NOISY"],
+]
+
+
+def _parse_simple(text):
+    """tabulate's "simple" format: columns are the runs of dashes under the header."""
+    lines = text.splitlines()
+    rule = lines[1]
+    spans, start = [], None
+    for i, ch in enumerate(rule + " "):
+        if ch == "-" and start is None:
+            start = i
+        elif ch != "-" and start is not None:
+            spans.append((start, i))
+            start = None
+    spans[-1] = (spans[-1][0], None)  # the last column may run past its rule
+    cut = [[line[a:b].strip() for a, b in spans] for line in lines]
+    return cut[0], cut[2:]
+
+
+def _parse_github(text):
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("|")]
+    assert set(rows[1][0]) <= set("-:")
+    return rows[0], rows[2:]
+
+
+def test_rows_cell_by_cell():
+    assert report.rows(_verdicts()) == EXPECTED_ROWS
+
+
+def test_terminal_table_reads_back_cell_by_cell():
+    header, rows = _parse_simple(report.table(_verdicts()))
+    assert header == ["fact", "arch", "expected", "measured", "verdict"] == report.HEADERS
+    assert rows == EXPECTED_ROWS
+
+
+def test_numbers_are_not_reformatted():
+    v = Verdict("f", "sm_90", PASS, "0.10", 1.0, "1.50", "u", "m", "s")
+    header, rows = _parse_simple(report.table([v]))
+    assert rows == [["f", "sm_90", "0.10", "1.50", "PASS"]]
+
+
+def test_markdown_table_reads_back_cell_by_cell():
+    md = report.markdown(_verdicts(), {"arch": "sm_90", "gpu": {"name": "NVIDIA H200"}})
+    header, rows = _parse_github(md)
+    assert header == report.HEADERS and rows == EXPECTED_ROWS
+
+
+def test_markdown_head_and_the_not_passing_section():
+    vs = _verdicts()
+    meta = {"arch": "sm_90", "date": "2026-01-02", "nvdisasm": "13.5", "compiler": "nvrtc 13.5",
+            "gpu": {"name": "NVIDIA H200", "driver_version": "580.1", "pci_bus_id": "0000:01:00.0", "sm_count": 132,
+                    "cuda_driver_version": "13.0", "cuda_runtime_version": "13.1", "max_sm_clock_mhz": 1980}}
+    lines = report.markdown(vs, meta).splitlines()
+    assert lines[:6] == [
+        "# gpuprops report: NVIDIA H200 (sm_90)",
+        "",
+        "- gpu: name=NVIDIA H200, driver_version=580.1, sm_count=132, cuda_driver_version=13.0, "
+        "cuda_runtime_version=13.1, max_sm_clock_mhz=1980",
+        "- compiler: nvrtc 13.5",
+        "- nvdisasm: 13.5",
+        "- date: 2026-01-02",
+    ]
+    text = "\n".join(lines)
+    tail = text[text.index("## Not passing"):]
+    assert tail.count("```") == 4  # the FAIL and the NOISY verdict, each in a code block
+    assert vs[1].message() in tail and vs[3].message() in tail and vs[0].message() not in tail
+
+
+def test_markdown_without_gpu_or_failures():
+    md = report.markdown(_verdicts()[:1], {})
+    assert md.splitlines()[0] == "# gpuprops report: no GPU (?)"
+    assert "## Not passing" not in md and "- gpu" not in md
+
+
+def test_json_summary_and_facts():
+    vs = _verdicts()
+    data = report.to_json(vs, {"arch": "sm_90"})
+    assert data["meta"] == {"arch": "sm_90"}
+    assert data["summary"] == {"FAIL": 1, "NOISY": 1, "PASS": 2}
+    assert list(data["summary"]) == ["FAIL", "NOISY", "PASS"]
+    assert [f["fact"] for f in data["facts"]] == [v.fact for v in vs]
+    assert data["facts"][1]["verdict"] == FAIL and data["facts"][1]["measured"] == 30.0
+    assert data["facts"][1]["measurement"]["values"] == [30.0, 30.0, 30.0]
+    assert report.to_json(iter(vs), {})["summary"]["PASS"] == 2
+
+
+def test_write_reports(tmp_path):
+    out = tmp_path / "deep" / "r.json"
+    vs = _verdicts()
+    paths = report.write_reports(out, vs, {"arch": "sm_90"})
+    assert paths == [out, tmp_path / "deep" / "r.md"]
+    assert json.loads(out.read_text()) == json.loads(json.dumps(report.to_json(vs, {"arch": "sm_90"}), default=str))
+    assert paths[1].read_text() == report.markdown(vs, {"arch": "sm_90"})
+
+
+# ----------------------------------------------------------------------------------------------
+# plots: what was drawn
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Keep every figure the plot functions make (they close them after saving)."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures = []
+    real_close = plt.close
+
+    def keep(fig=None):
+        figures.append(fig)
+
+    monkeypatch.setattr(plt, "close", keep)
+    yield figures
+    for f in figures:
+        real_close(f)
+
+
+def test_hmma_plot_draws_one_line_per_warp_count(tmp_path, drawn):
+    pts = [{"ilp": i, "warps": w, "cycles": 24.0 / (i * w)} for i in (4, 1, 2) for w in (4, 1)]
+    p = report.plot_hmma(pts, 1.5, tmp_path / "h.png", "title")
+    (fig,) = drawn
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {"1 warp(s)/SMSP", "4 warp(s)/SMSP", "pipe floor 1.50"}
+    assert list(lines["1 warp(s)/SMSP"].get_xdata()) == [1, 2, 4]  # sorted by ILP
+    assert list(lines["1 warp(s)/SMSP"].get_ydata()) == [24.0, 12.0, 6.0]
+    assert list(lines["4 warp(s)/SMSP"].get_ydata()) == [6.0, 3.0, 1.5]
+    assert list(lines["pipe floor 1.50"].get_ydata()) == [1.5, 1.5]
+    assert ax.get_yscale() == "log" and ax.get_title() == "title"
+    assert ax.get_xlabel() == "independent HMMA chains per warp (ILP)"
+    assert p.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_hmma_plot_without_a_floor(tmp_path, drawn):
+    report.plot_hmma([{"ilp": 1, "warps": 1, "cycles": 24.0}], None, tmp_path / "h.png", "t")
+    assert [ln.get_label() for ln in drawn[0].axes[0].get_lines()] == ["1 warp(s)/SMSP"]
+
+
+def test_regbank_plot_is_the_grid_with_holes(tmp_path, drawn):
+    cells = {(8, 10): 3.0, (8, 11): 2.0, (9, 10): 2.0}
+    report.plot_regbank(cells, 16, tmp_path / "r.png", "t")
+    ax = drawn[0].axes[0]
+    grid = ax.get_images()[0].get_array()
+    assert grid.shape == (2, 2)
+    assert grid[0][0] == 3.0 and grid[0][1] == 2.0 and grid[1][0] == 2.0 and grid.mask[1][1]  # (9, 11) missing
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["R8", "R9"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["R10", "R11"]
+    assert ax.get_xlabel() == "Rb" and ax.get_ylabel() == "Ra" and "FFMA Rd, Ra, Rb, R16" in ax.get_title()
+
+
+def test_bandwidth_plot_bars_and_peak(tmp_path, drawn):
+    report.plot_bandwidth({"STS float": 127.0, "STS float4": 64.0}, 128.0, tmp_path / "b.png", "t")
+    ax = drawn[0].axes[0]
+    assert [b.get_height() for b in ax.patches] == [127.0, 64.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["STS float", "STS float4"]
+    (peak,) = ax.get_lines()
+    assert list(peak.get_ydata()) == [128.0, 128.0] and peak.get_label() == "theory 128 B/clk"
+
+
+def test_plots_need_matplotlib(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(report.PlotsUnavailable, match=r"pip install 'pytest-gpuprops\[plots\]'"):
+        report._plt()

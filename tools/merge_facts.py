@@ -1,0 +1,53 @@
+"""Merge facts recorded on a GPU (--gpuprops-record) into a facts file, for review.
+
+    python3 tools/merge_facts.py BASE.toml RECORDED.toml -o OUT.toml [--replace REGEX]
+
+Facts the base file lacks are added (with the recorded value, default tolerance and provenance);
+facts whose name matches --replace take the recorded value and source but keep the base file's
+reviewed tolerance and method; every other base fact is kept as it is. GPU sections are merged the
+same way. The result is validated by reading it back.
+"""
+
+import argparse
+import dataclasses
+import re
+import sys
+
+from pytest_gpuprops import facts as F
+
+
+def merge(base: F.Facts, recorded: F.Facts, replace: str | None) -> list[F.Fact]:
+    pattern = re.compile(replace) if replace else None
+    out = {(f.gpu, f.name): f for f in base.values()}
+    for sec in base.gpu_sections.values():
+        out.update({(f.gpu, f.name): f for f in sec.values()})
+    new = list(recorded.values()) + [f for sec in recorded.gpu_sections.values() for f in sec.values()]
+    for f in new:
+        key = (f.gpu, f.name)
+        old = out.get(key)
+        if old is None:
+            out[key] = f
+        elif pattern and pattern.search(f.name):
+            out[key] = dataclasses.replace(old, value=f.value, source=f.source)
+    return list(out.values())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("base")
+    ap.add_argument("recorded")
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--replace", default=None, help="regex of fact names whose value is taken from the recording")
+    a = ap.parse_args(argv)
+    base, recorded = F._parse(F.Path(a.base)), F._parse(F.Path(a.recorded))
+    facts = merge(base, recorded, a.replace)
+    meta = {k: v for k, v in base.meta.items() if k != "arch"}
+    F.write_facts(a.out, base.arch, facts, force=True, meta=meta)
+    F._parse(F.Path(a.out))
+    added = len(facts) - len(base) - sum(len(s) for s in base.gpu_sections.values())
+    print(f"{a.out}: {len(facts)} facts ({added} added from {a.recorded})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

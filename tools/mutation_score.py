@@ -1,0 +1,79 @@
+"""Per-module mutation score from mutmut's result files (mutants/pytest_gpuprops/*.py.meta).
+
+    python tools/mutation_score.py [--survivors] [--module sass]
+
+Score = killed / (killed + survived + no tests + suspicious): a mutant no test reaches counts
+against the score, a timeout counts as killed (the mutant hung a test: it was noticed), and mutants
+not yet run are reported separately and left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+from pathlib import Path
+
+KILLED = {1, 3, 36, 24, -24, 152, 255, 37}
+SURVIVED = {0}
+NO_TESTS = {5, 33}
+SKIPPED = {34}
+
+
+def classify(code) -> str:
+    if code is None:
+        return "not run"
+    if code in KILLED:
+        return "killed"
+    if code in SURVIVED:
+        return "survived"
+    if code in NO_TESTS:
+        return "no tests"
+    if code in SKIPPED:
+        return "skipped"
+    return "suspicious"
+
+
+def load(root: Path) -> dict[str, dict[str, int | None]]:
+    out = {}
+    for meta in sorted((root / "mutants" / "pytest_gpuprops").glob("*.py.meta")):
+        out[meta.name[:-len(".py.meta")]] = json.loads(meta.read_text())["exit_code_by_key"]
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", default=".")
+    p.add_argument("--survivors", action="store_true", help="list surviving and unreached mutants")
+    p.add_argument("--module", help="only this module (sass, compile, ...)")
+    a = p.parse_args(argv)
+    data = load(Path(a.root))
+    total = collections.Counter()
+    rows = []
+    for module, codes in data.items():
+        if a.module and module != a.module:
+            continue
+        c = collections.Counter(classify(v) for v in codes.values())
+        total.update(c)
+        judged = c["killed"] + c["survived"] + c["no tests"] + c["suspicious"]
+        score = f"{100 * c['killed'] / judged:5.1f} %" if judged else "    -  "
+        rows.append(f"{module:<12} {c['killed']:>5}/{judged:<5} {score}   survived {c['survived']:>4}  no tests "
+                    f"{c['no tests']:>4}  suspicious {c['suspicious']:>3}  not run {c['not run']:>4}")
+    judged = total["killed"] + total["survived"] + total["no tests"] + total["suspicious"]
+    print(f"{'module':<12} {'killed/judged':>11}  score")
+    print("\n".join(rows))
+    if judged:
+        print(f"{'all':<12} {total['killed']:>5}/{judged:<5} {100 * total['killed'] / judged:5.1f} %   "
+              f"(not run: {total['not run']})")
+    if a.survivors:
+        for module, codes in data.items():
+            if a.module and module != a.module:
+                continue
+            for name, code in sorted(codes.items()):
+                if classify(code) in ("survived", "no tests", "suspicious"):
+                    print(f"{classify(code):<10} {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
