@@ -73,6 +73,14 @@ class PatchRefused(SassError):
     """A patch that cannot be made or cannot be verified; nothing was produced."""
 
 
+class ListingMismatch(SassError):
+    """nvdisasm printed words that are not the bytes it was given (at ``offset`` of the code)."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
 # ----------------------------------------------------------------------------------------------
 # control codes
 
@@ -354,14 +362,14 @@ def listing_path(key: str, arch: str) -> Path:
     return cache.subdir("sass") / "listings" / arch / f"{key}.json"
 
 
-def _words_problem(listing: Sequence[Instruction], code: bytes) -> str | None:
-    """Why ``listing`` is not a reading of ``code`` (offsets in order, every word equal), or None."""
+def _words_problem(listing: Sequence[Instruction], code: bytes) -> tuple[int, str] | None:
+    """Where and why ``listing`` is not a reading of ``code`` (offsets in order, every word equal)."""
     last = -16
     for ins in listing:
         if ins.offset % 16 or ins.offset <= last or ins.offset + 16 > len(code):
-            return f"offset {ins.offset:#06x} is out of order or outside the {len(code)}-byte code"
+            return ins.offset, f"offset {ins.offset:#06x} is out of order or outside the {len(code)}-byte code"
         if ins.raw != code[ins.offset:ins.offset + 16]:
-            return f"the words at {ins.offset:#06x} differ from the code's bytes"
+            return ins.offset, f"the words at {ins.offset:#06x} differ from the code's bytes"
         last = ins.offset
     return None
 
@@ -484,7 +492,7 @@ def code_listings(codes: Sequence[bytes], arch: str) -> list[list[Instruction]]:
         for key, listing in zip(todo_keys, _disassemble_codes([todo[k] for k in todo_keys], arch)):
             problem = _words_problem(listing, todo[key])
             if problem:
-                raise SassError(f"nvdisasm {nvdisasm_version()} ({arch}): {problem}")
+                raise ListingMismatch(f"nvdisasm {nvdisasm_version()} ({arch}): {problem[1]}", problem[0])
             found[key] = tuple(listing)
             if listing:  # an empty reading is an error for the caller; never cached
                 _memo_put(key, found[key])
@@ -597,8 +605,15 @@ class Cubin:
         bytes), each line checked against the bytes in the ELF."""
         k = self.kernel(name)
         if len(self.kernels) > 1:  # the other kernels' code is read in the same nvdisasm run
-            code_listings([self.text(n) for n in self.kernels], self.arch)
-        instrs = code_listing(self.text(k.name), self.arch)
+            try:
+                code_listings([self.text(n) for n in self.kernels], self.arch)
+            except ListingMismatch:
+                pass  # said below if it is this kernel's
+        try:
+            instrs = code_listing(self.text(k.name), self.arch)
+        except ListingMismatch as exc:
+            raise SassError(f"nvdisasm's words at {exc.offset:#06x} of {k.name} differ from the cubin's bytes"
+                            ) from exc
         if not instrs:
             raise SassError(f"nvdisasm printed no instructions for kernel {k.name!r} of {self.name}")
         text = self.text(k.name)

@@ -36,7 +36,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # --root points it at another checkout (before/after)
+TOOLS = Path(__file__).resolve().parent
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 # Our facts that the reference programs also produce: (label, reference .cu, test id pattern, unit)
@@ -121,7 +122,7 @@ def reference(cu: str, arch: str, work: Path) -> dict:
     """Build tools/<cu> with nvcc -O3 -arch=<arch>, run it; seconds for each and the printed value."""
     nvcc = find_nvcc()
     exe = work / Path(cu).stem
-    build = run([str(nvcc), "-O3", f"-arch={arch}", str(ROOT / "tools" / cu), "-o", str(exe)])
+    build = run([str(nvcc), "-O3", f"-arch={arch}", str(TOOLS / cu), "-o", str(exe)])
     if build["rc"] != 0:
         return {"error": f"nvcc failed: {(build['stderr'].strip().splitlines() or ['?'])[-1]}"}
     ran = run([str(exe)])
@@ -149,13 +150,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave a part out (repeatable)")
     ap.add_argument("--cache-root", help="where the fresh caches go (default: a temporary folder, removed)")
     ap.add_argument("--arch", help="arch for the reference nvcc builds (default: the GPU's)")
+    ap.add_argument("--root", help="time the suites of this checkout instead (e.g. an exported older commit); "
+                                   "the reference .cu files still come from this script's folder")
     a = ap.parse_args(argv)
+    global ROOT
+    here = ROOT
+    if a.root:
+        ROOT = Path(a.root).resolve()
 
     tmp = Path(a.cache_root) if a.cache_root else Path(tempfile.mkdtemp(prefix="gpuprops-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
     no_gpu, gpu = gpu_status()
     start_load = load()
-    print(f"bench: {platform.node()}, {os.cpu_count()} CPUs, load {start_load}; "
+    print(f"bench: {ROOT}; {platform.node()}, {os.cpu_count()} CPUs, load {start_load}; "
           f"GPU: {gpu or 'none (' + str(no_gpu) + ')'}", file=sys.stderr)
     suites = []
     try:
@@ -193,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     r = run([*PYTEST, node], env_with_cache(cache))
                     alone = r["wall"] if r["rc"] == 0 else None
                 refs.append((label, cu, unit, ref, node, ours.get(node) if node else None, alone))
-        text = report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load)
+        text = report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, ROOT if ROOT != here else None)
     finally:
         if not a.cache_root:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -203,8 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(s[p]["rc"] in (0, 5) for s in suites for p in ("cold", "warm")) else 1
 
 
-def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load) -> str:
-    md = [f"### Suite timings ({dt.date.today().isoformat()})", "",
+def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root=None) -> str:
+    what = f" of `{other_root}`" if other_root else ""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    md = [f"### Suite timings{what} ({dt.date.today().isoformat()}{', commit ' + commit if commit else ''})", "",
           f"Machine: `{platform.node()}`, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"load average (1/5/15 min) {start_load} at the start, {load()} at the end. "
           f"GPU: {gpu or 'none -- ' + str(no_gpu)}."
