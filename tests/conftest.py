@@ -24,6 +24,24 @@ REGION_ARCHES = ["sm_80", "sm_86", "sm_90"]
 _PREFETCH_MIN_TESTS = 20
 
 
+def pytest_sessionstart(session):
+    """Nothing read before this session answers in it: in-process memos start empty (a forked
+    process, as mutmut makes, would otherwise inherit them), and in a mutation run
+    ($GPUPROPS_TEST_CUBIN_SEED set) SASS listings are cached in a folder of this session only, so a
+    mutant of the sass layer is always run, never answered from an earlier listing."""
+    sass.clear_memo()
+    if os.environ.get("GPUPROPS_TEST_CUBIN_SEED"):
+        import tempfile
+        session.config._gpuprops_listings = tempfile.mkdtemp(prefix="gpuprops-listings-")
+        os.environ["GPUPROPS_CACHE_DIR"] = session.config._gpuprops_listings
+
+
+def pytest_sessionfinish(session):
+    folder = getattr(session.config, "_gpuprops_listings", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("cubins")

@@ -86,21 +86,22 @@ def test_a_bad_entry_is_ignored_and_rewritten(fresh, ld4, reads, damage):
     cubin, good = ld4
     assert cubin.instructions("smem_latency_ld") == good and len(reads) == 1  # a cold cache reads once
     path = _entry(cubin)
-    entry = json.loads(path.read_text())
+    head, body = path.read_bytes().split(b"\n", 1)
+    payload = json.loads(body)
     if damage == "garbage":
         path.write_bytes(b"\x00not json")
     elif damage == "truncated":
-        path.write_text(path.read_text()[: len(path.read_text()) // 2])
+        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
     elif damage == "checksum":  # a text changed, the checksum not updated
-        entry["payload"]["instructions"][3][1] = "NOP"
-        path.write_text(json.dumps(entry))
+        payload["instructions"][3][1] = "NOP"
+        path.write_bytes(head + b"\n" + json.dumps(payload).encode())
     else:  # well-formed entries (checksum recomputed) that do not describe these bytes
         if damage == "words":
-            entry["payload"]["instructions"][3][2] ^= 1
+            payload["instructions"][3][2] ^= 1
         else:
-            entry["payload"]["arch"] = "sm_90"
-        entry["sha256"] = cache._payload_sum(entry["payload"])
-        path.write_text(json.dumps(entry))
+            payload["arch"] = "sm_90"
+        cache.write_json(path, payload)
+        assert cache.read_json(path) == payload
     sass.clear_memo()
     assert cubin.instructions("smem_latency_ld") == good
     assert len(reads) == 2  # read again ...
