@@ -8,42 +8,89 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 KERNELS = Path(__file__).parent.parent / "kernels"
-#: Below this many selected static tests, each test compiles and reads what it needs itself.
-_PREFETCH_MIN_TESTS = 8
+
+
+def _fits(source: str, arch: str) -> bool:
+    from pytest_gpuprops.compile import SUPPORTED_ARCHES
+    return arch in SUPPORTED_ARCHES and not (source == "hmma_16816.cu" and arch == "sm_75")  # mma needs sm_80
+
+
+def _static_builds(item, specs, launched):
+    """What one static test compiles: [(Build, KernelSpec to patch for timing, or None)]. A copy of
+    what test_static*.py do (a test this does not foresee compiles and reads its builds itself, as
+    before, only not in the batch)."""
+    from pytest_gpuprops.prefetch import Build
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    arch, name = params.get("arch"), item.originalname
+    if arch is None:
+        return []
+    if name == "test_every_kernel_control_code_round_trips":
+        return [(Build.of(src, arch), None) for src in sorted(KERNELS.glob("*.cu")) if _fits(src.name, arch)]
+    if name == "test_launched_region_is_clean_and_as_intended" and params.get("spec_id") in launched:
+        spec = launched[params["spec_id"]]
+        return [(Build.of(KERNELS / spec.source, arch, spec.defines), spec)]
+    if name == "test_wgmma_region_holds_the_intended_hgmma" and arch == specs.WGMMA_ARCH:
+        spec = specs.wgmma_builds().get(params.get("build_id"))
+        return [(Build.of(KERNELS / spec.source, arch, spec.defines), spec)] if spec else []
+    plain = {
+        "test_lds_chase_each_address_is_the_previous_result":
+            lambda: ("smem_latency_ld.cu", {"UNROLL": params["unroll"]}),
+        "test_ffma_chain_reads_one_register": lambda: ("ffma.cu", {"ILP": 1, "UNROLL": 256}),
+        "test_hmma_dependent_chain_issue_spacing": lambda: ("hmma_16816.cu", {"ILP": 1, "UNROLL": 64}),
+        "test_hmma_independent_min_issue_spacing": lambda: ("hmma_16816.cu", {"ILP": 3, "UNROLL": 64}),
+        "test_alu_chain_reads_only_the_previous_result":
+            lambda: ("alu_chain.cu", {"OP": specs.ALU_OPS[params["op"]][0], "ILP": 1, "UNROLL": 16}),
+        "test_mma_chain_accumulates_into_the_previous_result":
+            lambda: ("mma_sync.cu", {"DTYPE": specs.MMA_DTYPES[params["dtype"]][0], "ILP": 1, "UNROLL": 16}),
+        "test_chase_each_address_is_the_previous_result":
+            lambda: ("global_chase.cu", {"CACHE": specs.CHASE_CACHE[params["cache"]][0], "UNROLL": 64}),
+        "test_conflict_loads_all_read_one_address_register":
+            lambda: ("smem_conflict.cu", {"VEC": params["vec"], "UNROLL": 32}),
+    }
+    try:
+        source, defines = plain[name]()
+    except (KeyError, AttributeError):
+        return []
+    return [(Build.of(KERNELS / source, arch, defines), None)] if _fits(source, arch) else []
+
+
+def _gpu(request):
+    """(arch, kernels folder, cubin cache) of the GPU under test, or None (no GPU, or the plugin is
+    off). Asks only what the plugin asks anyway before the first GPU test, and skips nothing."""
+    try:
+        state = request.getfixturevalue("gpuprops_state")
+    except pytest.FixtureLookupError:
+        return None
+    if state.gpu_reason() is not None:
+        return None
+    return state.info.arch, Path(state.kernels_dir), state.config.option.gpuprops_cache
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _static_prefetch(request):
-    """Before the first hwtests test: compile, in parallel, every build the selected static tests
-    read, for the arches they are parametrized with, read their SASS in one nvdisasm batch per arch,
-    and the launched builds as patched for timing in one more (pytest_gpuprops.prefetch). The tests
-    then find all of it in the caches; what they check is unchanged. Warm, this is file reads."""
-    static = [i for i in request.session.items if i.get_closest_marker("static")]
-    if len(static) < _PREFETCH_MIN_TESTS:
-        return
-
-    def arches(pick):
-        return sorted({i.callspec.params["arch"] for i in static
-                       if pick(i.originalname) and hasattr(i, "callspec") and "arch" in i.callspec.params})
-
-    # test_static.py: the control-code round trip reads every kernel with its default defines; the
-    # other static tests read the launched builds (which include the schedule tests' builds).
-    round_trip = arches(lambda name: name == "test_every_kernel_control_code_round_trips")
-    launch = arches(lambda name: name != "test_every_kernel_control_code_round_trips")
-    if not round_trip and not launch:
-        return
+def _prefetch(request):
+    """Before the first hwtests test: compile, in parallel, every build the selected tests will read
+    or launch, read their SASS in one nvdisasm batch per arch, and the launched builds as patched for
+    timing in one more (pytest_gpuprops.prefetch). Static tests: what each selected one compiles;
+    GPU tests: the launched builds for the GPU's arch. The tests then find all of it in the caches;
+    what they check, and how they measure, is unchanged. Warm, this is file reads."""
     import specs
 
     from pytest_gpuprops import prefetch
-    from pytest_gpuprops.compile import SUPPORTED_ARCHES
-
-    def fits(source, arch):
-        return arch in SUPPORTED_ARCHES and not (source == "hmma_16816.cu" and arch == "sm_75")  # mma needs sm_80
-
-    launched = list(specs.launched().values())
-    wanted = [prefetch.Build.of(src, arch) for arch in round_trip for src in sorted(KERNELS.glob("*.cu"))
-              if fits(src.name, arch)]
-    timed = [(prefetch.Build.of(KERNELS / s.source, arch, s.defines), s) for arch in launch for s in launched
-             if fits(s.source, arch)]
-    cubins = prefetch.builds(wanted + [b for b, _ in timed])
-    prefetch.timing_patches((cubins[b], s) for b, s in timed if b in cubins)
+    items = request.session.items
+    launched = specs.launched()
+    jobs = []  # (cubin cache folder, [(Build, spec or None)])
+    static = [b for i in items if i.get_closest_marker("static") for b in _static_builds(i, specs, launched)]
+    if static:
+        jobs.append((None, static))
+    if any(i.get_closest_marker("gpu") for i in items):
+        gpu = _gpu(request)
+        if gpu is not None:
+            arch, kernels, cache = gpu
+            # what the Runner launches: every launched build (the hypothesis examples draw from the
+            # same builds), the clock-read overhead kernel and the SM clock kernel
+            jobs.append((cache, [(prefetch.Build.of(kernels / "sm_clock_rate.cu", arch), None)]
+                         + [(prefetch.Build.of(kernels / s.source, arch, s.defines), s) for s in launched.values()
+                            if _fits(s.source, arch)]))
+    for cache, wanted in jobs:
+        cubins = prefetch.builds([b for b, _ in wanted], cache_dir=cache)
+        prefetch.timing_patches((cubins[b], s) for b, s in wanted if s is not None and b in cubins)

@@ -63,25 +63,32 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def _payload_sum(payload) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """The checksum :func:`write_json` stores: SHA-256 of the payload's JSON text as written."""
+    return hashlib.sha256(_dump(payload)).hexdigest()
+
+
+def _dump(payload) -> bytes:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
 
 
 def write_json(path: Path, payload) -> None:
-    """Store ``payload`` (JSON-serialisable) with its checksum."""
-    entry = {"format": FORMAT, "sha256": _payload_sum(payload), "payload": payload}
-    atomic_write(path, json.dumps(entry, separators=(",", ":")).encode())
+    """Store ``payload`` (JSON-serialisable) with its checksum: one header line, then the payload."""
+    body = _dump(payload)
+    header = {"format": FORMAT, "sha256": hashlib.sha256(body).hexdigest()}
+    atomic_write(path, json.dumps(header).encode() + b"\n" + body)
 
 
 def read_json(path: Path):
     """The payload stored by :func:`write_json`, or None where the entry is missing, unreadable,
     of another format, or does not match its checksum."""
     try:
-        entry = json.loads(path.read_bytes())
-        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        data = path.read_bytes()
+        head, sep, body = data.partition(b"\n")
+        header = json.loads(head)
+        if not sep or not isinstance(header, dict) or header.get("format") != FORMAT:
             return None
-        payload = entry["payload"]
-        if entry.get("sha256") != _payload_sum(payload):
+        if header.get("sha256") != hashlib.sha256(body).hexdigest():
             return None
-        return payload
-    except (OSError, ValueError, KeyError, TypeError):
+        return json.loads(body)
+    except (OSError, ValueError, TypeError):
         return None

@@ -20,6 +20,7 @@ Method (docs/method.md):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import statistics
@@ -99,7 +100,10 @@ class GpuInfo:
         return dataclasses.asdict(self)
 
 
+@functools.lru_cache(maxsize=None)
 def _nvml_handle(pci_bus_id: str):  # pragma: no mutate block  (GPU only)
+    """(pynvml, handle) for the GPU at ``pci_bus_id``, or (None, None) where NVML is absent. NVML is
+    initialised once per process and the handle kept: every measurement reads throttle reasons twice."""
     try:
         import pynvml
         pynvml.nvmlInit()

@@ -73,6 +73,14 @@ class PatchRefused(SassError):
     """A patch that cannot be made or cannot be verified; nothing was produced."""
 
 
+class ListingMismatch(SassError):
+    """nvdisasm printed words that are not the bytes it was given (at ``offset`` of the code)."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
 # ----------------------------------------------------------------------------------------------
 # control codes
 
@@ -90,16 +98,7 @@ class ControlCode:
 
     @classmethod
     def decode(cls, hi: int) -> ControlCode:
-        c = hi >> 41
-        wb, rb = (c >> 5) & 7, (c >> 8) & 7
-        return cls(
-            stall=c & 0xF,
-            yield_flag=((c >> 4) & 1) == 0,
-            write_barrier=None if wb == 7 else wb,
-            read_barrier=None if rb == 7 else rb,
-            wait_mask=(c >> 11) & 0x3F,
-            reuse=(c >> 17) & 0xF,
-        )
+        return _decode_control(cls, hi >> 41)
 
     def bits(self) -> int:
         for name, v, hi in (("stall", self.stall, 15), ("wait_mask", self.wait_mask, 63), ("reuse", self.reuse, 15)):
@@ -122,6 +121,21 @@ class ControlCode:
         rb = "-" if self.read_barrier is None else str(self.read_barrier)
         wb = "-" if self.write_barrier is None else str(self.write_barrier)
         return f"[B{waits}:R{rb}:W{wb}:{'Y' if self.yield_flag else '-'}:S{self.stall:02d}]"
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _decode_control(cls: type[ControlCode], c: int) -> ControlCode:
+    """The 23 control bits ``c`` decoded (a pure function of ``c``: kept, the region checks ask for
+    the same few codes millions of times)."""
+    wb, rb = (c >> 5) & 7, (c >> 8) & 7
+    return cls(
+        stall=c & 0xF,
+        yield_flag=((c >> 4) & 1) == 0,
+        write_barrier=None if wb == 7 else wb,
+        read_barrier=None if rb == 7 else rb,
+        wait_mask=(c >> 11) & 0x3F,
+        reuse=(c >> 17) & 0xF,
+    )
 
 
 def split_words(raw: bytes) -> tuple[int, int]:
@@ -323,9 +337,13 @@ _memo_lock = threading.Lock()
 
 
 def clear_memo() -> None:
-    """Forget the in-process listings (the disk cache stays)."""
+    """Forget everything kept in memory: listings, what Cubin() read off each ELF, decoded control
+    codes (the disk cache stays)."""
     with _memo_lock:
         _memo.clear()
+    with _elf_memo_lock:
+        _elf_memo.clear()
+    _decode_control.cache_clear()
 
 
 def _memo_get(key: str) -> tuple[Instruction, ...] | None:
@@ -354,14 +372,19 @@ def listing_path(key: str, arch: str) -> Path:
     return cache.subdir("sass") / "listings" / arch / f"{key}.json"
 
 
-def _words_problem(listing: Sequence[Instruction], code: bytes) -> str | None:
-    """Why ``listing`` is not a reading of ``code`` (offsets in order, every word equal), or None."""
+def _words_problem(listing: Sequence[Instruction], code: bytes) -> tuple[int, str] | None:
+    """Where and why ``listing`` is not a reading of ``code`` (offsets in order, every word equal)."""
+    n = len(listing)
+    if n * 16 == len(code) and all(i.offset == 16 * k for k, i in enumerate(listing)):
+        # the usual case, every instruction printed: all words compared at once
+        if struct.pack(f"<{2 * n}Q", *[w for i in listing for w in (i.lo, i.hi)]) == code:
+            return None
     last = -16
     for ins in listing:
         if ins.offset % 16 or ins.offset <= last or ins.offset + 16 > len(code):
-            return f"offset {ins.offset:#06x} is out of order or outside the {len(code)}-byte code"
+            return ins.offset, f"offset {ins.offset:#06x} is out of order or outside the {len(code)}-byte code"
         if ins.raw != code[ins.offset:ins.offset + 16]:
-            return f"the words at {ins.offset:#06x} differ from the code's bytes"
+            return ins.offset, f"the words at {ins.offset:#06x} differ from the code's bytes"
         last = ins.offset
     return None
 
@@ -444,6 +467,8 @@ def _disassemble_codes(codes: list[bytes], arch: str) -> list[list[Instruction]]
                 mine = None  # read this code again, alone
                 continue
             mine.append(Instruction(ins.offset - base, text, ins.lo, ins.hi))
+        if mine is not None and (not mine or _words_problem(mine, code)):
+            mine = None  # e.g. a code whose size is not a whole number of instructions: read it alone
         out.append(mine)
         base = end
     for n, listing in enumerate(out):
@@ -482,7 +507,7 @@ def code_listings(codes: Sequence[bytes], arch: str) -> list[list[Instruction]]:
         for key, listing in zip(todo_keys, _disassemble_codes([todo[k] for k in todo_keys], arch)):
             problem = _words_problem(listing, todo[key])
             if problem:
-                raise SassError(f"nvdisasm {nvdisasm_version()} ({arch}): {problem}")
+                raise ListingMismatch(f"nvdisasm {nvdisasm_version()} ({arch}): {problem[1]}", problem[0])
             found[key] = tuple(listing)
             if listing:  # an empty reading is an error for the caller; never cached
                 _memo_put(key, found[key])
@@ -508,24 +533,40 @@ class KernelInfo:
     protected_offsets: frozenset[int]  # listed in .nv.info.<name> or relocated: never patch
 
 
+#: sha256(cubin bytes) -> (arch from the ELF flags, kernels): what Cubin() reads off the ELF, kept for
+#: the process (the same bytes are wrapped again and again: every test, every patch's original).
+_elf_memo: dict[bytes, tuple[str, dict[str, KernelInfo]]] = {}
+_elf_memo_lock = threading.Lock()
+
+
 class Cubin:
     """A parsed cubin: its kernels, their code, register counts, and their SASS."""
 
     def __init__(self, data: bytes, arch: str | None = None, name: str = "<cubin>"):
         if data[:4] != b"\x7fELF":
             raise SassError(f"{name} is not an ELF file (first bytes {data[:4]!r}); expected a cubin")
+        self.data = bytes(data)
+        self.name = name
+        digest = hashlib.sha256(self.data).digest()
+        with _elf_memo_lock:
+            known = _elf_memo.get(digest)
+        self._elf_file: ELFFile | None = None
+        if known is not None:  # these very bytes were read before in this process: the same answer
+            flags_arch, kernels = known
+            self.arch = arch or flags_arch
+            self.kernels: dict[str, KernelInfo] = dict(kernels)
+            return
         try:
-            elf = ELFFile(io.BytesIO(data))
+            elf = ELFFile(io.BytesIO(self.data))
             machine = elf["e_machine"]
         except ELFError as exc:
             raise SassError(f"{name} is not a readable ELF: {exc}") from exc
         if machine not in ("EM_CUDA", EM_CUDA):
             raise SassError(f"{name} is an ELF for {machine}, not a CUDA cubin (EM_CUDA)")
-        self.data = bytes(data)
-        self.name = name
-        self._elf = elf
-        self.arch = arch or self._arch_from_flags(elf["e_flags"])
-        self.kernels: dict[str, KernelInfo] = {}
+        self._elf_file = elf
+        flags_arch = self._arch_from_flags(elf["e_flags"])
+        self.arch = arch or flags_arch
+        self.kernels = {}
         for sec in elf.iter_sections():
             if sec.name.startswith(".text."):
                 k = sec.name[len(".text."):]
@@ -536,6 +577,17 @@ class Cubin:
             if nvinfo is not None and nvinfo != info.register_count:
                 # sm_90 cubins from CUDA 13 leave sh_info's register byte at 0; .nv.info is authoritative.
                 self.kernels[k] = dataclasses.replace(info, register_count=nvinfo)
+        with _elf_memo_lock:
+            _elf_memo[digest] = (flags_arch, dict(self.kernels))
+            while len(_elf_memo) > _MEMO_MAX:
+                _elf_memo.pop(next(iter(_elf_memo)))
+
+    @property
+    def _elf(self) -> ELFFile:
+        """The parsed ELF (parsed again on demand where the kernels' facts came from the memo)."""
+        if self._elf_file is None:
+            self._elf_file = ELFFile(io.BytesIO(self.data))
+        return self._elf_file
 
     @staticmethod
     def _arch_from_flags(flags: int) -> str:
@@ -595,15 +647,33 @@ class Cubin:
         bytes), each line checked against the bytes in the ELF."""
         k = self.kernel(name)
         if len(self.kernels) > 1:  # the other kernels' code is read in the same nvdisasm run
-            code_listings([self.text(n) for n in self.kernels], self.arch)
-        instrs = code_listing(self.text(k.name), self.arch)
+            try:
+                code_listings([self.text(n) for n in self.kernels], self.arch)
+            except ListingMismatch:
+                pass  # said below if it is this kernel's
+        try:
+            instrs = code_listing(self.text(k.name), self.arch)
+        except ListingMismatch as exc:
+            raise SassError(f"nvdisasm's words at {exc.offset:#06x} of {k.name} differ from the cubin's bytes"
+                            ) from exc
         if not instrs:
             raise SassError(f"nvdisasm printed no instructions for kernel {k.name!r} of {self.name}")
-        text = self.text(k.name)
-        for ins in instrs:
-            if ins.raw != text[ins.offset:ins.offset + 16]:
-                raise SassError(f"nvdisasm's words at {ins.offset:#06x} of {k.name} differ from the cubin's bytes")
+        problem = _words_problem(instrs, self.text(k.name))
+        if problem:
+            raise SassError(f"nvdisasm's words at {problem[0]:#06x} of {k.name} differ from the cubin's bytes")
         return instrs
+
+
+def elf_listing(cubin: Cubin) -> dict[str, list[Instruction]]:
+    """nvdisasm's ELF-mode listing of the whole cubin (``-c -hex``: branch targets print as labels),
+    by kernel; not cached. :meth:`Cubin.instructions` reads raw mode instead, which batches."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin.data)
+        path = f.name
+    try:
+        return _parse_listing(_run_nvdisasm(["-c", "-hex"], path))
+    finally:
+        os.unlink(path)
 
 
 def _iter_nvinfo(data: bytes):
@@ -793,6 +863,8 @@ def _verify(before: list[Instruction], after: list[Instruction], planned: dict[i
 
     Unpatched instructions are compared by text too when both listings come from the same nvdisasm
     mode (raw-binary mode prints branch targets as absolute addresses, which shift between slices).
+    :func:`patch_many` still passes False, as it always has, although its listings are now rebased
+    to each code's start (:func:`code_listings`).
     """
     if [i.offset for i in before] != [i.offset for i in after]:
         raise PatchRefused(f"{kernel}: the patched code no longer disassembles instruction for instruction")

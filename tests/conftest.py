@@ -1,4 +1,10 @@
-"""The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder."""
+"""The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder
+(seeded from $GPUPROPS_TEST_CUBIN_SEED where set). SASS listings are cached by the code's bytes
+under $GPUPROPS_CACHE_DIR (sass.py), so a second run reads no SASS again. Before the first test,
+the builds the tests read are compiled in parallel and their SASS, and that of the patches they
+make, read in one nvdisasm batch per arch (``_prefetch``): the tests then find them in the caches
+and check exactly what they checked before.
+"""
 
 
 import os
@@ -11,6 +17,29 @@ from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
 
 pytest_plugins = ["pytester"]
+
+PLANTED = KERNELS.parent / "tests" / "planted"
+REGION_ARCHES = ["sm_80", "sm_86", "sm_90"]
+#: Below this many selected tests here, each test compiles and reads what it needs itself.
+_PREFETCH_MIN_TESTS = 20
+
+
+def pytest_sessionstart(session):
+    """Nothing read before this session answers in it: in-process memos start empty (a forked
+    process, as mutmut makes, would otherwise inherit them), and in a mutation run
+    ($GPUPROPS_TEST_CUBIN_SEED set) SASS listings are cached in a folder of this session only, so a
+    mutant of the sass layer is always run, never answered from an earlier listing."""
+    sass.clear_memo()
+    if os.environ.get("GPUPROPS_TEST_CUBIN_SEED"):
+        import tempfile
+        session.config._gpuprops_listings = tempfile.mkdtemp(prefix="gpuprops-listings-")
+        os.environ["GPUPROPS_CACHE_DIR"] = session.config._gpuprops_listings
+
+
+def pytest_sessionfinish(session):
+    folder = getattr(session.config, "_gpuprops_listings", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +58,71 @@ def build(cache_dir):
         c = compile_cuda(KERNELS / source, arch, defines, cache_dir=cache_dir)
         return sass.Cubin(c.cubin, arch, name=source)
     return _build
+
+
+def _builds():
+    """What test_sass, test_patch, test_region and test_cli compile (a build left out here is
+    compiled by its test as before, only not in the batch)."""
+    from pytest_gpuprops.prefetch import Build
+    out = []
+    for arch in PATCH_ARCHES:
+        out += [Build.of(KERNELS / "regbank_ffma.cu", arch, {"NFFMA": 8}),
+                Build.of(KERNELS / "smem_latency_st.cu", arch, {"UNROLL": 4}),
+                Build.of(KERNELS / "ffma.cu", arch, {"ILP": 1, "UNROLL": 8})]
+    for arch in REGION_ARCHES:
+        out += [Build.of(KERNELS / "smem_latency_ld.cu", arch, {"UNROLL": 4}),
+                Build.of(PLANTED / "dirty_start.cu", arch, include_dirs=[KERNELS]),
+                Build.of(PLANTED / "load_inside.cu", arch, include_dirs=[KERNELS])]
+    out += [Build.of(KERNELS / "smem_latency_ld.cu", "sm_90", {"UNROLL": 50}),
+            Build.of(KERNELS / "ffma.cu", "sm_90", {"ILP": 1, "UNROLL": 256}),
+            Build.of(KERNELS / "ffma.cu", "sm_90"),
+            Build.of(KERNELS / "clock_overhead.cu", "sm_90"),
+            Build.of(KERNELS / "hmma_16816.cu", "sm_86", {"ILP": 1})]
+    return out
+
+
+def _foreseen_patches(cubins):
+    """The patches test_patch.py and test_region.py make, planned as they plan them (a copy: if a
+    test changes its edits, its patch is read in its own nvdisasm run, as before, only slower)."""
+    E, reqs = sass.Edit, []
+    for b, cb in cubins.items():
+        k = next(iter(cb.kernels))
+        try:
+            ins = cb.instructions(k)
+            name = b.source.name
+            if name == "regbank_ffma.cu":
+                scratch = sass.ffma_destinations(ins)
+                body = [i for i in sass.timed_region(ins)[1] if i.base_opcode == "FFMA"]
+                for edits in ([E(body[0].offset, regs=(None, 8, 10, 16), reuse=0b011, stall=1, yield_flag=False)],
+                              [E(body[1].offset, regs=(None, sass.RZ, 9, 11), reuse=0b100, yield_flag=False)],
+                              sass.ffma_operand_edits(ins, 8, 10, 16, 0)[:1],
+                              *[sass.ffma_operand_edits(ins, *v) + sass.timing_edits(ins)
+                                for v in [(8, 10, 16, 0), (9, 9, 9, 3), (11, 13, 15, 1)]]):
+                    reqs.append((cb, k, edits, scratch))
+                continue
+            start, _, stop = sass.timed_region(ins)
+            if name == "smem_latency_st.cu":
+                reqs.append((cb, k, sass.chain_on_read_scoreboard(ins, "STS"), None))
+            elif name == "dirty_start.cu":
+                reqs.append((cb, k, [E(stop.offset, wait_mask=0x3F)], None))
+            elif name == "smem_latency_ld.cu":
+                reqs.append((cb, k, [E(start.offset, wait_mask=0x3F), E(stop.offset, wait_mask=0)], None))
+            if name in ("dirty_start.cu", "load_inside.cu", "smem_latency_ld.cu") or \
+                    (name == "ffma.cu" and dict(b.defines).get("UNROLL") == "8"):
+                reqs.append((cb, k, sass.timing_edits(ins), None))
+        except (sass.SassError, IndexError):
+            continue
+    return reqs
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prefetch(request, cache_dir):
+    here = [i for i in request.session.items if "tests" in i.path.parts and i.path.parent.name == "tests"]
+    if len(here) < _PREFETCH_MIN_TESTS:
+        return
+    from pytest_gpuprops import prefetch
+    cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
+    try:
+        sass.prefetch_patches(_foreseen_patches(cubins))
+    except sass.SassError:
+        pass  # nvdisasm missing: the tests that need it say so

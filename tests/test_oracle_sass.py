@@ -462,8 +462,13 @@ def fake_nvdisasm(tmp_path, monkeypatch, cache_dir):
 
     def run(mode):
         monkeypatch.setenv("FAKE_NVDISASM_MODE", mode)
+        # listings are cached by the code's bytes (in memory and under $GPUPROPS_CACHE_DIR): each
+        # mode must really ask the (fake) nvdisasm, so it gets an empty cache and an empty memory
+        monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path / "listings" / mode))
+        sass.clear_memo()
         return sass.Cubin(data, "sm_90", name="salted")
-    return run
+    yield run
+    sass.clear_memo()
 
 
 def test_listing_words_must_match_the_elf_bytes(fake_nvdisasm):

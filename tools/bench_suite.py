@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Suite benchmark -- a script, not a test: how long the suites take, cold and warm, and how a fact
+compares with building and running a standalone microbenchmark for it.
+
+    python tools/bench_suite.py --out docs/bench-cpu.md            # any machine
+    python tools/bench_suite.py --out docs/bench-device.md         # on the GPU machine: all parts
+
+Times, each cold (a fresh, empty $GPUPROPS_CACHE_DIR) then warm (the same command again):
+
+* the CPU suite: ``python -m pytest`` from the repository root (GPU tests skip without a GPU);
+* the static suite: ``pytest hwtests -m static``;
+* with a GPU: the GPU suite ``pytest hwtests -m "not static"`` (per-fact times from its JUnit XML)
+  and the full ``pytest hwtests``;
+* with a GPU and nvcc: the reference microbenchmarks tools/ref_lds_latency.cu and
+  tools/ref_smem_bandwidth.cu, each built with ``nvcc -O3 -arch=<GPU arch>`` and run, against our
+  time for the same fact (the comparison, not part of the suite).
+
+Every time is wall-clock seconds, with the CPU seconds the command's processes used beside it (on a
+shared machine the wall time depends on what else runs; the load average is printed). Prints a
+Markdown report and writes it to --out. Without a GPU the GPU parts are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # --root points it at another checkout (before/after)
+TOOLS = Path(__file__).resolve().parent
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+# Our facts that the reference programs also produce: (label, reference .cu, test id pattern, unit)
+SIDE_BY_SIDE = [
+    ("LDS latency (pointer chase)", "ref_lds_latency.cu", r"test_smem\.py::test_lds_latency\[500\]", "cycles"),
+    ("smem bandwidth (LDS float4, one block)", "ref_smem_bandwidth.cu",
+     r"test_smem\.py::test_smem_bandwidth\[.*float4.*lds.*\]|test_smem\.py::test_smem_bandwidth\[.*lds.*float4.*\]",
+     "B/clk"),
+]
+
+
+def run(cmd: list[str], env: dict | None = None, timeout: float = 3600) -> dict:
+    """Run ``cmd`` in the repository root; wall and CPU seconds (its processes), exit code, summary."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    summary = next((ln.strip("= ") for ln in reversed(lines)
+                    if re.search(r"\b(passed|failed|skipped|error|no tests ran)\b", ln)), lines[-1] if lines else "")
+    return {"wall": wall, "cpu": cpu, "rc": proc.returncode, "summary": summary, "stdout": proc.stdout,
+            "stderr": proc.stderr}
+
+
+def env_with_cache(cache: Path) -> dict:
+    env = dict(os.environ)
+    env["GPUPROPS_CACHE_DIR"] = str(cache)
+    return env
+
+
+def cold_and_warm(name: str, args: list[str], cache_root: Path, junit: bool = False) -> dict:
+    cache = cache_root / re.sub(r"\W+", "-", name)
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    out = {"name": name, "cmd": "pytest " + " ".join(args)}
+    for phase in ("cold", "warm"):
+        extra = [f"--junitxml={cache_root / (cache.name + '-' + phase + '.xml')}"] if junit else []
+        print(f"  {name}: {phase} ...", file=sys.stderr, flush=True)
+        r = run([*PYTEST, *args, *extra], env_with_cache(cache))
+        r["junit"] = extra[0].split("=", 1)[1] if junit else None
+        out[phase] = r
+        print(f"  {name}: {phase} {r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU: {r['summary']}", file=sys.stderr)
+    return out
+
+
+def junit_times(path: str | None) -> dict[str, float]:
+    """nodeid-like name -> seconds (setup + call + teardown, as JUnit's testcase time)."""
+    if not path or not Path(path).exists():
+        return {}
+    out = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        cls, name = case.get("classname", ""), case.get("name", "")
+        if case.find("skipped") is not None:
+            continue
+        mod = cls.replace(".", "/") + ".py" if cls else ""
+        out[f"{mod}::{name}"] = float(case.get("time", 0.0))
+    return out
+
+
+def gpu_status() -> tuple[str | None, str | None]:
+    """(reason there is no usable GPU or None, the GPU's arch or None), asked in a subprocess."""
+    code = ("from pytest_gpuprops import measure\n"
+            "r = measure.gpu_unavailable_reason()\n"
+            "print('NOGPU ' + r if r else 'ARCH ' + measure.gpu_info().arch + ' ' + measure.gpu_info().name)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    line = (proc.stdout.strip().splitlines() or [""])[-1]
+    if line.startswith("ARCH "):
+        parts = line.split(" ", 2)
+        return None, parts[1] + (f" ({parts[2]})" if len(parts) > 2 else "")
+    if line.startswith("NOGPU "):
+        return line[6:], None
+    return f"could not ask: {(proc.stderr.strip().splitlines() or ['?'])[-1]}", None
+
+
+def find_nvcc() -> str | None:
+    return shutil.which("nvcc") or next(iter(sorted(Path("/usr/local").glob("cuda*/bin/nvcc"), reverse=True)), None)
+
+
+def reference(cu: str, arch: str, work: Path) -> dict:
+    """Build tools/<cu> with nvcc -O3 -arch=<arch>, run it; seconds for each and the printed value."""
+    nvcc = find_nvcc()
+    exe = work / Path(cu).stem
+    build = run([str(nvcc), "-O3", f"-arch={arch}", str(TOOLS / cu), "-o", str(exe)])
+    if build["rc"] != 0:
+        return {"error": f"nvcc failed: {(build['stderr'].strip().splitlines() or ['?'])[-1]}"}
+    ran = run([str(exe)])
+    if ran["rc"] != 0:
+        return {"error": f"run failed: {(ran['stderr'].strip().splitlines() or ['?'])[-1]}"}
+    return {"build": build["wall"], "run": ran["wall"], "total": build["wall"] + ran["wall"],
+            "value": ran["stdout"].strip()}
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def load() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="write the Markdown report here too")
+    ap.add_argument("--skip", action="append", default=[], choices=["cpu", "static", "gpu", "full", "ref"],
+                    help="leave a part out (repeatable)")
+    ap.add_argument("--cache-root", help="where the fresh caches go (default: a temporary folder, removed)")
+    ap.add_argument("--arch", help="arch for the reference nvcc builds (default: the GPU's)")
+    ap.add_argument("--root", help="time the suites of this checkout instead (e.g. an exported older commit); "
+                                   "the reference .cu files still come from this script's folder")
+    a = ap.parse_args(argv)
+    global ROOT
+    here = ROOT
+    if a.root:
+        ROOT = Path(a.root).resolve()
+
+    tmp = Path(a.cache_root) if a.cache_root else Path(tempfile.mkdtemp(prefix="gpuprops-bench-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    no_gpu, gpu = gpu_status()
+    start_load = load()
+    print(f"bench: {ROOT}; {platform.node()}, {os.cpu_count()} CPUs, load {start_load}; "
+          f"GPU: {gpu or 'none (' + str(no_gpu) + ')'}", file=sys.stderr)
+    suites = []
+    try:
+        if "cpu" not in a.skip:
+            suites.append(cold_and_warm("CPU suite", [], tmp))
+        if "static" not in a.skip:
+            suites.append(cold_and_warm("static suite", ["hwtests", "-m", "static"], tmp))
+        gpu_suite = None
+        if gpu and "gpu" not in a.skip:
+            gpu_suite = cold_and_warm("GPU suite", ["hwtests", "-m", "not static"], tmp, junit=True)
+            suites.append(gpu_suite)
+        if gpu and "full" not in a.skip:
+            suites.append(cold_and_warm("full hwtests", ["hwtests"], tmp))
+
+        refs: list = []
+        nvcc = find_nvcc()
+        ref_arch = a.arch or (gpu.split()[0] if gpu else "sm_90")
+        ref_note = None
+        if "ref" in a.skip:
+            ref_note = "left out (--skip ref)"
+        elif not gpu:
+            ref_note = f"skipped: no GPU ({no_gpu})"
+        elif not nvcc:
+            ref_note = "skipped: nvcc not found (PATH, /usr/local/cuda*/bin)"
+        else:
+            warm_times = junit_times(gpu_suite["warm"]["junit"]) if gpu_suite else {}
+            for label, cu, pattern, unit in SIDE_BY_SIDE:
+                print(f"  reference {cu} ...", file=sys.stderr, flush=True)
+                ref = reference(cu, ref_arch, tmp)
+                ours = {k: v for k, v in warm_times.items() if re.search(pattern, k)}
+                node = next(iter(ours), None)
+                alone = None
+                if node:  # the same fact as one warm pytest process of its own (start-up included)
+                    cache = tmp / "GPU-suite"
+                    r = run([*PYTEST, node], env_with_cache(cache))
+                    alone = r["wall"] if r["rc"] == 0 else None
+                refs.append((label, cu, unit, ref, node, ours.get(node) if node else None, alone))
+        text = report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, ROOT if ROOT != here else None)
+    finally:
+        if not a.cache_root:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text)
+    return 0 if all(s[p]["rc"] in (0, 5) for s in suites for p in ("cold", "warm")) else 1
+
+
+def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root=None) -> str:
+    what = f" of `{other_root}`" if other_root else ""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    md = [f"### Suite timings{what} ({dt.date.today().isoformat()}{', commit ' + commit if commit else ''})", "",
+          f"Machine: `{platform.node()}`, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"load average (1/5/15 min) {start_load} at the start, {load()} at the end. "
+          f"GPU: {gpu or 'none -- ' + str(no_gpu)}."
+          + (" PYTHONDONTWRITEBYTECODE is set: every run compiles Python sources (and pytest rewrites "
+             "assertions) from scratch." if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""), "",
+          "| suite | command | cold wall s | cold CPU s | warm wall s | warm CPU s | result (warm) |",
+          "|---|---|---:|---:|---:|---:|---|"]
+    for s in suites:
+        md.append(f"| {s['name']} | `{s['cmd'] or 'pytest'}` | {fmt(s['cold']['wall'])} | {fmt(s['cold']['cpu'])} | "
+                  f"{fmt(s['warm']['wall'])} | {fmt(s['warm']['cpu'])} | {s['warm']['summary']} |")
+    if not gpu:
+        md += ["", f"GPU suite, full `pytest hwtests` and per-fact times: skipped, no GPU ({no_gpu})."]
+    gpu_suite = next((s for s in suites if s["name"] == "GPU suite"), None)
+    if gpu_suite:
+        times = junit_times(gpu_suite["warm"]["junit"])
+        cold_times = junit_times(gpu_suite["cold"]["junit"])
+        md += ["", "#### Per fact, GPU suite (JUnit testcase time: setup + call + teardown)", "",
+               "| test | cold s | warm s |", "|---|---:|---:|"]
+        for k, v in sorted(times.items(), key=lambda kv: -kv[1]):
+            md.append(f"| `{k}` | {fmt(cold_times.get(k), 2)} | {fmt(v, 2)} |")
+    md += ["", "#### Side by side: our fact against nvcc build + run of a standalone .cu", ""]
+    if ref_note:
+        md.append(f"Reference builds {ref_note}.")
+    else:
+        md += [f"Reference: `nvcc -O3 -arch={ref_arch} tools/<file>.cu` then run it (tools/ref_*.cu are the "
+               "comparison, not part of the suite). Ours: the fact's test in the warm GPU suite (JUnit time), "
+               "and the same test as a warm `pytest <test>` process of its own.", "",
+               "| fact | reference | nvcc build s | run s | build + run s | value printed | our test | ours in suite s "
+               "| ours alone s | build + run / ours in suite |",
+               "|---|---|---:|---:|---:|---|---|---:|---:|---:|"]
+        for label, cu, unit, ref, node, ours, alone in refs:
+            if "error" in ref:
+                md.append(f"| {label} | `{cu}` | {ref['error']} | | | | `{node}` | {fmt(ours, 2)} | {fmt(alone, 2)} | |")
+                continue
+            ratio = f"{ref['total'] / ours:.0f}x" if ours else "-"
+            md.append(f"| {label} | `{cu}` | {fmt(ref['build'], 2)} | {fmt(ref['run'], 2)} | {fmt(ref['total'], 2)} | "
+                      f"{ref['value']} {unit} | `{node}` | {fmt(ours, 2)} | {fmt(alone, 2)} | {ratio} |")
+    return "\n".join(md) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
