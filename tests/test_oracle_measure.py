@@ -5,6 +5,7 @@ comment beside it, not by calling the function under test."""
 import math
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -286,3 +287,38 @@ def test_build_for_timing_applies_the_specs_own_edits(build):
     assert len(ffma) == 8 and all(i.operands[1:] == ["R8.reuse", "R10", "R16"] for i in ffma)
     assert start.control.wait_mask == stop.control.wait_mask == 0x3F
     assert sass.Cubin(data, "sm_90").instructions("regbank_ffma") == ins
+
+
+def test_the_default_gpu_is_index_0(monkeypatch):
+    _fake_cupy(monkeypatch, 1)
+    assert measure.gpu_unavailable_reason() is None
+    assert measure.gpu_unavailable_reason(1) == "--gpu 1 asked for but only 1 GPU(s) are visible"
+
+
+def test_exact_messages():
+    with pytest.raises(ValueError, match="^no clock pairs: the launch had no warps$"):
+        launch_value([], 0.0, 1.0, "warp")
+
+
+def test_ncu_search_order(monkeypatch, tmp_path):
+    import glob
+    monkeypatch.delenv("GPUPROPS_NCU", raising=False)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text("")
+    (bin_dir / "ncu").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert measure.find_ncu() == str(bin_dir / "ncu")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    opt = ["/opt/nvidia/nsight-compute/2025.1/ncu", "/opt/nvidia/nsight-compute/2026.3/ncu"]
+    monkeypatch.setattr(glob, "glob", lambda p: opt if p == "/opt/nvidia/nsight-compute/*/ncu" else ["/usr/x/ncu"])
+    assert measure.find_ncu() == "/opt/nvidia/nsight-compute/2026.3/ncu"  # the newest Nsight Compute
+    assert measure.ncu_unavailable_reason() is None
+    monkeypatch.setattr(glob, "glob", lambda p: [])
+    assert measure.ncu_unavailable_reason() == "Nsight Compute (ncu) is not on PATH (set GPUPROPS_NCU to its path)"
+
+
+def test_gpu_lock_defaults_to_the_temp_folder(monkeypatch):
+    import tempfile
+    monkeypatch.delenv("GPUPROPS_LOCK_DIR", raising=False)
+    assert measure.gpu_lock(0).lock_file == str(Path(tempfile.gettempdir()) / "gpuprops-gpu0.lock")
