@@ -268,3 +268,11 @@ def test_write_facts_round_trip_force_and_folders(tmp_path):
 ])
 def test_default_tolerance(unit, value, noise, tol):
     assert F.default_tolerance(unit, value, noise) == pytest.approx(tol)
+
+
+def test_unrecorded_arch_message_exactly():
+    with pytest.raises(F.MissingFacts) as e:
+        F.load_facts("sm_75")
+    assert str(e.value) == ("no facts recorded for sm_75 (packaged: sm_80, sm_86, sm_89, sm_90); run 'pytest hwtests "
+                            "--gpuprops-record sm_75.toml' on a sm_75 GPU to record them, then review and pass it "
+                            "with --gpuprops-facts")

@@ -192,3 +192,82 @@ def test_plots_need_matplotlib(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(report.PlotsUnavailable, match=r"pip install 'pytest-gpuprops\[plots\]'"):
         report._plt()
+
+
+def _png_size(path):
+    import struct
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_hmma_plot_style(tmp_path, drawn):
+    import matplotlib.colors as mcolors
+    p = report.plot_hmma([{"ilp": 1, "warps": 1, "cycles": 24.0}], 6.0, tmp_path / "h.png", "t")
+    ax = drawn[0].axes[0]
+    assert _png_size(p) == (704, 462)  # 6.4 x 4.2 inches at 110 dpi
+    data, floor = ax.get_lines()
+    assert data.get_marker() == "o"
+    assert (floor.get_linestyle(), floor.get_linewidth(), mcolors.to_hex(floor.get_color())) == ("--", 1.0, "#000000")
+    assert ax.get_ylabel() == "cycles per HMMA.16816.F32 per SMSP"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 warp(s)/SMSP", "pipe floor 6.00"]
+    assert ax.xaxis.get_gridlines()[0].get_visible() and ax.xaxis.get_gridlines()[0].get_alpha() == 0.3
+
+
+def test_regbank_plot_style(tmp_path, drawn):
+    p = report.plot_regbank({(8, 10): 3.0, (9, 11): 2.0}, 16, tmp_path / "r.png", "title")
+    fig = drawn[0]
+    ax = fig.axes[0]
+    assert _png_size(p) == (704, 594)  # 6.4 x 5.4 inches at 110 dpi
+    im = ax.get_images()[0]
+    assert im.origin == "lower" and im.get_cmap().name == "viridis"
+    assert len(fig.axes) == 2 and fig.axes[1].get_label() == "<colorbar>"  # the colour bar beside the map
+    assert [t.get_rotation() for t in ax.get_xticklabels()] == [90.0, 90.0]
+    assert {t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels()} == {7.0}
+    assert ax.get_title() == "title\nFFMA Rd, Ra, Rb, R16 (no reuse): cycles per FFMA"
+
+
+def test_bandwidth_plot_style(tmp_path, drawn):
+    import matplotlib.colors as mcolors
+    p = report.plot_bandwidth({"STS float": 127.0}, 128.0, tmp_path / "b.png", "title")
+    ax = drawn[0].axes[0]
+    assert _png_size(p) == (704, 440)  # 6.4 x 4.0 inches at 110 dpi
+    assert mcolors.to_hex(ax.patches[0].get_facecolor()) == mcolors.to_hex("tab:blue")
+    (peak,) = ax.get_lines()
+    assert (peak.get_linestyle(), peak.get_linewidth(), mcolors.to_hex(peak.get_color())) == ("--", 1.0, "#000000")
+    assert ax.get_ylabel() == "bytes per cycle per SM" and ax.get_title() == "title"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["theory 128 B/clk"]
+
+
+def test_markdown_document_exactly():
+    v = Verdict("lds", "sm_90", FAIL, "23 ± 0.5 cycles", 30.0, "30.000 cycles", "cycles", "chase", "seeds")
+    md = report.markdown([v], {"arch": "sm_90", "gpu": {"name": "G"}})
+    assert md == "\n".join([
+        "# gpuprops report: G (sm_90)",
+        "",
+        "- gpu: name=G",
+        "",
+        report.table([v], fmt="github"),
+        "",
+        "## Not passing",
+        "",
+        "```",
+        v.message(),
+        "```",
+        "",
+    ])
+
+
+def test_table_default_format_is_simple():
+    vs = _verdicts()
+    assert report.table(vs) == report.table(vs, fmt="simple")
+    assert report.table(vs, fmt="github").startswith("| fact")
+
+
+def test_write_reports_exact_json_and_deep_folders(tmp_path):
+    import datetime
+    out = tmp_path / "a" / "b" / "r.json"
+    meta = {"date": datetime.date(2026, 1, 2), "arch": "sm_90"}
+    report.write_reports(out, _verdicts()[:1], meta)
+    assert out.read_text() == json.dumps(report.to_json(_verdicts()[:1], meta), indent=1, default=str)
+    assert json.loads(out.read_text())["meta"]["date"] == "2026-01-02"

@@ -661,3 +661,64 @@ def test_region_mismatch_by_hand():
     assert sass.region_mismatch(mem, {"FFMA": 1}, other_allowed=5) == [
         "memory accesses the fact does not intend: ATOMS.ADD, LDG.E, STS"]
     assert sass.region_mismatch(mem, {"FFMA": 1, "LDG.E": 1, "STS": 1, "ATOMS.ADD": 1}) == []
+
+
+@pytest.mark.parametrize("layout", ["nvidia/cu13/bin", "nvidia/cuda_nvdisasm/bin", "nvidia/cu12/bin"])
+def test_nvdisasm_from_each_pip_layout(tmp_path, monkeypatch, layout):
+    monkeypatch.delenv("GPUPROPS_NVDISASM", raising=False)
+    d = tmp_path / "site" / layout
+    d.mkdir(parents=True)
+    (d / "nvdisasm").write_text("")
+    (d / "nvdisasm").chmod(0o755)
+    monkeypatch.setattr(sass.sys, "path", [str(tmp_path / "empty"), str(tmp_path / "site")])
+    assert sass.find_nvdisasm() == str(d / "nvdisasm")
+
+
+VERSION = """#!/bin/sh
+echo "nvdisasm: NVIDIA (R) CUDA disassembler"
+echo "{line}"
+{tail}
+"""
+
+
+@pytest.mark.parametrize("line, version", [("Cuda compilation tools, release 13.5, V13.5.37", "13.5"),
+                                           ("Cuda compilation tools, release 12.10, V12.10.1", "12.10"),
+                                           ("no release here", "unknown")])
+def test_nvdisasm_version(tmp_path, monkeypatch, line, version):
+    f = tmp_path / "nvdisasm"
+    f.write_text(VERSION.format(line=line, tail=""))
+    f.chmod(0o755)
+    monkeypatch.setenv("GPUPROPS_NVDISASM", str(f))
+    sass.nvdisasm_version.cache_clear()
+    try:
+        assert sass.nvdisasm_version() == version
+    finally:
+        sass.nvdisasm_version.cache_clear()
+
+
+def test_a_failure_reported_on_stdout_only_is_still_reported(tmp_path, monkeypatch):
+    f = tmp_path / "nvdisasm"
+    f.write_text(VERSION.format(line="release 13.5", tail='case "$1" in --version) exit 0;; esac\n'
+                                                         'echo "only on stdout"; exit 1'))
+    f.chmod(0o755)
+    monkeypatch.setenv("GPUPROPS_NVDISASM", str(f))
+    sass.nvdisasm_version.cache_clear()
+    try:
+        with pytest.raises(sass.SassError, match=r"nvdisasm 13.5 failed on \S+\.bin: nvdisasm: NVIDIA \(R\) CUDA "
+                                                 r"disassembler\nrelease 13.5\nonly on stdout"):
+            sass.disassemble_raw(bytes(16), "sm_90")
+    finally:
+        sass.nvdisasm_version.cache_clear()
+
+
+def test_default_cubin_name_in_messages():
+    with pytest.raises(sass.SassError, match="^<cubin> is not an ELF file"):
+        sass.Cubin(b"nope")
+
+
+def test_instructions_leave_no_temporary_file(build, tmp_path, monkeypatch):
+    import tempfile
+    data = build("clock_overhead.cu", "sm_90").data
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert sass.Cubin(data, "sm_90").instructions()
+    assert os.listdir(tmp_path) == []
