@@ -5,6 +5,7 @@ work on given numbers. The plugin is driven through pytester with a fake GPU whe
 import json
 
 import pytest
+from gp_testing import fake_gpu_conftest
 
 from pytest_gpuprops import assertions as A
 from pytest_gpuprops import facts as F
@@ -111,22 +112,7 @@ def test_results_round_trip_through_json():
 
 # -- through the plugin ------------------------------------------------------------------------
 
-FAKE_GPUS = '''
-import pytest
-from pytest_gpuprops import measure
-
-_mp = pytest.MonkeyPatch()
-
-def pytest_configure(config):
-    _mp.setattr(measure, "gpu_unavailable_reason", lambda index=0: None)
-    _mp.setattr(measure, "visible_gpu_count", lambda: 2)
-    _mp.setattr(measure, "gpu_info", lambda index=0: measure.GpuInfo(
-        index, "Fake GPU", "sm_90", 132, "580.0", "13.0", "13.0", f"0000:0{index}:00.0", 1980,
-        f"GPU-0000000{index}-0000-0000-0000-000000000000", "node1"))
-
-def pytest_unconfigure(config):
-    _mp.undo()
-'''
+FAKE_GPUS = fake_gpu_conftest(count=2)
 
 # Each "measurement" reads the next value from a list; re-measuring reads the next one. SHIFT adds to
 # GPU 1's values: the test-only hook that plants an outlier.
