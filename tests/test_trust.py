@@ -331,3 +331,33 @@ def test_a_fact_not_recorded_for_this_arch_skips_saying_how_to_record_it(pyteste
     r = pytester.runpytest_inprocess("-rs")
     r.assert_outcomes(skipped=1)
     r.stdout.fnmatch_lines(["gpuprops: 1 SKIPPED", "*no fact 'not_yet_recorded_cycles' for sm_90*--gpuprops-record*"])
+
+
+UNCLEAN_RUNNER = '''
+import pytest
+from pytest_gpuprops import measure
+
+class _Runner:
+    def __init__(self, *a, **k):
+        pass
+    def measure(self, name, spec, **kw):
+        raise measure.UncleanRegion("regbank on ARCH: the timed region does not hold what the fact measures: LDCU")
+
+def pytest_sessionstart(session):
+    _mp.setattr(measure, "Runner", _Runner)
+
+@pytest.mark.gpu
+def test_regbank(gpuprops):
+    gpuprops.measure("x", measure.KernelSpec("k.cu", "k"), divisor=1)
+'''
+
+
+@pytest.mark.parametrize("arch, outcome", [("sm_100", "skipped"), ("sm_90", "failed")])
+def test_an_unclean_region_skips_on_a_new_arch_and_fails_on_a_known_one(pytester, arch, outcome):
+    conftest = fake_gpu_conftest(arch) + UNCLEAN_RUNNER.split("@pytest.mark.gpu")[0].replace("ARCH", arch)
+    pytester.makeconftest(conftest)
+    pytester.makepyfile("import pytest\nfrom pytest_gpuprops import measure\n\n@pytest.mark.gpu"
+                        + UNCLEAN_RUNNER.split("@pytest.mark.gpu")[1])
+    r = pytester.runpytest_inprocess("-rs")
+    r.assert_outcomes(**{outcome: 1})
+    r.stdout.fnmatch_lines(["*LDCU*"])
