@@ -207,10 +207,38 @@ def test_archs_nvdisasm_cannot_read(arch):
         C.check_arch(arch)
 
 
-@pytest.mark.parametrize("arch", ["sm_100", "sm_74", "sm_90b", "banana", "sm_7"])
-def test_unknown_archs(arch):
-    with pytest.raises(C.ArchError, match=f"unknown or unsupported arch '{arch}'; expected one of sm_75, sm_80"):
+_NOT_AN_ARCH = ("is not an arch name; expected sm_NN with an optional suffix: a (arch-specific, sm_90a and newer) "
+                "or f (family, sm_100f and newer), e.g. sm_86, sm_90, sm_90a, sm_100, sm_120f")
+_TOO_OLD = ("is older than sm_75: nvdisasm 13 (pip package nvidia-cuda-nvdisasm) refuses sm_70 and older, so its SASS "
+            "cannot be read or verified. Use sm_75 or newer (tested: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a).")
+
+
+_ARCH_CASES = [
+    ("sm_100", None),  # any sm_NN >= sm_75 that NVRTC compiles for is accepted
+    ("sm_74", f"arch 'sm_74' {_TOO_OLD}"),
+    ("sm_90b", f"'sm_90b' {_NOT_AN_ARCH}"),
+    ("banana", f"'banana' {_NOT_AN_ARCH}"),
+    ("sm_7", f"arch 'sm_7' {_TOO_OLD}"),
+    ("sm_80a", "arch 'sm_80a': arch-specific 'a' variants exist from sm_90 on (sm_90a); use sm_80"),
+    ("sm_90f", "arch 'sm_90f': family 'f' variants exist from sm_100 on (sm_100f); use sm_90"),
+    ("sm_99", "arch 'sm_99': nvrtc 13.5 cannot compile for sm_99; it compiles for sm_75, sm_80, sm_86, sm_90, sm_100, "
+              "sm_120 (with suffixes: sm_90a; sm_100a, sm_100f and newer). A newer NVRTC (pip install -U "
+              "nvidia-cuda-nvrtc) may know it"),
+]
+
+
+@pytest.mark.parametrize("arch, message", _ARCH_CASES, ids=[arch for arch, _ in _ARCH_CASES])
+def test_unknown_archs(monkeypatch, arch, message):
+    """Names, old archs and misplaced suffixes are refused by form; a well-formed arch by whether this
+    NVRTC compiles for it (here a stand-in NVRTC that knows the numbers below)."""
+    monkeypatch.setattr(C, "nvrtc_arches", lambda: (70, 75, 80, 86, 90, 100, 120))
+    monkeypatch.setattr(C, "compiler_version", lambda backend="nvrtc": "nvrtc 13.5")
+    if message is None:
+        assert C.check_arch(arch) == arch
+        return
+    with pytest.raises(C.ArchError) as e:
         C.check_arch(arch)
+    assert str(e.value) == message
 
 
 def test_compile_errors_name_the_options(tmp_path):

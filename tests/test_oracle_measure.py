@@ -216,10 +216,16 @@ def test_gpu_info_as_dict():
     info = measure.GpuInfo(1, "G", "sm_90", 132, "580.1", "13.0", "13.1", "0000:01:00.0", 1980)
     assert info.as_dict() == {"index": 1, "name": "G", "arch": "sm_90", "sm_count": 132, "driver_version": "580.1",
                               "cuda_driver_version": "13.0", "cuda_runtime_version": "13.1",
-                              "pci_bus_id": "0000:01:00.0", "max_sm_clock_mhz": 1980}
+                              "pci_bus_id": "0000:01:00.0", "max_sm_clock_mhz": 1980, "uuid": "", "host": ""}
+    node = measure.GpuInfo(2, "G", "sm_90", 132, "580.1", "13.0", "13.1", "0000:02:00.0", None, "GPU-abc", "node1")
+    assert node.as_dict()["uuid"] == "GPU-abc" and node.as_dict()["host"] == "node1"
+    # what a verdict carries to say which GPU measured it
+    assert node.identity() == {"index": 2, "name": "G", "uuid": "GPU-abc", "pci_bus_id": "0000:02:00.0",
+                               "host": "node1"}
 
 
-def _fake_cupy(monkeypatch, count):
+def _fake_cupy(monkeypatch, count, cc="90"):
+    """A stand-in CuPy that sees ``count`` GPUs, each of compute capability ``cc`` (as CuPy spells it)."""
     rt = types.SimpleNamespace()
     if isinstance(count, Exception):
         def get():
@@ -228,7 +234,7 @@ def _fake_cupy(monkeypatch, count):
     else:
         rt.getDeviceCount = lambda: count
     fake = types.ModuleType("cupy")
-    fake.cuda = types.SimpleNamespace(runtime=rt)
+    fake.cuda = types.SimpleNamespace(runtime=rt, Device=lambda index: types.SimpleNamespace(compute_capability=cc))
     monkeypatch.setitem(sys.modules, "cupy", fake)
 
 
@@ -246,6 +252,12 @@ def test_gpu_unavailable_reasons(monkeypatch):
     assert measure.gpu_unavailable_reason(2) == "--gpu 2 asked for but only 2 GPU(s) are visible"
     assert measure.gpu_unavailable_reason(1) is None
     assert measure.gpu_unavailable_reason() is None
+    # a GPU nothing can be compiled for here: every fact would skip with this
+    _fake_cupy(monkeypatch, 1, cc="70")
+    assert measure.gpu_unavailable_reason() == (
+        "GPU 0 is sm_70, which cannot be compiled for here: arch 'sm_70' is older than sm_75: nvdisasm 13 (pip "
+        "package nvidia-cuda-nvdisasm) refuses sm_70 and older, so its SASS cannot be read or verified. Use sm_75 or "
+        "newer (tested: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a).")
 
 
 def test_gpu_lock_is_a_file_lock_per_gpu(monkeypatch, tmp_path):

@@ -689,11 +689,14 @@ def test_nvdisasm_version(tmp_path, monkeypatch, line, version):
     f.write_text(VERSION.format(line=line, tail=""))
     f.chmod(0o755)
     monkeypatch.setenv("GPUPROPS_NVDISASM", str(f))
-    sass.nvdisasm_version.cache_clear()
+    # the version is kept per binary (path, mtime, size), in memory and on disk: a fresh cache folder
+    # and memo, so this stand-in's own answer is what is read
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path / "cache"))
+    sass._nvdisasm_identity_of.cache_clear()
     try:
         assert sass.nvdisasm_version() == version
     finally:
-        sass.nvdisasm_version.cache_clear()
+        sass._nvdisasm_identity_of.cache_clear()
 
 
 def test_a_failure_reported_on_stdout_only_is_still_reported(tmp_path, monkeypatch):
@@ -702,13 +705,14 @@ def test_a_failure_reported_on_stdout_only_is_still_reported(tmp_path, monkeypat
                                                          'echo "only on stdout"; exit 1'))
     f.chmod(0o755)
     monkeypatch.setenv("GPUPROPS_NVDISASM", str(f))
-    sass.nvdisasm_version.cache_clear()
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path / "cache"))
+    sass._nvdisasm_identity_of.cache_clear()
     try:
         with pytest.raises(sass.SassError, match=r"nvdisasm 13.5 failed on \S+\.bin: nvdisasm: NVIDIA \(R\) CUDA "
                                                  r"disassembler\nrelease 13.5\nonly on stdout"):
             sass.disassemble_raw(bytes(16), "sm_90")
     finally:
-        sass.nvdisasm_version.cache_clear()
+        sass._nvdisasm_identity_of.cache_clear()
 
 
 def test_default_cubin_name_in_messages():
