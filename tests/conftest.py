@@ -14,7 +14,7 @@ import pytest
 from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 
 from pytest_gpuprops import sass
-from pytest_gpuprops.compile import compile_cuda
+from pytest_gpuprops.compile import compile_cuda, default_cache_dir
 
 pytest_plugins = ["pytester"]
 
@@ -48,6 +48,15 @@ def cache_dir(tmp_path_factory):
     seed = os.environ.get("GPUPROPS_TEST_CUBIN_SEED")  # a warm cache to start from (tools/mutation.sh)
     if seed and os.path.isdir(seed):
         shutil.copytree(seed, path, dirs_exist_ok=True)
+    else:
+        # Tests that point $GPUPROPS_CACHE_DIR here still find the SASS listings already read (they
+        # are keyed by the code's bytes and checked against them on every read): share that folder.
+        listings = default_cache_dir() / "sass"
+        try:
+            listings.mkdir(parents=True, exist_ok=True)
+            (path / "sass").symlink_to(listings, target_is_directory=True)
+        except OSError:
+            pass  # no symlinks here: those tests read their listings again
     return path
 
 
