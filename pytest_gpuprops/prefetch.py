@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import cache, sass
 from . import compile as gp_compile
-from . import sass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,15 +40,21 @@ def workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None) -> dict[Build, sass.Cubin]:
+def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
+                copy_to: str | Path | None = None) -> dict[Build, sass.Cubin]:
     """Compile every build (cache hits cost a file read) in parallel; a build that fails to compile
-    is left out (the test that needs it compiles it again and reports the error itself)."""
+    is left out (the test that needs it compiles it again and reports the error itself).
+    ``copy_to``: also put each build's cache entry (cubin and metadata) in that cubin folder."""
     todo = list(dict.fromkeys(builds))
 
     def one(b: Build):
         try:
             c = gp_compile.compile_cuda(b.source, b.arch, dict(b.defines), include_dirs=list(b.include_dirs),
                                         cache_dir=cache_dir)
+            if copy_to is not None:
+                for f in (c.path, c.path.with_suffix(".json")):
+                    if f.exists() and not (Path(copy_to) / f.name).exists():
+                        cache.atomic_write(Path(copy_to) / f.name, f.read_bytes())
             return b, sass.Cubin(c.cubin, b.arch, name=b.source.name)
         except Exception:  # reported where the build is used, not here
             return b, None
@@ -61,9 +67,10 @@ def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None)
     return {b: cb for b, cb in done if cb is not None}
 
 
-def builds(builds: Iterable[Build], *, cache_dir: str | Path | None = None) -> dict[Build, sass.Cubin]:
+def builds(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
+           copy_to: str | Path | None = None) -> dict[Build, sass.Cubin]:
     """Compile ``builds`` in parallel and read all their kernels' SASS, one nvdisasm batch per arch."""
-    cubins = compile_all(builds, cache_dir=cache_dir)
+    cubins = compile_all(builds, cache_dir=cache_dir, copy_to=copy_to)
     try:
         sass.prefetch(cubins.values())
     except sass.SassError:

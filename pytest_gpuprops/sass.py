@@ -395,12 +395,24 @@ def _disk_get(key: str, code: bytes, arch: str, build: str) -> tuple[Instruction
         if (payload["mode"], payload["format"], payload["arch"], payload["nvdisasm"], payload["code_sha256"]) != \
                 (LISTING_MODE, _LISTING_FORMAT, arch, build, hashlib.sha256(code).hexdigest()):
             return None
-        listing = tuple(Instruction(int(o), str(t), int(lo), int(hi)) for o, t, lo, hi in payload["instructions"])
-    except (TypeError, KeyError, ValueError):
+        rows = payload["instructions"]
+        if not all(type(o) is int and type(t) is str and type(lo) is int and type(hi) is int
+                   for o, t, lo, hi in rows):
+            return None
+        listing = tuple(_instruction(*row) for row in rows)
+        if not listing or _words_problem(listing, code):
+            return None
+    except (TypeError, KeyError, ValueError, struct.error):
         return None  # missing, corrupt or of another kind: recomputed and rewritten by the caller
-    if not listing or _words_problem(listing, code):
-        return None
     return listing
+
+
+def _instruction(offset: int, text: str, lo: int, hi: int) -> Instruction:
+    """Instruction(offset, text, lo, hi), built without the frozen dataclass's per-field checks
+    (hundreds of thousands are read back from the disk cache in a warm run)."""
+    ins = object.__new__(Instruction)
+    ins.__dict__.update(offset=offset, text=text, lo=lo, hi=hi)
+    return ins
 
 
 def _disk_put(key: str, listing: tuple[Instruction, ...], code: bytes, arch: str, build: str) -> None:

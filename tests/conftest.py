@@ -1,9 +1,10 @@
 """The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder
 (seeded from $GPUPROPS_TEST_CUBIN_SEED where set). SASS listings are cached by the code's bytes
 under $GPUPROPS_CACHE_DIR (sass.py), so a second run reads no SASS again. Before the first test,
-the builds the tests read are compiled in parallel and their SASS, and that of the patches they
-make, read in one nvdisasm batch per arch (``_prefetch``): the tests then find them in the caches
-and check exactly what they checked before.
+the builds the tests read are compiled in parallel (into the persistent cubin cache, then copied
+into the session's folder) and their SASS, and that of the patches they make, read in one nvdisasm
+batch per arch (``_prefetch``): the tests then find them in the caches and check exactly what they
+checked before.
 """
 
 
@@ -14,7 +15,7 @@ import pytest
 from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 
 from pytest_gpuprops import sass
-from pytest_gpuprops.compile import compile_cuda
+from pytest_gpuprops.compile import compile_cuda, default_cache_dir
 
 pytest_plugins = ["pytester"]
 
@@ -48,6 +49,15 @@ def cache_dir(tmp_path_factory):
     seed = os.environ.get("GPUPROPS_TEST_CUBIN_SEED")  # a warm cache to start from (tools/mutation.sh)
     if seed and os.path.isdir(seed):
         shutil.copytree(seed, path, dirs_exist_ok=True)
+    else:
+        # Tests that point $GPUPROPS_CACHE_DIR here still find the SASS listings already read (they
+        # are keyed by the code's bytes and checked against them on every read): share that folder.
+        listings = default_cache_dir() / "sass"
+        try:
+            listings.mkdir(parents=True, exist_ok=True)
+            (path / "sass").symlink_to(listings, target_is_directory=True)
+        except OSError:
+            pass  # no symlinks here: those tests read their listings again
     return path
 
 
@@ -121,7 +131,10 @@ def _prefetch(request, cache_dir):
     if len(here) < _PREFETCH_MIN_TESTS:
         return
     from pytest_gpuprops import prefetch
-    cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
+    if os.environ.get("GPUPROPS_TEST_CUBIN_SEED"):
+        cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
+    else:  # compiled once into the persistent cubin cache, copied into this session's folder
+        cubins = prefetch.builds(_builds(), cache_dir=default_cache_dir(), copy_to=cache_dir)
     try:
         sass.prefetch_patches(_foreseen_patches(cubins))
     except sass.SassError:

@@ -28,6 +28,7 @@ import os
 import platform
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,9 +65,16 @@ def run(cmd: list[str], env: dict | None = None, timeout: float = 3600) -> dict:
             "stderr": proc.stderr}
 
 
+#: --pycache: where the timed processes may write bytecode (None: the environment decides)
+PYCACHE: Path | None = None
+
+
 def env_with_cache(cache: Path) -> dict:
     env = dict(os.environ)
     env["GPUPROPS_CACHE_DIR"] = str(cache)
+    if PYCACHE is not None:  # as Python does by default: compile each source once, not every process
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     return env
 
 
@@ -74,7 +82,7 @@ def cold_and_warm(name: str, args: list[str], cache_root: Path, junit: bool = Fa
     cache = cache_root / re.sub(r"\W+", "-", name)
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True)
-    out = {"name": name, "cmd": "pytest " + " ".join(args)}
+    out = {"name": name, "cmd": shlex.join(["pytest", *args])}
     for phase in ("cold", "warm"):
         extra = [f"--junitxml={cache_root / (cache.name + '-' + phase + '.xml')}"] if junit else []
         print(f"  {name}: {phase} ...", file=sys.stderr, flush=True)
@@ -150,16 +158,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave a part out (repeatable)")
     ap.add_argument("--cache-root", help="where the fresh caches go (default: a temporary folder, removed)")
     ap.add_argument("--arch", help="arch for the reference nvcc builds (default: the GPU's)")
+    ap.add_argument("--pycache", action="store_true",
+                    help="let the timed pytest processes write bytecode (into a folder of their own, kept "
+                         "between the cold and the warm run) where PYTHONDONTWRITEBYTECODE is set here")
     ap.add_argument("--root", help="time the suites of this checkout instead (e.g. an exported older commit); "
                                    "the reference .cu files still come from this script's folder")
     a = ap.parse_args(argv)
-    global ROOT
+    global ROOT, PYCACHE
     here = ROOT
     if a.root:
         ROOT = Path(a.root).resolve()
 
     tmp = Path(a.cache_root) if a.cache_root else Path(tempfile.mkdtemp(prefix="gpuprops-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
+    if a.pycache:
+        PYCACHE = tmp / "pycache"
+        # warm the bytecode first: cold means an empty gpuprops cache, not Python compiling itself
+        run([*PYTEST, "--co", "-q"], env_with_cache(tmp / "pycache-warmup"))
     no_gpu, gpu = gpu_status()
     start_load = load()
     print(f"bench: {ROOT}; {platform.node()}, {os.cpu_count()} CPUs, load {start_load}; "
@@ -218,7 +233,8 @@ def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root
           f"Machine: `{platform.node()}`, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"load average (1/5/15 min) {start_load} at the start, {load()} at the end. "
           f"GPU: {gpu or 'none -- ' + str(no_gpu)}."
-          + (" PYTHONDONTWRITEBYTECODE is set: every run compiles Python sources (and pytest rewrites "
+          + (" Bytecode: written and reused (--pycache)." if PYCACHE is not None else
+             " PYTHONDONTWRITEBYTECODE is set: every run compiles Python sources (and pytest rewrites "
              "assertions) from scratch." if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""), "",
           "| suite | command | cold wall s | cold CPU s | warm wall s | warm CPU s | result (warm) |",
           "|---|---|---:|---:|---:|---:|---|"]
