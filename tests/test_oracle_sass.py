@@ -475,6 +475,7 @@ def test_listing_words_must_match_the_elf_bytes(fake_nvdisasm):
 def test_an_empty_listing_is_an_error(fake_nvdisasm):
     with pytest.raises(sass.SassError, match="nvdisasm printed no instructions for kernel 'salted' of salted"):
         fake_nvdisasm("empty").instructions("salted")
+    assert sass.disassemble_raw(sass.join_words(*ffma_words(1, 2, 3, 4)), "sm_90") == []
 
 
 def test_a_failing_nvdisasm_is_reported_with_its_message(fake_nvdisasm):
