@@ -333,3 +333,9 @@ def test_nvrtc_version_and_failures_through_a_stand_in(monkeypatch):
     assert data == b"\x7fELF1234" and log == "  warning: \ufffd x"
     assert len(data) == 8 and fake.calls[-5:] == [("create", b"src", b"k.cu"), ("compile", 2, [b"-arch=sm_90", b"-DX=1"]),
                                                   ("log", len(fake.log)), ("cubin", 8), ("destroy", "prog")]
+
+
+def test_includes_are_found_in_a_source_that_is_not_utf8(tmp_path):
+    (tmp_path / "a.cuh").write_text("A\n")
+    (tmp_path / "m.cu").write_bytes(b'// caf\xe9 (latin-1)\n#include "a.cuh"\nM\n')
+    assert C._with_includes(tmp_path / "m.cu") == (tmp_path / "m.cu").read_bytes() + b"A\n"
