@@ -368,11 +368,14 @@ def test_timing_build_of_one_kernel_among_two(tmp_path, cache_dir):
     data, ins = measure.patched_for_timing(cubin, "second", [])
     assert sass.region_opcodes(ins) == {"FFMA": 2}
     assert sass.Cubin(data, "sm_90").instructions("second") == ins
-    spec = measure.KernelSpec("two_timed.cu", "second", region={"FFMA": 3})
+    asked = []
+    spec = measure.KernelSpec("two_timed.cu", "second", region={"FFMA": 3, "HMMA.16816.F32": 1},
+                              patch=lambda c, k: asked.append(k) or [])
     with pytest.raises(measure.UncleanRegion) as e:
         measure.build_for_timing(cubin, spec)
+    assert asked == ["second"]
     assert str(e.value) == (f"{spec.label()} on sm_90: the timed region does not hold what the fact measures:\n"
-                            "  FFMA: 2 in the region, intended 3")
+                            "  FFMA: 2 in the region, intended 3\n  HMMA.16816.F32: 0 in the region, intended 1")
 
 
 def test_region_other_allows_loop_control(build):

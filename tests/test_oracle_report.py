@@ -225,7 +225,8 @@ def test_bandwidth_plot_bars_and_peak(tmp_path, drawn):
 
 def test_plots_need_matplotlib(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(report.PlotsUnavailable, match=r"pip install 'pytest-gpuprops\[plots\]'"):
+    with pytest.raises(report.PlotsUnavailable, match=r"^--gpuprops-plots needs matplotlib: pip install "
+                                                      r"'pytest-gpuprops\[plots\]'$"):
         report._plt()
 
 
