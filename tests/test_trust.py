@@ -361,3 +361,14 @@ def test_an_unclean_region_skips_on_a_new_arch_and_fails_on_a_known_one(pytester
     r = pytester.runpytest_inprocess("-rs")
     r.assert_outcomes(**{outcome: 1})
     r.stdout.fnmatch_lines(["*LDCU*"])
+
+
+def test_record_mode_under_xdist_writes_the_workers_measurements(pytester):
+    pytest.importorskip("xdist")
+    pytester.makeconftest(FAKE_GPUS)
+    pytester.makepyfile(FLAKY_FACT.format(values=[23.1], shift=0))
+    r = pytester.runpytest_subprocess("-n", "2", "--gpuprops-record", "rec.toml")
+    r.assert_outcomes(passed=1)
+    from pytest_gpuprops import facts as F
+    recorded = F._parse(pytester.path / "rec.toml")
+    assert recorded["lds_latency_cycles"].value == 23.1 and "measured on Fake GPU" in recorded["lds_latency_cycles"].source
