@@ -367,3 +367,11 @@ def test_includes_are_found_in_a_source_that_is_not_utf8(tmp_path):
     (tmp_path / "a.cuh").write_text("A\n")
     (tmp_path / "m.cu").write_bytes(b'// caf\xe9 (latin-1)\n#include "a.cuh"\nM\n')
     assert C._with_includes(tmp_path / "m.cu") == (tmp_path / "m.cu").read_bytes() + b"A\n"
+
+
+def test_a_cache_hit_returns_the_compilers_log(tmp_path):
+    s = tmp_path / "w.cu"
+    s.write_text('extern "C" __global__ void k(int* p) { int unused_variable; p[0] = 1; }\n')
+    a = C.compile_cuda(s, "sm_80", cache_dir=tmp_path / "c")
+    b = C.compile_cuda(s, "sm_80", cache_dir=tmp_path / "c")
+    assert "unused_variable" in a.log and b.cached and b.log == a.log
