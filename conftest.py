@@ -10,4 +10,7 @@ _common = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped
 settings.register_profile("default", max_examples=12, **_common)
 settings.register_profile("ci", max_examples=25, derandomize=True, **_common)
 settings.register_profile("thorough", max_examples=200, **_common)
-settings.load_profile(os.environ.get("GPUPROPS_HYPOTHESIS_PROFILE", "default"))
+_profile = os.environ.get("GPUPROPS_HYPOTHESIS_PROFILE", "default")
+if _profile not in ("default", "ci", "thorough"):
+    raise SystemExit(f"GPUPROPS_HYPOTHESIS_PROFILE={_profile!r}: expected default, ci or thorough (see README.md)")
+settings.load_profile(_profile)

@@ -1,14 +1,15 @@
 """The shared-memory bank model the bank-conflict facts test (kernels/smem_conflict.cu).
 
 32 banks of 4 bytes: word w lies in bank w % 32. A warp access of VEC words per lane (LDS, LDS.64,
-LDS.128) costs as many wavefronts as the most distinct words it reads from any one bank (at least
-1); lanes that read the same word share it (broadcast), across the whole warp. Each wavefront
-moves at most 128 bytes, and a contiguous LDS.64 / LDS.128 reads 2 / 4 words per bank, so the
-rule also gives their 2 and 4 wavefronts.
+LDS.128) is served as requests of at most 256 bytes of lane data: the whole warp for LDS and LDS.64,
+each half-warp (lanes 0-15, 16-31) for LDS.128. A request costs as many wavefronts as the most
+distinct words it reads from any one bank, at least 1; lanes of a request that read the same word
+share it (broadcast). Each wavefront moves at most 128 bytes, so a contiguous LDS.64 costs 2 and a
+contiguous LDS.128 4 (2 per half-warp).
 
-An earlier form of this model served LDS.64 and LDS.128 in 2 and 4 fixed phases of 16 and 8 lanes,
-which predicts 2 and 4 wavefronts when every lane reads the same address; the H100 read 1.006
-cycles for that LDS.64 (2026-11-21): the broadcast spans the warp.
+Measured on the H100 (2026-11-21), the two broadcasts that tell the models apart: LDS.64 with every
+lane on one address costs 1 wavefront (1.006 cycles), so not 2 phases of 16 lanes; LDS.128 costs 2
+(2.005 cycles), so not 1 request for the warp, nor 4 quarter-warp phases.
 
 Pure Python: tested on the CPU (tests/test_issue10_models.py), measured on the GPU
 (hwtests/test_smem_conflicts.py)."""
@@ -38,10 +39,14 @@ def check_access(stride_words: int, vec: int) -> None:
 
 def bank_wavefronts(stride_words: int, vec: int) -> int:
     """Wavefronts one warp access costs when lane l reads ``vec`` words from word l * stride_words:
-    the most distinct words in any one bank."""
+    per request (the warp, or each half-warp for LDS.128), the most distinct words in one bank."""
     check_access(stride_words, vec)
-    per_bank: dict[int, set[int]] = {}
-    for lane in range(32):
-        for w in lane_words(lane, stride_words, vec):
-            per_bank.setdefault(w % BANKS, set()).add(w)
-    return max([1, *(len(words) for words in per_bank.values())])
+    lanes_per_request = 32 if vec <= 2 else 16
+    total = 0
+    for first in range(0, 32, lanes_per_request):
+        per_bank: dict[int, set[int]] = {}
+        for lane in range(first, first + lanes_per_request):
+            for w in lane_words(lane, stride_words, vec):
+                per_bank.setdefault(w % BANKS, set()).add(w)
+        total += max([1, *(len(words) for words in per_bank.values())])
+    return total

@@ -60,7 +60,8 @@ def per_hop(gpuprops, sizes, level):
     return _PER_HOP[level]
 
 
-@pytest.mark.parametrize("level, q", [("l2", 10), ("dram", 10), ("dram", 90)])
+# The DRAM p90 moved 7-9 % from batch to batch on the H200 (0.8 % on the H100): not asserted either.
+@pytest.mark.parametrize("level, q", [("l2", 10), ("dram", 10)])
 def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
     """H100's L2 is split in two partitions: a hop to the far one costs more, so L2 hops are spread,
     not one value; the 10th and 90th percentiles are facts, the full distribution goes to the report."""

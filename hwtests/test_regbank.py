@@ -1,4 +1,4 @@
-"""Register banks (seeds/regbank.md): FFMA sequences with chosen source registers and reuse flags,
+"""Register banks (the original sm_86 notes, register banks): FFMA sequences with chosen source registers and reuse flags,
 written into the compiler's cubin by the verified patcher.
 
 Each variant: the regbank kernel's 128 body FFMAs all become FFMA Rd, Ra, Rb, Rc with the same
@@ -20,7 +20,7 @@ TOLERANCE = 0.06  # 3 loop-control instructions per 128 FFMAs, and launch skew
 FAST = StopRule(noise_target=0.01, min_samples=3, max_samples=15, time_budget_s=0.3)
 METHOD = ("128 patched FFMAs per loop iteration x 64, 4 warps per sub-partition; cycles per FFMA per "
           "sub-partition")
-SOURCE = "seeds/regbank.md (RTX 3060): 2 banks, bank = reg % 2, one 32-bit read per bank per cycle"
+SOURCE = "the original sm_86 notes, register banks (RTX 3060): 2 banks, bank = reg % 2, one 32-bit read per bank per cycle"
 
 # The seeds' cases: test_ReuseBankConflict and regBankTest_2Bank (FFMA R6, R8|R7, R9, R10..R16).
 SEED_CASES = [(8, 10, 16, r) for r in ("--", "-R", "R-", "RR")] + [(8, 8, 16, r) for r in ("--", "-R", "R-", "RR")] \

@@ -1,4 +1,4 @@
-"""Shared memory: LDS and STS latency, bandwidth per access width (seeds/smem_bandwidth_latency.md)."""
+"""Shared memory: LDS and STS latency, bandwidth per access width (the original sm_86 notes, shared memory)."""
 
 import pytest
 import specs

@@ -20,7 +20,7 @@ def build(source: str, arch: str, **defines) -> list[sass.Instruction]:
     return cubin.instructions(source.split(".")[0])
 
 
-# The seeds' control words (seeds/tensorcore_pipeline.md), decoded as DESIGN.md says.
+# The seeds' control words (the original notes, tensor-core pipeline), decoded as docs/encoding.md says.
 @pytest.mark.parametrize("hi, stall, text", [
     (0x020F5E0000001804, 15, "[B-----5:R-:W5:Y:S15]"),  # HMMA in the dependent chain
     (0x000FD20000000000, 9, "[B------:R-:W-:Y:S09]"),   # the NOP after it: 15 + 9 = 24

@@ -1,4 +1,4 @@
-// Register-bank probe (seeds/regbank.md): a loop whose body is NFFMA FFMAs in NACC accumulator
+// Register-bank probe (the original sm_86 notes, register banks): a loop whose body is NFFMA FFMAs in NACC accumulator
 // chains. The sass patcher rewrites every body FFMA's sources (Ra, Rb, Rc), reuse flags and stall;
 // destinations stay the accumulators, which are the designated scratch registers (their values feed
 // only the sink), and sources are drawn from the other registers, so no patched FFMA reads a

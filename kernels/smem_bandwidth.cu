@@ -1,4 +1,4 @@
-// Shared-memory bandwidth (seeds/smem_bandwidth_latency.md, smem_bandwidth_*): one block of 1024
+// Shared-memory bandwidth (the original sm_86 notes, shared memory, smem_bandwidth_*): one block of 1024
 // threads on one SM repeats STS (LOAD=0) or LDS (LOAD=1) of VEC floats per thread (VEC = 1, 2, 4:
 // float, float2, float4 -> STS/STS.64/STS.128). Thread t touches element t, so every warp access is
 // conflict-free. Bytes per cycle per SM = 1024 * VEC * 4 * UNROLL * iters / (last stop - first start).

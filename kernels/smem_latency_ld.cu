@@ -1,4 +1,4 @@
-// LDS latency by pointer chase (seeds/smem_bandwidth_latency.md, smem_latency_ld): each load's result
+// LDS latency by pointer chase (the original sm_86 notes, shared memory, smem_latency_ld): each load's result
 // is the shared-window byte address of the next load, so the timed region is UNROLL dependent LDS
 // and nothing else. One warp; lane i chases words i, i+32, i+64, ... so each lane stays in bank i
 // and the warp reads 32 banks once per step, conflict-free.

@@ -1,4 +1,4 @@
-// STS latency (seeds/smem_bandwidth_latency.md, smem_latency_st): UNROLL back-to-back STS. As
+// STS latency (the original sm_86 notes, shared memory, smem_latency_st): UNROLL back-to-back STS. As
 // compiled they are independent; the measure layer chains them by patching the control codes so
 // that each STS waits on the previous STS's read scoreboard, as the seed did with CuAssembler
 // ([B0-----:R0:...]). THEN_LDS=1 adds one LDS of the last address after the stores (the seed's

@@ -133,14 +133,14 @@ def evaluate_model(name: str, arch: str, cases: Sequence[tuple[str, float, float
     """A model fact: every case (label, predicted, measured) within ``tolerance_rel`` of the model."""
     bad = [(lab, p, x) for lab, p, x in cases if abs(x - p) > tolerance_rel * abs(p)]
     worst = max(cases, key=lambda c: abs(c[2] - c[1]) / abs(c[1]) if c[1] else 0.0)
-    text = (f"{len(cases) - len(bad)}/{len(cases)} cases within ±{tolerance_rel:.0%} of the model; worst "
+    text = (f"{len(cases) - len(bad)}/{len(cases)} cases within ±{tolerance_rel * 100:g}% of the model; worst "
             f"{worst[0]}: model {worst[1]:.3f}, measured {worst[2]:.3f}")
     if bad:
         text += "\n            off the model: " + "; ".join(f"{lab}: model {p:.3f} measured {x:.3f}"
                                                            for lab, p, x in bad[:12])
         if len(bad) > 12:
             text += f"; and {len(bad) - 12} more"
-    return Verdict(fact=name, arch=arch, status=FAIL if bad else PASS, expected=f"model ± {tolerance_rel:.0%}",
+    return Verdict(fact=name, arch=arch, status=FAIL if bad else PASS, expected=f"model ± {tolerance_rel * 100:g}%",
                    measured=float(len(cases) - len(bad)), measured_text=text, unit=unit, method=method,
                    source=source, kind="model", reproduce=reproduce)
 

@@ -42,10 +42,13 @@ class SessionResults:
         """Merge a part made by :meth:`part_of` (a worker's, or this process's own). A compile-time
         verdict seen twice (xdist's 'each' runs the static facts on every worker) is kept once."""
         seen = {(v.nodeid, v.fact) for v in self.verdicts if v.gpu is None}
+        mine: set[tuple] = set()
         for d in part.get("verdicts", []):
             v = Verdict.from_dict(d)
-            if v.gpu is None and (v.nodeid, v.fact) in seen:
-                continue
+            again = (v.fact, v.status, v.measured_text, str(v.gpu))
+            if (v.gpu is None and (v.nodeid, v.fact) in seen) or again in mine:
+                continue  # a static verdict from another worker, or hypothesis replaying a failing example
+            mine.add(again)
             self.verdicts.append(v)
         for f in part.get("recorded", []):
             self.recorded[f["name"]] = Fact(**f)

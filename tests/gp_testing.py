@@ -4,3 +4,27 @@ from pathlib import Path
 
 KERNELS = Path(__file__).parent.parent / "kernels"
 PATCH_ARCHES = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+
+
+def fake_gpu_conftest(arch: str = "sm_90", count: int = 1) -> str:
+    """A conftest.py for pytester that makes ``count`` fake GPUs of ``arch`` visible (index, UUID and
+    PCI bus id per GPU, host "node1"): the plugin's GPU paths run without a GPU, fed given numbers."""
+    return f'''
+import pytest
+from pytest_gpuprops import measure
+
+_mp = pytest.MonkeyPatch()
+
+def pytest_configure(config):
+    _mp.setattr(measure, "gpu_unavailable_reason", lambda index=0: None)
+    _mp.setattr(measure, "visible_gpu_count", lambda: {count})
+    _mp.setattr(measure, "gpu_info", lambda index=0: measure.GpuInfo(
+        index, "Fake GPU", "{arch}", 132, "580.0", "13.0", "13.0", f"0000:0{{index}}:00.0", 1980,
+        f"GPU-0000000{{index}}-0000-0000-0000-000000000000", "node1"))
+
+def pytest_unconfigure(config):
+    _mp.undo()
+'''
+
+
+FAKE_GPU = fake_gpu_conftest()

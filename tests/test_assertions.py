@@ -64,7 +64,7 @@ def test_static_fact_per_compiler_and_schedule_drift():
     assert not issubclass(A.ScheduleChanged, A.FactMismatch)
 
 
-# The seeds' register-bank table (seeds/regbank.md), as the model reads it.
+# The seeds' register-bank table (the original sm_86 notes, register banks), as the model reads it.
 @pytest.mark.parametrize("ra, rb, rc, reuse, cycles", [
     (8, 10, 16, "--", 3), (8, 10, 16, "-R", 2), (8, 10, 16, "R-", 2), (8, 10, 16, "RR", 1),
     (8, 8, 16, "--", 2), (8, 8, 16, "-R", 2), (8, 8, 16, "R-", 2), (8, 8, 16, "RR", 1),

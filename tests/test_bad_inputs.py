@@ -14,7 +14,7 @@ import types
 from pathlib import Path
 
 import pytest
-from gp_testing import KERNELS
+from gp_testing import KERNELS, fake_gpu_conftest
 
 from pytest_gpuprops import compile as gp_compile
 from pytest_gpuprops import facts as F
@@ -322,20 +322,7 @@ def test_bad_arch_and_folders(tmp_path):
 # the plugin: options and files checked at start-up
 
 
-FAKE_GPU = '''
-import pytest
-from pytest_gpuprops import measure
-
-_mp = pytest.MonkeyPatch()
-
-def pytest_configure(config):
-    _mp.setattr(measure, "gpu_unavailable_reason", lambda index=0: None)
-    _mp.setattr(measure, "gpu_info", lambda index=0: measure.GpuInfo(0, "Fake GPU", "ARCH", 148, "580.0", "13.0",
-                                                                      "13.0", "0000:00:00.0", 1965))
-
-def pytest_unconfigure(config):
-    _mp.undo()
-'''
+FAKE_GPU = fake_gpu_conftest("ARCH")
 
 FACT_TEST = '''
 import pytest

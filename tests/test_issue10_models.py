@@ -29,11 +29,11 @@ KIB, MIB = 1024, 1024 * 1024
     (0, 2, 1),    # one 8-byte word for the whole warp: a broadcast (H100: 1.006 cycles)
     (4, 2, 4),    # lanes l, l + 8, l + 16, l + 24 share banks 4l % 32 and 4l % 32 + 1
     (64, 2, 32),  # banks 0 and 1 only, 32 words each
-    (4, 4, 4),    # float4 contiguous: 128 words, 4 per bank
-    (0, 4, 1),    # broadcast
-    (8, 4, 8),    # lanes l and l + 4 start in the same bank
-    (12, 4, 4),   # 12 l % 32 repeats every 8 lanes: 4 words per bank
-    (128, 4, 32),  # banks 0-3 only, 32 words each
+    (4, 4, 4),    # float4 contiguous: 64 words per half-warp, 2 per bank, 2 + 2
+    (0, 4, 2),    # broadcast, once per half-warp (H100: 2.005 cycles)
+    (8, 4, 8),    # per half-warp: lanes l, l + 4, l + 8, l + 12 start in the same bank: 4 + 4
+    (12, 4, 4),   # per half-warp: 12 l % 32 repeats every 8 lanes: 2 words per bank, 2 + 2
+    (128, 4, 32),  # banks 0-3 only, 16 words each per half-warp
 ])
 def test_bank_wavefronts_hand_computed(stride_words, vec, wavefronts):
     assert bank_wavefronts(stride_words, vec) == wavefronts

@@ -207,10 +207,38 @@ def test_archs_nvdisasm_cannot_read(arch):
         C.check_arch(arch)
 
 
-@pytest.mark.parametrize("arch", ["sm_100", "sm_74", "sm_90b", "banana", "sm_7"])
-def test_unknown_archs(arch):
-    with pytest.raises(C.ArchError, match=f"unknown or unsupported arch '{arch}'; expected one of sm_75, sm_80"):
+_NOT_AN_ARCH = ("is not an arch name; expected sm_NN with an optional suffix: a (arch-specific, sm_90a and newer) "
+                "or f (family, sm_100f and newer), e.g. sm_86, sm_90, sm_90a, sm_100, sm_120f")
+_TOO_OLD = ("is older than sm_75: nvdisasm 13 (pip package nvidia-cuda-nvdisasm) refuses sm_70 and older, so its SASS "
+            "cannot be read or verified. Use sm_75 or newer (tested: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a).")
+
+
+_ARCH_CASES = [
+    ("sm_100", None),  # any sm_NN >= sm_75 that NVRTC compiles for is accepted
+    ("sm_74", f"arch 'sm_74' {_TOO_OLD}"),
+    ("sm_90b", f"'sm_90b' {_NOT_AN_ARCH}"),
+    ("banana", f"'banana' {_NOT_AN_ARCH}"),
+    ("sm_7", f"arch 'sm_7' {_TOO_OLD}"),
+    ("sm_80a", "arch 'sm_80a': arch-specific 'a' variants exist from sm_90 on (sm_90a); use sm_80"),
+    ("sm_90f", "arch 'sm_90f': family 'f' variants exist from sm_100 on (sm_100f); use sm_90"),
+    ("sm_99", "arch 'sm_99': nvrtc 13.5 cannot compile for sm_99; it compiles for sm_75, sm_80, sm_86, sm_90, sm_100, "
+              "sm_120 (with suffixes: sm_90a; sm_100a, sm_100f and newer). A newer NVRTC (pip install -U "
+              "nvidia-cuda-nvrtc) may know it"),
+]
+
+
+@pytest.mark.parametrize("arch, message", _ARCH_CASES, ids=[arch for arch, _ in _ARCH_CASES])
+def test_unknown_archs(monkeypatch, arch, message):
+    """Names, old archs and misplaced suffixes are refused by form; a well-formed arch by whether this
+    NVRTC compiles for it (here a stand-in NVRTC that knows the numbers below)."""
+    monkeypatch.setattr(C, "nvrtc_arches", lambda: (70, 75, 80, 86, 90, 100, 120))
+    monkeypatch.setattr(C, "compiler_version", lambda backend="nvrtc": "nvrtc 13.5")
+    if message is None:
+        assert C.check_arch(arch) == arch
+        return
+    with pytest.raises(C.ArchError) as e:
         C.check_arch(arch)
+    assert str(e.value) == message
 
 
 def test_compile_errors_name_the_options(tmp_path):
@@ -222,9 +250,9 @@ def test_compile_errors_name_the_options(tmp_path):
 
 def test_nvcc_backend_without_nvcc(monkeypatch, src, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(C.CompileError, match="backend 'nvcc' asked for but nvcc is not on PATH"):
+    with pytest.raises(C.CompileError, match="^backend 'nvcc' asked for but nvcc is not on PATH; use backend='nvrtc'$"):
         C.compiler_version("nvcc")
-    with pytest.raises(C.CompileError, match="nvcc is not on PATH"):
+    with pytest.raises(C.CompileError, match="^backend 'nvcc' asked for but nvcc is not on PATH; use backend='nvrtc'$"):
         C._compile_nvcc(src, ["-arch=sm_80"])
 
 
@@ -240,6 +268,7 @@ args = sys.argv[1:]
 if args == ["--version"]:
     print("Cuda compilation tools, release 12.9, V12.9.1")
     sys.exit(0)
+assert args[0] == "-cubin" and args[-1].endswith(".cu"), args  # a cubin, of this source
 if "BROKEN" in " ".join(args):
     sys.stderr.write("k.cu(1): error: planted\\n")
     sys.exit(1)
@@ -254,7 +283,8 @@ sys.stderr.write("a warning\\n")
     assert C.compile_cuda(src, "sm_80", backend="nvcc", cache_dir=tmp_path / "c").cached
     # the backend is in the key: the same source through NVRTC is another entry
     assert not C.compile_cuda(src, "sm_80", cache_dir=tmp_path / "c").cached
-    with pytest.raises(C.CompileError, match=r"nvcc could not compile k.cu:\n\$ .*-DBROKEN=1.*\nk.cu\(1\): error: planted"):
+    with pytest.raises(C.CompileError, match=rf"nvcc could not compile k.cu:\n\$ {fake} -cubin -arch=sm_80 -std=c\+\+17 "
+                                             rf"-I\S+ -DBROKEN=1 -o \S+out.cubin {src}\nk.cu\(1\): error: planted"):
         C.compile_cuda(src, "sm_80", {"BROKEN": 1}, backend="nvcc", cache_dir=tmp_path / "c")
 
 
@@ -269,7 +299,8 @@ def test_nvrtc_missing(monkeypatch):
 class _FakeNvrtc:
     """NVRTC's calling convention (error code first) with planted failures."""
 
-    def __init__(self, version_err=0, create_err=0, compile_err=0, cubin=b"\x7fELF fake", log=b"warning: x\x00"):
+    def __init__(self, version_err=0, create_err=0, compile_err=0, cubin=b"\x7fELF fake",
+                 log=b"  warning: \xff x\x00 \x00"):
         self.version_err, self.create_err, self.compile_err = version_err, create_err, compile_err
         self.cubin, self.log, self.calls = cubin, log, []
 
@@ -277,6 +308,7 @@ class _FakeNvrtc:
         return self.version_err, 13, 5
 
     def nvrtcCreateProgram(self, source, name, n, headers, names):
+        assert (n, headers, names) == (0, [], [])  # no in-memory headers: includes come from -I
         self.calls.append(("create", source, name))
         return self.create_err, "prog"
 
@@ -289,12 +321,21 @@ class _FakeNvrtc:
 
     def nvrtcGetProgramLog(self, prog, buf):
         self.calls.append(("log", len(buf)))
+        self.fill(buf, self.log)
+
+    @staticmethod
+    def fill(buf, data):
+        """NVRTC writes into the caller's buffer; the caller passes an immutable bytes object, so
+        the stand-in writes into it the way the C library does."""
+        import ctypes
+        ctypes.memmove(ctypes.c_char_p(buf), data, len(data))
 
     def nvrtcGetCUBINSize(self, prog):
         return 0, len(self.cubin)
 
     def nvrtcGetCUBIN(self, prog, buf):
         self.calls.append(("cubin", len(buf)))
+        self.fill(buf, self.cubin)
 
     def nvrtcDestroyProgram(self, prog):
         self.calls.append(("destroy", prog))
@@ -311,10 +352,18 @@ def test_nvrtc_version_and_failures_through_a_stand_in(monkeypatch):
     with pytest.raises(C.CompileError, match="nvrtcCreateProgram failed for k.cu: 3"):
         C._compile_nvrtc(b"src", "k.cu", ["-arch=sm_90"])
     fake.create_err, fake.cubin = 0, b""
-    with pytest.raises(C.CompileError, match=r"NVRTC produced no cubin for k.cu \(arch option -arch=compute_90\)"):
+    with pytest.raises(C.CompileError, match=r"^NVRTC produced no cubin for k.cu \(arch option -arch=compute_90\): a "
+                                             "real arch such as sm_90 is needed, not a virtual compute_XX$"):
         C._compile_nvrtc(b"src", "k.cu", ["-arch=compute_90", "-std=c++17"])
     assert fake.calls[-1] == ("destroy", "prog")  # destroyed even when it fails
     fake.cubin = b"\x7fELF1234"
     data, log = C._compile_nvrtc(b"src", "k.cu", ["-arch=sm_90", "-DX=1"])
+    assert data == b"\x7fELF1234" and log == "  warning: \ufffd x"
     assert len(data) == 8 and fake.calls[-5:] == [("create", b"src", b"k.cu"), ("compile", 2, [b"-arch=sm_90", b"-DX=1"]),
                                                   ("log", len(fake.log)), ("cubin", 8), ("destroy", "prog")]
+
+
+def test_includes_are_found_in_a_source_that_is_not_utf8(tmp_path):
+    (tmp_path / "a.cuh").write_text("A\n")
+    (tmp_path / "m.cu").write_bytes(b'// caf\xe9 (latin-1)\n#include "a.cuh"\nM\n')
+    assert C._with_includes(tmp_path / "m.cu") == (tmp_path / "m.cu").read_bytes() + b"A\n"

@@ -5,6 +5,7 @@ comment beside it, not by calling the function under test."""
 import math
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -215,10 +216,16 @@ def test_gpu_info_as_dict():
     info = measure.GpuInfo(1, "G", "sm_90", 132, "580.1", "13.0", "13.1", "0000:01:00.0", 1980)
     assert info.as_dict() == {"index": 1, "name": "G", "arch": "sm_90", "sm_count": 132, "driver_version": "580.1",
                               "cuda_driver_version": "13.0", "cuda_runtime_version": "13.1",
-                              "pci_bus_id": "0000:01:00.0", "max_sm_clock_mhz": 1980}
+                              "pci_bus_id": "0000:01:00.0", "max_sm_clock_mhz": 1980, "uuid": "", "host": ""}
+    node = measure.GpuInfo(2, "G", "sm_90", 132, "580.1", "13.0", "13.1", "0000:02:00.0", None, "GPU-abc", "node1")
+    assert node.as_dict()["uuid"] == "GPU-abc" and node.as_dict()["host"] == "node1"
+    # what a verdict carries to say which GPU measured it
+    assert node.identity() == {"index": 2, "name": "G", "uuid": "GPU-abc", "pci_bus_id": "0000:02:00.0",
+                               "host": "node1"}
 
 
-def _fake_cupy(monkeypatch, count):
+def _fake_cupy(monkeypatch, count, cc="90"):
+    """A stand-in CuPy that sees ``count`` GPUs, each of compute capability ``cc`` (as CuPy spells it)."""
     rt = types.SimpleNamespace()
     if isinstance(count, Exception):
         def get():
@@ -227,7 +234,7 @@ def _fake_cupy(monkeypatch, count):
     else:
         rt.getDeviceCount = lambda: count
     fake = types.ModuleType("cupy")
-    fake.cuda = types.SimpleNamespace(runtime=rt)
+    fake.cuda = types.SimpleNamespace(runtime=rt, Device=lambda index: types.SimpleNamespace(compute_capability=cc))
     monkeypatch.setitem(sys.modules, "cupy", fake)
 
 
@@ -245,6 +252,12 @@ def test_gpu_unavailable_reasons(monkeypatch):
     assert measure.gpu_unavailable_reason(2) == "--gpu 2 asked for but only 2 GPU(s) are visible"
     assert measure.gpu_unavailable_reason(1) is None
     assert measure.gpu_unavailable_reason() is None
+    # a GPU nothing can be compiled for here: every fact would skip with this
+    _fake_cupy(monkeypatch, 1, cc="70")
+    assert measure.gpu_unavailable_reason() == (
+        "GPU 0 is sm_70, which cannot be compiled for here: arch 'sm_70' is older than sm_75: nvdisasm 13 (pip "
+        "package nvidia-cuda-nvdisasm) refuses sm_70 and older, so its SASS cannot be read or verified. Use sm_75 or "
+        "newer (tested: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a).")
 
 
 def test_gpu_lock_is_a_file_lock_per_gpu(monkeypatch, tmp_path):
@@ -286,3 +299,96 @@ def test_build_for_timing_applies_the_specs_own_edits(build):
     assert len(ffma) == 8 and all(i.operands[1:] == ["R8.reuse", "R10", "R16"] for i in ffma)
     assert start.control.wait_mask == stop.control.wait_mask == 0x3F
     assert sass.Cubin(data, "sm_90").instructions("regbank_ffma") == ins
+
+
+def test_the_default_gpu_is_index_0(monkeypatch):
+    _fake_cupy(monkeypatch, 1)
+    assert measure.gpu_unavailable_reason() is None
+    assert measure.gpu_unavailable_reason(1) == "--gpu 1 asked for but only 1 GPU(s) are visible"
+
+
+def test_exact_messages():
+    with pytest.raises(ValueError, match="^no clock pairs: the launch had no warps$"):
+        launch_value([], 0.0, 1.0, "warp")
+
+
+def test_ncu_search_order(monkeypatch, tmp_path):
+    import glob
+    monkeypatch.delenv("GPUPROPS_NCU", raising=False)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text("")
+    (bin_dir / "ncu").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert measure.find_ncu() == str(bin_dir / "ncu")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    opt = ["/opt/nvidia/nsight-compute/2025.1/ncu", "/opt/nvidia/nsight-compute/2026.3/ncu"]
+    monkeypatch.setattr(glob, "glob", lambda p: opt if p == "/opt/nvidia/nsight-compute/*/ncu" else ["/usr/x/ncu"])
+    assert measure.find_ncu() == "/opt/nvidia/nsight-compute/2026.3/ncu"  # the newest Nsight Compute
+    assert measure.ncu_unavailable_reason() is None
+    monkeypatch.setattr(glob, "glob", lambda p: [])
+    assert measure.ncu_unavailable_reason() == "Nsight Compute (ncu) is not on PATH (set GPUPROPS_NCU to its path)"
+
+
+def test_gpu_lock_defaults_to_the_temp_folder(monkeypatch):
+    import tempfile
+    monkeypatch.delenv("GPUPROPS_LOCK_DIR", raising=False)
+    assert measure.gpu_lock(0).lock_file == str(Path(tempfile.gettempdir()) / "gpuprops-gpu0.lock")
+
+
+TWO_TIMED = """#include "gpuprops.cuh"
+extern "C" __global__ void first(unsigned long long* c, float* o) {
+    float x = o[threadIdx.x];
+    unsigned long long t0 = gp_clock();
+    asm volatile("fma.rn.f32 %0, %0, %0, %0;" : "+f"(x));
+    unsigned long long t1 = gp_clock();
+    o[threadIdx.x] = x;
+    gp_record(c, t0, t1);
+}
+extern "C" __global__ void second(unsigned long long* c, float* o) {
+    float x = o[threadIdx.x], y = o[threadIdx.x + 32];
+    unsigned long long t0 = gp_clock();
+    asm volatile("fma.rn.f32 %0, %0, %0, %0;" : "+f"(x));
+    asm volatile("fma.rn.f32 %0, %0, %0, %0;" : "+f"(y));
+    unsigned long long t1 = gp_clock();
+    o[threadIdx.x] = x + y;
+    gp_record(c, t0, t1);
+}
+"""
+
+
+def test_timing_build_of_one_kernel_among_two(tmp_path, cache_dir):
+    from gp_testing import KERNELS
+
+    from pytest_gpuprops import sass
+    from pytest_gpuprops.compile import compile_cuda
+    src = tmp_path / "two_timed.cu"
+    src.write_text(TWO_TIMED)
+    cubin = sass.Cubin(compile_cuda(src, "sm_90", include_dirs=[KERNELS], cache_dir=cache_dir).cubin, "sm_90")
+    data, ins = measure.patched_for_timing(cubin, "second", [])
+    assert sass.region_opcodes(ins) == {"FFMA": 2}
+    assert sass.Cubin(data, "sm_90").instructions("second") == ins
+    asked = []
+    spec = measure.KernelSpec("two_timed.cu", "second", region={"FFMA": 3, "HMMA.16816.F32": 1},
+                              patch=lambda c, k: asked.append(k) or [])
+    with pytest.raises(measure.UncleanRegion) as e:
+        measure.build_for_timing(cubin, spec)
+    assert asked == ["second"]
+    assert str(e.value) == (f"{spec.label()} on sm_90: the timed region does not hold what the fact measures:\n"
+                            "  FFMA: 2 in the region, intended 3\n  HMMA.16816.F32: 0 in the region, intended 1")
+
+
+def test_region_other_allows_loop_control(build):
+    from pytest_gpuprops import sass
+    cubin = build("regbank_ffma.cu", "sm_90", NFFMA=8)
+    ins = cubin.instructions("regbank_ffma")
+    counts = sass.region_opcodes(ins)
+    intended = {op: n for op, n in counts.items() if op == "FFMA" or op.startswith("LD")}  # LDC: the trip count
+    others = sum(n for op, n in counts.items() if op not in intended)
+    assert intended["FFMA"] == 8 and others >= 2
+    spec = measure.KernelSpec("regbank_ffma.cu", "regbank_ffma", region=intended, region_other=others)
+    measure.build_for_timing(cubin, spec)
+    tight = measure.KernelSpec("regbank_ffma.cu", "regbank_ffma", region=intended, region_other=others - 1)
+    with pytest.raises(measure.UncleanRegion, match=rf"measures:\n  {others} other instructions \(.*\); at most "
+                                                    rf"{others - 1} intended$"):
+        measure.build_for_timing(cubin, tight)

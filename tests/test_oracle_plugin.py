@@ -7,7 +7,7 @@ import types
 import pytest
 from test_plugin import FACT_TEST, FAKE_GPU
 
-from pytest_gpuprops import plugin, report
+from pytest_gpuprops import plugin, report, results
 from pytest_gpuprops.measure import Measurement
 
 
@@ -18,7 +18,11 @@ def test_record_again_with_force_overwrites(pytester):
     pytester.runpytest_inprocess("--gpuprops-record", str(rec)).assert_outcomes(passed=1)
     pytester.makepyfile(FACT_TEST.replace("VALUE", "24.5"))
     kept = pytester.runpytest_inprocess("--gpuprops-record", str(rec))
-    assert "exists; pass --force" in kept.stdout.str() and "value = 23.0" in rec.read_text()
+    # refused at start-up, before anything is measured, as a usage error
+    assert kept.ret == pytest.ExitCode.USAGE_ERROR
+    kept.stderr.fnmatch_lines([f"ERROR: --gpuprops-record {rec} exists; pass --force to overwrite it, or choose "
+                               "another path"])
+    assert "value = 23.0" in rec.read_text()
     forced = pytester.runpytest_inprocess("--gpuprops-record", str(rec), "--force")
     forced.stdout.fnmatch_lines([f"gpuprops recorded 1 facts to {rec}"])
     text = rec.read_text()
@@ -151,26 +155,26 @@ def test_benchmark_json_carries_cycles_and_gpu(pytester, monkeypatch):
 
 def test_write_plots_picks_the_points(tmp_path, monkeypatch):
     calls = {}
-    monkeypatch.setattr(report, "plot_hmma", lambda pts, floor, path, title: calls.setdefault("hmma", (pts, floor,
-                                                                                                     path, title)))
+    monkeypatch.setattr(report, "plot_hmma", lambda pts, path, title: calls.setdefault("hmma", (pts, path, title)))
     monkeypatch.setattr(report, "plot_regbank", lambda cells, rc, path, title: calls.setdefault("rb", (cells, rc, path)))
     monkeypatch.setattr(report, "plot_bandwidth", lambda vals, peak, path, title: calls.setdefault("bw", (vals, peak,
                                                                                                          path)))
-    hmma = [{"ilp": 1, "warps": 1, "cycles": 24.0}, {"ilp": 2, "warps": 1, "cycles": 12.0, "floor": 6.2}]
+    hmma = [{"ilp": 1, "warps": 1, "cycles": 24.0, "model": 24.0}, {"ilp": 2, "warps": 1, "cycles": 12.0, "model": 12.0}]
     regbank = [{"ra": 8, "rb": 10, "rc": 16, "cycles": 3.0}, {"ra": 8, "rb": 10, "rc": 17, "cycles": 2.0},
                {"ra": 9, "rb": 10, "rc": 17, "cycles": 1.0}]
     bw = [{"label": "STS float", "bytes_per_cycle": 127.0}, {"label": "STS float2", "bytes_per_cycle": 120.0}]
-    state = types.SimpleNamespace(plots_dir=str(tmp_path / "plots"),
-                                  plot_points={"hmma": hmma, "regbank": regbank, "smem_bandwidth": bw})
+    state = types.SimpleNamespace(plots_dir=str(tmp_path / "plots"), results=results.SessionResults(
+        plot_points={"hmma": hmma, "regbank": regbank, "smem_bandwidth": bw}))
     made = plugin.write_plots(state, {"gpu": {"name": "G"}, "arch": "sm_90"})
     assert (tmp_path / "plots").is_dir()
-    assert calls["hmma"] == (hmma, 6.2, tmp_path / "plots" / "hmma_cycles_vs_ilp.png", "G (sm_90)")
+    assert calls["hmma"] == (hmma, tmp_path / "plots" / "hmma_cycles_vs_ilp.png", "G (sm_90)")
     assert calls["rb"] == ({(8, 10): 2.0, (9, 10): 1.0}, 17, tmp_path / "plots" / "regbank_heatmap.png")
     assert calls["bw"] == ({"STS float": 127.0, "STS float2": 120.0}, 128.0, tmp_path / "plots" / "smem_bandwidth.png")
     assert len(made) == 3
     calls.clear()
-    assert plugin.write_plots(types.SimpleNamespace(plots_dir=str(tmp_path / "p2"), plot_points={"hmma": hmma[:1]}),
-                              {}) == [(hmma[:1], None, tmp_path / "p2" / "hmma_cycles_vs_ilp.png", "? (?)")]
+    only = types.SimpleNamespace(plots_dir=str(tmp_path / "p2"), results=results.SessionResults(
+        plot_points={"hmma": hmma[:1]}))
+    assert plugin.write_plots(only, {}) == [(hmma[:1], tmp_path / "p2" / "hmma_cycles_vs_ilp.png", "? (?)")]
 
 
 def test_session_meta_says_what_is_unavailable(pytester, monkeypatch):
@@ -191,10 +195,14 @@ def test_session_meta_says_what_is_unavailable(pytester, monkeypatch):
 
 
 def test_state_reads_the_options(pytester, tmp_path):
+    # --gpuprops-facts is checked at start-up now, so it names a real, valid file
+    (pytester.path / "f.toml").write_text('arch = "sm_90"\n[x]\nvalue = 1\ntolerance_abs = 0\nunit = "c"\n'
+                                          'method = "m"\nsource = "s"\n')
     config = pytester.parseconfigure("--gpu", "2", "--gpuprops-noise", "0.05", "--gpuprops-budget", "7",
                                      "--gpuprops-kernels", str(tmp_path), "--gpuprops-facts", "f.toml")
     state = config.stash[plugin._STATE]
     assert state.gpu_index == 2 and state.facts_path == "f.toml" and state.kernels_dir == tmp_path
+    assert state.gpu_list() == [2] and state.default_index() == 2  # one GPU, the one --gpu names
     assert state.stop.noise_target == 0.05 and state.stop.time_budget_s == 7.0
     assert state.stop.min_samples == 5 and state.stop.max_samples == 100
     dflt = pytester.parseconfigure().stash[plugin._STATE]
@@ -270,15 +278,17 @@ def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, mo
 
         @pytest.mark.gpu
         def test_ncu(ncu):
-            assert ncu(KernelSpec("x.cu", "k"), ["a"]) == {"a": 1.0}
-            ncu(KernelSpec("x.cu", "gone"), ["a"])
+            assert ncu([KernelSpec("x.cu", "k"), KernelSpec("x.cu", "k2")], ["a"]) == [{"a": 1.0}, {"a": 2.0}]
+            ncu([KernelSpec("x.cu", "gone")], ["a"])
     ''')
     from pytest_gpuprops import measure
 
-    def fake_ncu(runner, spec, metrics):
-        if spec.kernel == "gone":
+    def fake_ncu(runner, specs, metrics):
+        """ncu_metrics takes a list of specs (one ncu process) and returns one dict per spec."""
+        assert type(runner).__name__ == "FakeRunner" and metrics == ["a"]
+        if any(s.kernel == "gone" for s in specs):
             raise measure.NcuUnavailable("counters gone")
-        return {"a": 1.0}
+        return [{"a": float(n)} for n, _ in enumerate(specs, 1)]
     monkeypatch.setattr(measure, "ncu_metrics", fake_ncu)
     monkeypatch.setenv("GPUPROPS_NCU", "/opt/ncu")
     r = pytester.runpytest_inprocess("--gpuprops-noise", "0.02", "--gpuprops-budget", "3", "--gpuprops-cache",
@@ -318,14 +328,19 @@ def test_no_facts_for_the_arch(pytester):
 
 
 def test_a_gpu_that_fails_to_describe_itself_is_a_skip(pytester):
-    pytester.makeconftest(FAKE_GPU.replace(
-        'lambda index=0: measure.GpuInfo(0, "Fake GPU", "sm_90", 132, "580.0", "13.0",\n'
-        '                                                                      "13.0", "0000:00:00.0", 1980)',
-        "_broken"
-    ).replace("def pytest_configure", '''def _broken(index=0):
+    # the fake GPU's conftest, with gpu_info replaced after it is set up (whatever its text looks like)
+    conftest = FAKE_GPU.replace("def pytest_unconfigure", '''def _broken(index=0):
     raise measure.GpuUnavailable("properties unreadable")
 
-def pytest_configure'''))
+_fake_configure = pytest_configure
+
+def pytest_configure(config):
+    _fake_configure(config)
+    _mp.setattr(measure, "gpu_info", _broken)
+
+def pytest_unconfigure''')
+    assert conftest != FAKE_GPU
+    pytester.makeconftest(conftest)
     pytester.makepyfile("import pytest\n@pytest.mark.gpu\ndef test_x():\n    pass\n")
     r = pytester.runpytest_inprocess("-rs")
     r.assert_outcomes(skipped=1)

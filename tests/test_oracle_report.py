@@ -10,6 +10,7 @@ from pytest_gpuprops import report
 from pytest_gpuprops.assertions import FAIL, NOISY, PASS, Verdict, evaluate
 from pytest_gpuprops.facts import Fact
 from pytest_gpuprops.measure import Measurement
+from pytest_gpuprops.results import SessionResults
 
 LDS = Fact(name="lds_latency_cycles", arch="sm_90", unit="cycles", method="chase", source="seeds", value=23.0,
            tolerance_abs=0.25)
@@ -106,24 +107,43 @@ def test_markdown_without_gpu_or_failures():
 
 
 def test_json_summary_and_facts():
+    # the JSON form is the results layer's now (report.to_json became SessionResults.to_json)
     vs = _verdicts()
-    data = report.to_json(vs, {"arch": "sm_90"})
+    data = SessionResults(vs).to_json({"arch": "sm_90"})
+    assert list(data) == ["schema", "meta", "summary", "facts", "recorded", "plot_points"]
+    assert data["schema"] == "gpuprops-results/1" and data["recorded"] == [] and data["plot_points"] == {}
     assert data["meta"] == {"arch": "sm_90"}
     assert data["summary"] == {"FAIL": 1, "NOISY": 1, "PASS": 2}
     assert list(data["summary"]) == ["FAIL", "NOISY", "PASS"]
     assert [f["fact"] for f in data["facts"]] == [v.fact for v in vs]
     assert data["facts"][1]["verdict"] == FAIL and data["facts"][1]["measured"] == 30.0
     assert data["facts"][1]["measurement"]["values"] == [30.0, 30.0, 30.0]
-    assert report.to_json(iter(vs), {})["summary"]["PASS"] == 2
+    assert SessionResults().to_json({})["summary"] == {}
+
+
+def _outlier():
+    """A fleet verdict as the results layer makes them (hand-written here)."""
+    return Verdict("lds_latency_cycles", "sm_90", "OUTLIER", "peer median 23.000 ± 0.25 cycles", 30.0,
+                   "30.000 cycles on node1:gpu1 G; peers: 23.000, 23.000", "cycles", "chase", "seeds", kind="fleet",
+                   flags=["3 GPUs compared"], gpu={"index": 1, "name": "G", "host": "node1"}, tolerance=0.25)
 
 
 def test_write_reports(tmp_path):
     out = tmp_path / "deep" / "r.json"
-    vs = _verdicts()
-    paths = report.write_reports(out, vs, {"arch": "sm_90"})
+    vs, fleet = _verdicts(), [_outlier()]
+    paths = report.write_reports(out, SessionResults(vs), fleet, {"arch": "sm_90"})
     assert paths == [out, tmp_path / "deep" / "r.md"]
-    assert json.loads(out.read_text()) == json.loads(json.dumps(report.to_json(vs, {"arch": "sm_90"}), default=str))
-    assert paths[1].read_text() == report.markdown(vs, {"arch": "sm_90"})
+    expected = SessionResults(vs).to_json({"arch": "sm_90"})
+    expected["fleet"] = [fleet[0].as_dict()]
+    assert json.loads(out.read_text()) == json.loads(json.dumps(expected, default=str))
+    written = json.loads(out.read_text())["fleet"][0]
+    assert (written["status"], written["verdict"], written["gpu"]) == ("OUTLIER", "OUTLIER (3 GPUs compared)",
+                                                                       {"index": 1, "name": "G", "host": "node1"})
+    md = paths[1].read_text()
+    assert md == report.markdown(vs, {"arch": "sm_90"}, fleet)
+    # the fleet verdict is counted and listed among what is not passing, but not in the facts table
+    assert "gpuprops: 1 FAIL, 1 NOISY, 1 OUTLIER, 2 PASS" in md.splitlines()
+    assert fleet[0].message() in md and "| OUTLIER" not in md
 
 
 # ----------------------------------------------------------------------------------------------
@@ -146,25 +166,40 @@ def drawn(monkeypatch):
         real_close(f)
 
 
+MODEL_LABEL = "model max(L/(ILP·W), i/W, p)"
+
+
 def test_hmma_plot_draws_one_line_per_warp_count(tmp_path, drawn):
-    pts = [{"ilp": i, "warps": w, "cycles": 24.0 / (i * w)} for i in (4, 1, 2) for w in (4, 1)]
-    p = report.plot_hmma(pts, 1.5, tmp_path / "h.png", "title")
+    # points carry the issue model's value; each warp count gets its measured line and its model's
+    # curve, dashed in the same colour (the floor argument is gone: the model includes the pipe)
+    pts = [{"ilp": i, "warps": w, "cycles": 24.0 / (i * w), "model": max(24.0 / (i * w), 2.0)}
+           for i in (4, 1, 2) for w in (4, 1)]
+    p = report.plot_hmma(pts, tmp_path / "h.png", "title")
     (fig,) = drawn
     ax = fig.axes[0]
-    lines = {ln.get_label(): ln for ln in ax.get_lines()}
-    assert set(lines) == {"1 warp(s)/SMSP", "4 warp(s)/SMSP", "pipe floor 1.50"}
-    assert list(lines["1 warp(s)/SMSP"].get_xdata()) == [1, 2, 4]  # sorted by ILP
-    assert list(lines["1 warp(s)/SMSP"].get_ydata()) == [24.0, 12.0, 6.0]
-    assert list(lines["4 warp(s)/SMSP"].get_ydata()) == [6.0, 3.0, 1.5]
-    assert list(lines["pipe floor 1.50"].get_ydata()) == [1.5, 1.5]
+    one, one_model, four, four_model, key = ax.get_lines()
+    assert (one.get_label(), four.get_label(), key.get_label()) == ("1 warp(s)/SMSP", "4 warp(s)/SMSP", MODEL_LABEL)
+    assert list(one.get_xdata()) == [1, 2, 4]  # sorted by ILP
+    assert list(one.get_ydata()) == [24.0, 12.0, 6.0]
+    assert list(four.get_ydata()) == [6.0, 3.0, 1.5]
+    assert list(one_model.get_xdata()) == [1, 2, 4] and list(one_model.get_ydata()) == [24.0, 12.0, 6.0]
+    assert list(four_model.get_ydata()) == [6.0, 3.0, 2.0]
+    assert one_model.get_color() == one.get_color() == "C0" and four_model.get_color() == four.get_color() == "C1"
+    assert list(key.get_xdata()) == [] and list(key.get_ydata()) == []  # the legend's entry only
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 warp(s)/SMSP", "4 warp(s)/SMSP", MODEL_LABEL]
     assert ax.get_yscale() == "log" and ax.get_title() == "title"
     assert ax.get_xlabel() == "independent HMMA chains per warp (ILP)"
     assert p.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_hmma_plot_without_a_floor(tmp_path, drawn):
-    report.plot_hmma([{"ilp": 1, "warps": 1, "cycles": 24.0}], None, tmp_path / "h.png", "t")
-    assert [ln.get_label() for ln in drawn[0].axes[0].get_lines()] == ["1 warp(s)/SMSP"]
+    # without the model's values (or with one missing) no model curve is drawn; the legend's model
+    # entry stays
+    report.plot_hmma([{"ilp": 1, "warps": 1, "cycles": 24.0}, {"ilp": 2, "warps": 1, "cycles": 12.0, "model": 12.0}],
+                     tmp_path / "h.png", "t")
+    data, key = drawn[0].axes[0].get_lines()
+    assert (data.get_label(), key.get_label()) == ("1 warp(s)/SMSP", MODEL_LABEL)
+    assert list(data.get_ydata()) == [24.0, 12.0] and list(key.get_ydata()) == []
 
 
 def test_regbank_plot_is_the_grid_with_holes(tmp_path, drawn):
@@ -190,5 +225,94 @@ def test_bandwidth_plot_bars_and_peak(tmp_path, drawn):
 
 def test_plots_need_matplotlib(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(report.PlotsUnavailable, match=r"pip install 'pytest-gpuprops\[plots\]'"):
+    with pytest.raises(report.PlotsUnavailable, match=r"^--gpuprops-plots needs matplotlib: pip install "
+                                                      r"'pytest-gpuprops\[plots\]'$"):
         report._plt()
+
+
+def _png_size(path):
+    import struct
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_hmma_plot_style(tmp_path, drawn):
+    import matplotlib.colors as mcolors
+    p = report.plot_hmma([{"ilp": 1, "warps": 1, "cycles": 24.0, "model": 23.0}], tmp_path / "h.png", "t")
+    ax = drawn[0].axes[0]
+    assert _png_size(p) == (704, 462)  # 6.4 x 4.2 inches at 110 dpi
+    data, model, key = ax.get_lines()
+    assert data.get_marker() == "o" and mcolors.to_hex(data.get_color()) == "#1f77b4"  # C0
+    assert (model.get_linestyle(), model.get_linewidth(), mcolors.to_hex(model.get_color())) == ("--", 1.0, "#1f77b4")
+    assert (key.get_linestyle(), key.get_linewidth(), mcolors.to_hex(key.get_color())) == ("--", 1.0, "#000000")
+    assert ax.get_ylabel() == "cycles per HMMA.16816.F32 per SMSP"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 warp(s)/SMSP", MODEL_LABEL]
+    assert ax.get_legend().get_texts()[0].get_fontsize() == 8.0
+    assert ax.xaxis.get_gridlines()[0].get_visible() and ax.xaxis.get_gridlines()[0].get_alpha() == 0.3
+
+
+def test_regbank_plot_style(tmp_path, drawn):
+    p = report.plot_regbank({(8, 10): 3.0, (9, 11): 2.0}, 16, tmp_path / "r.png", "title")
+    fig = drawn[0]
+    ax = fig.axes[0]
+    assert _png_size(p) == (704, 594)  # 6.4 x 5.4 inches at 110 dpi
+    im = ax.get_images()[0]
+    assert im.origin == "lower" and im.get_cmap().name == "viridis"
+    assert len(fig.axes) == 2 and fig.axes[1].get_label() == "<colorbar>"  # the colour bar beside the map
+    assert [t.get_rotation() for t in ax.get_xticklabels()] == [90.0, 90.0]
+    assert {t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels()} == {7.0}
+    assert ax.get_title() == "title\nFFMA Rd, Ra, Rb, R16 (no reuse): cycles per FFMA"
+
+
+def test_bandwidth_plot_style(tmp_path, drawn):
+    import matplotlib.colors as mcolors
+    p = report.plot_bandwidth({"STS float": 127.0}, 128.0, tmp_path / "b.png", "title")
+    ax = drawn[0].axes[0]
+    assert _png_size(p) == (704, 440)  # 6.4 x 4.0 inches at 110 dpi
+    assert mcolors.to_hex(ax.patches[0].get_facecolor()) == mcolors.to_hex("tab:blue")
+    (peak,) = ax.get_lines()
+    assert (peak.get_linestyle(), peak.get_linewidth(), mcolors.to_hex(peak.get_color())) == ("--", 1.0, "#000000")
+    assert ax.get_ylabel() == "bytes per cycle per SM" and ax.get_title() == "title"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["theory 128 B/clk"]
+
+
+def test_markdown_document_exactly():
+    v = Verdict("lds", "sm_90", FAIL, "23 ± 0.5 cycles", 30.0, "30.000 cycles", "cycles", "chase", "seeds")
+    md = report.markdown([v], {"arch": "sm_90", "gpu": {"name": "G"}})
+    assert md == "\n".join([
+        "# gpuprops report: G (sm_90)",
+        "",
+        "- gpu: name=G",
+        "",
+        "gpuprops: 1 FAIL",  # the summary line, as the terminal prints it
+        "",
+        report.table([v], fmt="github"),
+        "",
+        "## Not passing",
+        "",
+        "```",
+        v.message(),
+        "```",
+        "",
+    ])
+
+
+def test_table_default_format_is_simple():
+    vs = _verdicts()
+    assert report.table(vs) == report.table(vs, fmt="simple")
+    assert report.table(vs, fmt="github").startswith("| fact")
+
+
+def test_write_reports_exact_json_and_deep_folders(tmp_path):
+    import datetime
+    out = tmp_path / "a" / "b" / "r.json"
+    meta = {"date": datetime.date(2026, 1, 2), "arch": "sm_90"}
+    report.write_reports(out, SessionResults(_verdicts()[:1]), [], meta)
+    expected = SessionResults(_verdicts()[:1]).to_json(meta)
+    expected["fleet"] = []
+    assert out.read_text() == json.dumps(expected, indent=1, default=str)
+    assert list(json.loads(out.read_text())) == ["schema", "meta", "summary", "facts", "recorded", "plot_points",
+                                                 "fleet"]
+    assert json.loads(out.read_text())["meta"]["date"] == "2026-01-02"
+    assert out.with_suffix(".md").read_text() == report.markdown(_verdicts()[:1], meta)

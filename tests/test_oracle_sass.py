@@ -480,6 +480,7 @@ def test_listing_words_must_match_the_elf_bytes(fake_nvdisasm):
 def test_an_empty_listing_is_an_error(fake_nvdisasm):
     with pytest.raises(sass.SassError, match="nvdisasm printed no instructions for kernel 'salted' of salted"):
         fake_nvdisasm("empty").instructions("salted")
+    assert sass.disassemble_raw(sass.join_words(*ffma_words(1, 2, 3, 4)), "sm_90") == []
 
 
 def test_a_failing_nvdisasm_is_reported_with_its_message(fake_nvdisasm):
@@ -661,3 +662,122 @@ def test_region_mismatch_by_hand():
     assert sass.region_mismatch(mem, {"FFMA": 1}, other_allowed=5) == [
         "memory accesses the fact does not intend: ATOMS.ADD, LDG.E, STS"]
     assert sass.region_mismatch(mem, {"FFMA": 1, "LDG.E": 1, "STS": 1, "ATOMS.ADD": 1}) == []
+
+
+@pytest.mark.parametrize("layout", ["nvidia/cu13/bin", "nvidia/cuda_nvdisasm/bin", "nvidia/cu12/bin"])
+def test_nvdisasm_from_each_pip_layout(tmp_path, monkeypatch, layout):
+    monkeypatch.delenv("GPUPROPS_NVDISASM", raising=False)
+    d = tmp_path / "site" / layout
+    d.mkdir(parents=True)
+    (d / "nvdisasm").write_text("")
+    (d / "nvdisasm").chmod(0o755)
+    monkeypatch.setattr(sass.sys, "path", [str(tmp_path / "empty"), str(tmp_path / "site")])
+    assert sass.find_nvdisasm() == str(d / "nvdisasm")
+
+
+VERSION = """#!/bin/sh
+echo "nvdisasm: NVIDIA (R) CUDA disassembler"
+echo "{line}"
+{tail}
+"""
+
+
+@pytest.mark.parametrize("line, version", [("Cuda compilation tools, release 13.5, V13.5.37", "13.5"),
+                                           ("Cuda compilation tools, release 12.10, V12.10.1", "12.10"),
+                                           ("no release here", "unknown")])
+def test_nvdisasm_version(tmp_path, monkeypatch, line, version):
+    f = tmp_path / "nvdisasm"
+    f.write_text(VERSION.format(line=line, tail=""))
+    f.chmod(0o755)
+    monkeypatch.setenv("GPUPROPS_NVDISASM", str(f))
+    # the version is kept per binary (path, mtime, size), in memory and on disk: a fresh cache folder
+    # and memo, so this stand-in's own answer is what is read
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path / "cache"))
+    sass._nvdisasm_identity_of.cache_clear()
+    try:
+        assert sass.nvdisasm_version() == version
+    finally:
+        sass._nvdisasm_identity_of.cache_clear()
+
+
+def test_a_failure_reported_on_stdout_only_is_still_reported(tmp_path, monkeypatch):
+    f = tmp_path / "nvdisasm"
+    f.write_text(VERSION.format(line="release 13.5", tail='case "$1" in --version) exit 0;; esac\n'
+                                                         'echo "only on stdout"; exit 1'))
+    f.chmod(0o755)
+    monkeypatch.setenv("GPUPROPS_NVDISASM", str(f))
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path / "cache"))
+    sass._nvdisasm_identity_of.cache_clear()
+    try:
+        with pytest.raises(sass.SassError, match=r"nvdisasm 13.5 failed on \S+\.bin: nvdisasm: NVIDIA \(R\) CUDA "
+                                                 r"disassembler\nrelease 13.5\nonly on stdout"):
+            sass.disassemble_raw(bytes(16), "sm_90")
+    finally:
+        sass._nvdisasm_identity_of.cache_clear()
+
+
+def test_default_cubin_name_in_messages():
+    with pytest.raises(sass.SassError, match="^<cubin> is not an ELF file"):
+        sass.Cubin(b"nope")
+
+
+def test_instructions_leave_no_temporary_file(build, tmp_path, monkeypatch):
+    import tempfile
+    data = build("clock_overhead.cu", "sm_90").data
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert sass.Cubin(data, "sm_90").instructions()
+    assert os.listdir(tmp_path) == []
+
+
+def test_words_are_unsigned():
+    assert sass.split_words(b"\xff" * 16) == ((1 << 64) - 1, (1 << 64) - 1)
+    lo, hi = sass.split_words(sass.join_words(0x8000000000000000, 0x020F5E0000001804 | 1 << 63))
+    assert lo == 1 << 63 and hi >> 63 == 1
+
+
+def test_a_chain_keeps_the_scoreboard_it_already_uses():
+    # the STSs already chain on scoreboard 0 and nothing else uses it: it stays theirs
+    p = program(("STS [R0], R1", dict(sets_r=0)), ("STS [R0+4], R1", dict(sets_r=0, waits=0b1)),
+                before=[("LDG R1, [R2]", dict(sets_w=1))])
+    assert [e.read_barrier for e in sass.chain_on_read_scoreboard(p, "STS")] == [0, 0]
+
+
+def test_free_scoreboard_message_exactly():
+    with pytest.raises(sass.PatchRefused, match="^every scoreboard 0..5 is used in the timed region; none is free to "
+                                                "chain instructions on$"):
+        sass.free_scoreboard(program(*[("X", dict(sets_w=b)) for b in range(6)]))
+
+
+def test_a_scoreboard_the_start_read_itself_sets_is_not_a_leak():
+    # a start read that sets scoreboard 3 (an S2UR-style read), waited on inside the region: that wait
+    # is for the clock read, not for anything issued before it
+    seq = [ins(0, "LDG R7, [R2]", sets_w=2), ins(16, "S2UR UR4, SR_CLOCKLO", sets_w=3, waits=0b100),
+           ins(32, "IADD3 R1, UR4, 1, RZ", waits=0b1000), ins(48, "CS2R R4, SR_CLOCKLO")]
+    assert sass.region_hazards(seq) == []
+
+
+def test_region_mismatch_defaults_to_no_other_instructions_and_intended_zero_counts():
+    p = program(("FFMA R1, R1, R1, R1", {}), ("IADD3 R5, R5, 1, RZ", {}))
+    assert sass.region_mismatch(p, {"FFMA": 1}) == ["1 other instructions ({'IADD3': 1}); at most 0 intended"]
+    assert sass.region_mismatch(p, {"FFMA": 1, "IADD3": 1, "LDG.E": 0}) == []
+
+
+def test_load_cubin_passes_the_arch_on(build, tmp_path):
+    p = tmp_path / "c.cubin"
+    p.write_bytes(build("clock_overhead.cu", "sm_90").data)
+    assert sass.load_cubin(p, arch="sm_90a").arch == "sm_90a" and sass.load_cubin(p).arch == "sm_90"
+
+
+def test_patching_one_kernel_of_several(two_kernels):
+    cubin = sass.Cubin(two_kernels["sm_90"], "sm_90")
+    name = "small"  # not the first kernel in the file
+    assert next(iter(cubin.kernels)) != name
+    first = next(i for i in cubin.instructions(name) if i.offset not in cubin.kernel(name).protected_offsets
+                 and i.base_opcode not in sass._CONTROL_FLOW)
+    one = sass.patch(cubin, name, [Edit(first.offset, stall=9)])
+    (many,) = sass.patch_many(cubin, name, [[Edit(first.offset, stall=9)]])
+    assert many.cubin == one.cubin and many.changed[0][1].control.stall == 9
+    k = cubin.kernel(name)
+    assert sass.Cubin(one.cubin, "sm_90").text(name) != cubin.text(name)
+    assert sass.Cubin(one.cubin, "sm_90").text("big") == cubin.text("big")
+    assert one.cubin[:k.text_offset] == cubin.data[:k.text_offset]

@@ -251,3 +251,33 @@ def test_hmma_model_regimes(ilp, warps, cycles, regime):
 def test_hmma_model_pipe_floor():
     assert A.hmma_cycles_per_smsp(8, 4, latency=24.0, issue_interval=6.0, pipe_interval=2.5) == 2.5
     assert A.hmma_cycles_per_smsp(1, 1, latency=24.0, issue_interval=6.0, pipe_interval=30.0) == 30.0
+
+
+def test_reproduce_is_empty_unless_given():
+    assert A.evaluate(LDS, _m([23.0])).reproduce == ""
+    assert A.evaluate_static(STATIC, 24, "nvrtc 13.5").reproduce == ""
+    assert _model([("a", 1.0, 1.0)]).reproduce == "r"
+    assert A.evaluate_model("m", "sm_90", [("a", 1.0, 1.0)], tolerance_rel=0.1, unit="c", method="x",
+                            source="y").reproduce == ""
+
+
+def test_static_verdict_fields():
+    v = A.evaluate_static(STATIC, 20, "nvrtc 13.0")
+    assert (v.fact, v.arch, v.unit, v.method, v.source, v.kind) == ("dep", "sm_90", "cycles", "m", "s", "static")
+
+
+def test_model_worst_case_is_the_largest_relative_deviation():
+    # a: 10 % over; b: 20 % under (the sum |2.2 + 2| / 2 would pick a)
+    assert "worst b:" in _model([("a", 2.0, 2.2), ("b", 1.0, 0.8)]).measured_text
+    # a measured zero is a 100 % deviation, not a case to skip
+    assert "worst z:" in _model([("a", 2.0, 2.2), ("z", 1.0, 0.0)], tol=2.0).measured_text
+
+
+def test_model_verdict_with_exactly_thirteen_cases_off():
+    text = _model([(f"k{i}", 1.0, 2.0) for i in range(13)]).measured_text
+    assert text.endswith("; and 1 more")
+
+
+def test_message_joins_flags_with_commas():
+    v = A.Verdict("f", "sm_90", A.FAIL, "e", 1.0, "t", "u", "m", "s", flags=["a", "b"])
+    assert "  flags:    a, b" in v.message().splitlines()

@@ -1,21 +1,7 @@
 """The plugin through pytester, with the GPU layer replaced where a test needs one."""
 
 import pytest
-
-FAKE_GPU = '''
-import pytest
-from pytest_gpuprops import measure
-
-_mp = pytest.MonkeyPatch()
-
-def pytest_configure(config):
-    _mp.setattr(measure, "gpu_unavailable_reason", lambda index=0: None)
-    _mp.setattr(measure, "gpu_info", lambda index=0: measure.GpuInfo(0, "Fake GPU", "sm_90", 132, "580.0", "13.0",
-                                                                      "13.0", "0000:00:00.0", 1980))
-
-def pytest_unconfigure(config):
-    _mp.undo()
-'''
+from gp_testing import FAKE_GPU  # noqa: F401 (test_oracle_plugin imports it from here)
 
 FACT_TEST = '''
 import pytest

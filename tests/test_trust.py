@@ -5,6 +5,7 @@ work on given numbers. The plugin is driven through pytester with a fake GPU whe
 import json
 
 import pytest
+from gp_testing import fake_gpu_conftest
 
 from pytest_gpuprops import assertions as A
 from pytest_gpuprops import facts as F
@@ -111,22 +112,7 @@ def test_results_round_trip_through_json():
 
 # -- through the plugin ------------------------------------------------------------------------
 
-FAKE_GPUS = '''
-import pytest
-from pytest_gpuprops import measure
-
-_mp = pytest.MonkeyPatch()
-
-def pytest_configure(config):
-    _mp.setattr(measure, "gpu_unavailable_reason", lambda index=0: None)
-    _mp.setattr(measure, "visible_gpu_count", lambda: 2)
-    _mp.setattr(measure, "gpu_info", lambda index=0: measure.GpuInfo(
-        index, "Fake GPU", "sm_90", 132, "580.0", "13.0", "13.0", f"0000:0{index}:00.0", 1980,
-        f"GPU-0000000{index}-0000-0000-0000-000000000000", "node1"))
-
-def pytest_unconfigure(config):
-    _mp.undo()
-'''
+FAKE_GPUS = fake_gpu_conftest(count=2)
 
 # Each "measurement" reads the next value from a list; re-measuring reads the next one. SHIFT adds to
 # GPU 1's values: the test-only hook that plants an outlier.
@@ -330,3 +316,59 @@ def test_merge_refuses_what_is_not_a_report(tmp_path, capsys):
     bad.write_text("[1, 2]")
     assert main(["merge", str(bad)]) == 2
     assert "not a gpuprops report" in capsys.readouterr().err
+
+
+def test_a_fact_not_recorded_for_this_arch_skips_saying_how_to_record_it(pytester):
+    pytester.makeconftest(FAKE_GPUS)
+    pytester.makepyfile('''
+        import pytest
+        from pytest_gpuprops.measure import Measurement
+
+        @pytest.mark.gpu
+        def test_new_unit(gpuprops):
+            gpuprops.check("not_yet_recorded_cycles", Measurement.given("x", [1.0] * 3), method="given")
+    ''')
+    r = pytester.runpytest_inprocess("-rs")
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["gpuprops: 1 SKIPPED", "*no fact 'not_yet_recorded_cycles' for sm_90*--gpuprops-record*"])
+
+
+UNCLEAN_RUNNER = '''
+import pytest
+from pytest_gpuprops import measure
+
+class _Runner:
+    def __init__(self, *a, **k):
+        pass
+    def measure(self, name, spec, **kw):
+        raise measure.UncleanRegion("regbank on ARCH: the timed region does not hold what the fact measures: LDCU")
+
+def pytest_sessionstart(session):
+    _mp.setattr(measure, "Runner", _Runner)
+
+@pytest.mark.gpu
+def test_regbank(gpuprops):
+    gpuprops.measure("x", measure.KernelSpec("k.cu", "k"), divisor=1)
+'''
+
+
+@pytest.mark.parametrize("arch, outcome", [("sm_100", "skipped"), ("sm_90", "failed")])
+def test_an_unclean_region_skips_on_a_new_arch_and_fails_on_a_known_one(pytester, arch, outcome):
+    conftest = fake_gpu_conftest(arch) + UNCLEAN_RUNNER.split("@pytest.mark.gpu")[0].replace("ARCH", arch)
+    pytester.makeconftest(conftest)
+    pytester.makepyfile("import pytest\nfrom pytest_gpuprops import measure\n\n@pytest.mark.gpu"
+                        + UNCLEAN_RUNNER.split("@pytest.mark.gpu")[1])
+    r = pytester.runpytest_inprocess("-rs")
+    r.assert_outcomes(**{outcome: 1})
+    r.stdout.fnmatch_lines(["*LDCU*"])
+
+
+def test_record_mode_under_xdist_writes_the_workers_measurements(pytester):
+    pytest.importorskip("xdist")
+    pytester.makeconftest(FAKE_GPUS)
+    pytester.makepyfile(FLAKY_FACT.format(values=[23.1], shift=0))
+    r = pytester.runpytest_subprocess("-n", "2", "--gpuprops-record", "rec.toml")
+    r.assert_outcomes(passed=1)
+    from pytest_gpuprops import facts as F
+    recorded = F._parse(pytester.path / "rec.toml")
+    assert recorded["lds_latency_cycles"].value == 23.1 and "measured on Fake GPU" in recorded["lds_latency_cycles"].source

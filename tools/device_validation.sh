@@ -3,7 +3,8 @@
 #
 #   tools/device_validation.sh record "<-k expression>"   record facts this GPU has no value for yet
 #   tools/device_validation.sh validate                   the GPU suite 5 times in a row, then a fact
-#                                                         planted 5 % off, 3 times (must FAIL each time)
+#                                                         planted 5 % off, 3 times (must FAIL each time);
+#                                                         BUDGET_S: start no run after this many seconds
 #   tools/device_validation.sh fleet                      every GPU of the node in one xdist run, the
 #                                                         same on GPU 0 alone, and a planted outlier
 #
@@ -31,7 +32,9 @@ record)
   grep -a -A60 "gpuprops facts" "$LOGS/record.log" | head -80
   ;;
 validate)
+  start=$(date +%s)
   for i in 1 2 3 4 5; do
+    if [ $(( $(date +%s) - start )) -gt "${BUDGET_S:-100000}" ]; then echo "run $i: not started (BUDGET_S=$BUDGET_S spent)"; continue; fi
     plots=(); [ "$i" = 1 ] && plots=(--gpuprops-plots "$LOGS/plots")
     timed "run $i" "$LOGS/run$i.log" $RUN -m "not static" --gpuprops-facts "$FACTS" \
       --gpuprops-report "$LOGS/run$i.json" "${plots[@]}"
@@ -44,6 +47,7 @@ text = open(sys.argv[1]).read()
 open("/tmp/planted.toml", "w").write(re.sub(r"(\[lds_latency_cycles\]\nvalue = )23\.0", r"\g<1>24.15", text))
 PY
   for i in 1 2 3; do
+    if [ $(( $(date +%s) - start )) -gt "${BUDGET_S:-100000}" ]; then echo "planted $i: not started"; continue; fi
     timed "planted $i" "$LOGS/planted$i.log" $RUN -k lds_latency --gpuprops-facts /tmp/planted.toml
   done
   grep -a -m1 -A14 "does not hold" "$LOGS/planted1.log"
