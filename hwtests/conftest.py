@@ -54,36 +54,38 @@ def _static_builds(item, specs, launched):
     return [(Build.of(KERNELS / source, arch, defines), None)] if _fits(source, arch) else []
 
 
-def _gpu(request):
-    """(arch, kernels folder, cubin cache) of the GPU under test, or None (no GPU, or the plugin is
-    off). Asks only what the plugin asks anyway before the first GPU test, and skips nothing."""
+def _gpu(config):
+    """(arch, kernels folder, cubin cache) of the GPU under test, or None where there is none.
+    Asks what the plugin asks anyway before the first GPU test (through the same functions)."""
+    from pytest_gpuprops import measure
+    index = getattr(config.option, "gpuprops_gpu", 0) or 0
+    if measure.gpu_unavailable_reason(index) is not None:
+        return None
     try:
-        state = request.getfixturevalue("gpuprops_state")
-    except pytest.FixtureLookupError:
+        arch = measure.gpu_info(index).arch
+    except measure.GpuUnavailable:
         return None
-    if state.gpu_reason() is not None:
-        return None
-    return state.info.arch, Path(state.kernels_dir), state.config.option.gpuprops_cache
+    kernels = getattr(config.option, "gpuprops_kernels", None) or Path(str(config.rootpath)) / "kernels"
+    return arch, Path(kernels), getattr(config.option, "gpuprops_cache", None)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _prefetch(request):
-    """Before the first hwtests test: compile, in parallel, every build the selected tests will read
-    or launch, read their SASS in one nvdisasm batch per arch, and the launched builds as patched for
-    timing in one more (pytest_gpuprops.prefetch). Static tests: what each selected one compiles;
-    GPU tests: the launched builds for the GPU's arch. The tests then find all of it in the caches;
-    what they check, and how they measure, is unchanged. Warm, this is file reads."""
+def _prefetch(session) -> None:
+    """Compile, in parallel, every build the selected tests will read or launch, read their SASS in
+    one nvdisasm batch per arch, and the launched builds as patched for timing in one more
+    (pytest_gpuprops.prefetch). Static tests: what each selected one compiles; GPU tests: the
+    launched builds for the GPU's arch. The tests then find all of it in the caches; what they
+    check, and how they measure, is unchanged. Warm, this is file reads."""
     import specs
 
     from pytest_gpuprops import prefetch
-    items = request.session.items
+    items = session.items
     launched = specs.launched()
     jobs = []  # (cubin cache folder, [(Build, spec or None)])
     static = [b for i in items if i.get_closest_marker("static") for b in _static_builds(i, specs, launched)]
     if static:
         jobs.append((None, static))
     if any(i.get_closest_marker("gpu") for i in items):
-        gpu = _gpu(request)
+        gpu = _gpu(session.config)
         if gpu is not None:
             arch, kernels, cache = gpu
             # what the Runner launches: every launched build (the hypothesis examples draw from the
@@ -91,6 +93,29 @@ def _prefetch(request):
             jobs.append((cache, [(prefetch.Build.of(kernels / "sm_clock_rate.cu", arch), None)]
                          + [(prefetch.Build.of(kernels / s.source, arch, s.defines), s) for s in launched.values()
                             if _fits(s.source, arch)]))
-    for cache, wanted in jobs:
-        cubins = prefetch.builds([b for b, _ in wanted], cache_dir=cache)
-        prefetch.timing_patches((cubins[b], s) for b, s in wanted if s is not None and b in cubins)
+    if not jobs:
+        return
+    from filelock import FileLock
+
+    from pytest_gpuprops import cache as gp_cache
+    lock = gp_cache.root() / "prefetch.lock"  # pytest-xdist workers: one compiles, the others read its cache
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock), timeout=1800):
+        for cache, wanted in jobs:
+            cubins = prefetch.builds([b for b, _ in wanted], cache_dir=cache)
+            prefetch.timing_patches((cubins[b], s) for b, s in wanted if s is not None and b in cubins)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session):
+    """The prefetch runs once the tests are selected and before the first one, so its time is the
+    session's, not the first test's (per-test times stay what each test costs). Under pytest-xdist
+    it runs in the workers (the first to take the lock compiles), not in the controller."""
+    config = session.config
+    xdist_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    if not config.option.collectonly and not xdist_controller:
+        try:
+            _prefetch(session)
+        except OSError:
+            pass  # an unwritable cache: the tests compile and read what they need themselves
+    yield
