@@ -1,0 +1,230 @@
+"""fixture layer: the objects the ``gpuprops`` and ``gpuprops_static`` fixtures hand to a test.
+
+A :class:`FactChecker` measures kernels and checks them against this GPU's facts; a
+:class:`StaticChecker` checks compile-time facts. What a test finds (verdicts, recorded facts, plot
+points) waits on its item until the test's report carries it (plugin.pytest_runtest_makereport).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from typing import TYPE_CHECKING
+
+import pytest
+
+from . import assertions, measure
+from . import facts as gp_facts
+
+if TYPE_CHECKING:
+    from .session import GpuPropsState
+
+_PART = pytest.StashKey[dict]()
+
+
+def _pending(item: pytest.Item) -> dict:
+    """What a test found and has not yet handed to its report: verdicts, recorded facts, plot points."""
+    if _PART not in item.stash:
+        item.stash[_PART] = {"verdicts": [], "recorded": [], "plot_points": {}}
+    return item.stash[_PART]
+
+
+def reproduce_command(config: pytest.Config, nodeid: str, *, gpu: bool = False, index: int | None = None) -> str:
+    """The command that runs one fact again as this session ran it: the facts it was checked
+    against and, for GPU facts, the device, kernels and stop rule when they are not the defaults."""
+    opt = config.option
+    args = ["pytest", nodeid]
+    index = opt.gpuprops_gpu if index is None else index
+    if gpu and index:
+        args += ["--gpu", str(index)]
+    if opt.gpuprops_facts:
+        args += ["--gpuprops-facts", str(opt.gpuprops_facts)]
+    if gpu:
+        if opt.gpuprops_kernels:
+            args += ["--gpuprops-kernels", str(opt.gpuprops_kernels)]
+        if opt.gpuprops_noise != 0.01:
+            args += ["--gpuprops-noise", f"{opt.gpuprops_noise:g}"]
+        if opt.gpuprops_budget != 2.0:
+            args += ["--gpuprops-budget", f"{opt.gpuprops_budget:g}"]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+class FactChecker:
+    """The per-test handle: measure, then check against this arch's fact, recording the verdict."""
+
+    def __init__(self, request: pytest.FixtureRequest, state: GpuPropsState, index: int):
+        self._request = request
+        self._state = state
+        self._index = index
+        self.verdicts: list[assertions.Verdict] = []
+
+    # -- measuring -------------------------------------------------------------------------------
+    @property
+    def gpu(self) -> measure.GpuInfo:
+        return self._state.info(self._index)
+
+    @property
+    def runner(self) -> measure.Runner:
+        return self._state.runner(self._index)
+
+    def measure(self, name: str, spec: measure.KernelSpec, **kw) -> measure.Measurement:
+        try:
+            return self.runner.measure(name, spec, **kw)
+        except measure.UncleanRegion as exc:
+            if self._known_arch():
+                pytest.fail(str(exc), pytrace=False)
+            # a new arch: the compiler emits something else in the region, so this fact's method does
+            # not hold there as it is; say so instead of measuring the wrong thing
+            pytest.skip(f"the method of this fact does not hold on {self.gpu.arch} yet: {exc}")
+        except measure.KernelLaunchError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    def _known_arch(self) -> bool:
+        try:
+            gp_facts.load_facts(self.gpu.arch, self._state.facts_path)
+        except gp_facts.MissingFacts:
+            return False
+        return True
+
+    # -- checking --------------------------------------------------------------------------------
+    def reproduce(self) -> str:
+        return reproduce_command(self._request.config, self._request.node.nodeid, gpu=True, index=self._index)
+
+    def fact(self, name: str) -> gp_facts.Fact | None:
+        facts = self._request.getfixturevalue("gpu_facts")
+        if facts is None or name not in facts:
+            if self._state.record_path:
+                return None
+            if facts is None:
+                pytest.skip(f"no facts for {self.gpu.arch}: record them with --gpuprops-record {self.gpu.arch}.toml")
+            try:
+                facts.need(name)
+            except gp_facts.MissingFacts as exc:  # not yet recorded for this arch or GPU: say how
+                pytest.skip(str(exc))
+        return facts[name]
+
+    def expected(self, name: str) -> float:
+        """A fact's value for model tests: from the facts file, or (record mode) from this session."""
+        fact = self.fact(name)
+        if name in self._state.results.recorded and (fact is None or self._state.record_path):
+            return float(self._state.results.recorded[name].value)
+        if fact is None:
+            pytest.skip(f"needs fact {name}: record it first (its own test runs earlier in this session)")
+        return float(fact.value)
+
+    def _finish(self, v: assertions.Verdict) -> assertions.Verdict:
+        v.nodeid = self._request.node.nodeid
+        v.gpu = self.gpu.identity()
+        self.verdicts.append(v)
+        _pending(self._request.node)["verdicts"].append(v.as_dict())
+        self._request.node.user_properties.append((f"gpuprops:{v.fact}", f"{v.measured} {v.unit} {v.verdict_text}"))
+        assertions.raise_for(v)
+        return v
+
+    def check(self, name: str, m: measure.Measurement, *, method: str = "", unit: str | None = None,
+              benchmark=None, remeasure=None) -> assertions.Verdict:
+        """Assert measurement ``m`` against fact ``name`` of this arch (or record it in record mode).
+
+        A measurement outside its tolerance is measured again (``remeasure``, default: the
+        measurement's own fresh-launch repeat) before the verdict: FAIL only if it fails every time,
+        UNSTABLE if it does not. Pass pytest-benchmark's ``benchmark`` fixture to store the per-launch
+        values (in cycles) for --benchmark-save / --benchmark-compare.
+        """
+        m = planted_shift(m, name, self._index)
+        if benchmark is not None:
+            store_in_benchmark(benchmark, m, self.gpu)
+        fact = self.fact(name)
+        if fact is None or self._state.record_path:
+            return self._finish(self._record(name, m, method, unit or m.unit, fact))
+        again = remeasure or m.remeasure
+        first = assertions.evaluate(fact, m, reproduce=self.reproduce())
+        return self._finish(assertions.confirm(
+            first, (lambda: assertions.evaluate(fact, again(), reproduce=self.reproduce())) if again else None))
+
+    def _record(self, name, m, method, unit, old):
+        tol_abs, tol_rel = gp_facts.default_tolerance(unit, m.median, m.noise)
+        if old is not None:  # keep the reviewed tolerance and method of an existing fact
+            tol_abs, tol_rel, method = old.tolerance_abs, old.tolerance_rel, old.method
+        info = self.gpu
+        fact = gp_facts.Fact(name=name, arch=info.arch, unit=unit, method=method or f"{m.kernel} {m.launch}",
+                             source=gp_facts.provenance(info.name, info.driver_version, info.cuda_driver_version),
+                             value=round(m.median, 3), tolerance_abs=tol_abs, tolerance_rel=tol_rel)
+        self._state.results.recorded[name] = fact
+        _pending(self._request.node)["recorded"].append(dataclasses.asdict(fact))
+        v = assertions.evaluate(fact, m)
+        v.status = assertions.RECORDED if v.status != assertions.NOISY else v.status
+        return v
+
+    def check_model(self, name: str, cases, *, tolerance_rel: float, unit: str, method: str, source: str,
+                    remeasure=None):
+        """Assert that every (label, predicted, measured) case is within ``tolerance_rel`` of the
+        model. A failure is measured again with ``remeasure() -> cases`` before it is reported."""
+        def evaluate(cs):
+            return assertions.evaluate_model(name, self.gpu.arch, cs, tolerance_rel=tolerance_rel, unit=unit,
+                                             method=method, source=source, reproduce=self.reproduce())
+        v = assertions.confirm(evaluate(cases), (lambda: evaluate(remeasure())) if remeasure else None)
+        return self._finish(v)
+
+    def plot_point(self, plot: str, **point) -> None:
+        _pending(self._request.node)["plot_points"].setdefault(plot, []).append(point)
+
+
+def planted_shift(m: measure.Measurement, fact: str, gpu_index: int) -> measure.Measurement:
+    """Test-only: ``GPUPROPS_PLANT_SHIFT="<gpu index>:<fact>:<delta>"`` adds delta to one GPU's
+    measurement of one fact (and to its re-measurements), to check on real hardware that an
+    outlier or a moved fact is flagged. The verdict says it was planted."""
+    plant = os.environ.get("GPUPROPS_PLANT_SHIFT")
+    if not plant:
+        return m
+    try:
+        index, name, delta = plant.split(":")
+        index, delta = int(index), float(delta)
+    except ValueError:
+        raise pytest.UsageError(f"GPUPROPS_PLANT_SHIFT={plant!r}: expected <gpu index>:<fact>:<delta>") from None
+    if index != gpu_index or name != fact:
+        return m
+    again = m.remeasure
+    shifted = dataclasses.replace(m, values=[v + delta for v in m.values], kernel=f"{m.kernel} (planted {delta:+g})")
+    shifted.remeasure = (lambda: planted_shift(again(), fact, gpu_index)) if again else None
+    return shifted
+
+
+class StaticChecker:
+    """Checks compile-time facts (no GPU) against an arch's facts file, per compiler version."""
+
+    def __init__(self, request: pytest.FixtureRequest, state: GpuPropsState):
+        self._request = request
+        self._state = state
+
+    def check(self, arch: str, name: str, value: float, compiler: str) -> assertions.Verdict:
+        try:
+            fact = gp_facts.load_facts(arch, self._state.facts_path).need(name)
+        except gp_facts.MissingFacts as exc:
+            pytest.skip(str(exc))
+        v = assertions.evaluate_static(fact, value, compiler,
+                                       reproduce=reproduce_command(self._request.config, self._request.node.nodeid))
+        v.nodeid = self._request.node.nodeid
+        _pending(self._request.node)["verdicts"].append(v.as_dict())
+        self._request.node.user_properties.append((f"gpuprops:{name}", f"{value} {fact.unit} {v.verdict_text}"))
+        assertions.raise_for(v)
+        return v
+
+
+def store_in_benchmark(benchmark, m: measure.Measurement, info: measure.GpuInfo) -> None:
+    """Store ``m``'s per-launch values (cycles, not seconds) as this test's benchmark stats.
+
+    pytest-benchmark times callables with its timer; here the "timer" is a cycle counter that a
+    replay of the recorded values advances, so its statistics, --benchmark-save and
+    --benchmark-compare-fail work on cycles. Disabled under xdist, like pytest-benchmark itself.
+    """
+    values = iter(m.values)
+    clock = [0.0]
+
+    def replay():
+        clock[0] += next(values)
+
+    benchmark._timer = lambda: clock[0]
+    benchmark.extra_info.update(unit=m.unit, gpu=info.name, arch=info.arch, stop_reason=m.stop_reason,
+                                noise=m.noise, sm_clock_mhz=m.sm_clock_mhz)
+    benchmark.pedantic(replay, rounds=len(m.values), iterations=1, warmup_rounds=0)

@@ -1,0 +1,169 @@
+"""session layer: per-session state of the plugin: options, the GPUs (made lazily), and the
+session's results, fed test by test from the reports (this process's or an xdist worker's)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from . import assertions, measure, results
+
+
+class GpuSlot:
+    """One GPU of the session: its info (or why it cannot be used) and its runner, made lazily."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.info: measure.GpuInfo | None = None
+        self.unavailable: str | None = None
+        self.runner: measure.Runner | None = None
+
+
+class GpuPropsState:
+    """Per-session state: options, the GPUs (lazily), and the session's results."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        opt = config.option
+        self.gpu_index: int = opt.gpuprops_gpu
+        self.gpus_option: str | None = getattr(opt, "gpuprops_gpus", None)
+        self.facts_path = opt.gpuprops_facts
+        self.record_path = opt.gpuprops_record
+        self.force = opt.gpuprops_force
+        self.report_path = opt.gpuprops_report
+        self.compare_path = getattr(opt, "gpuprops_compare", None)
+        self.plots_dir = opt.gpuprops_plots
+        root = Path(str(config.rootpath))
+        self.kernels_dir = Path(opt.gpuprops_kernels) if opt.gpuprops_kernels else root / "kernels"
+        self.stop = measure.StopRule(noise_target=opt.gpuprops_noise, time_budget_s=opt.gpuprops_budget)
+        self.results = results.SessionResults()
+        self.fleet: list[assertions.Verdict] = []
+        self.fleet_note = ""
+        self.worker_id: str | None = getattr(config, "workerinput", {}).get("workerid")
+        self._slots: dict[int, GpuSlot] = {}
+        self._gpu_list: list[int] | None = None
+
+    # -- which GPUs ----------------------------------------------------------------------------
+    def gpu_list(self) -> list[int]:
+        """The GPUs to measure: --gpuprops-gpus (all, or a list), else the one of --gpu."""
+        if self._gpu_list is None:
+            self._gpu_list = parse_gpus(self.gpus_option, measure.visible_gpu_count) if self.gpus_option \
+                else [self.gpu_index]
+        return self._gpu_list
+
+    def default_index(self) -> int:
+        """This process's GPU: under xdist with --gpuprops-gpus, worker gwK measures the K-th GPU."""
+        gpus = self.gpu_list()
+        if self.worker_id and self.gpus_option:
+            k = int(self.worker_id.lstrip("gw") or 0)
+            return gpus[k] if k < len(gpus) else -1
+        return gpus[0] if gpus else self.gpu_index
+
+    def slot(self, index: int | None = None) -> GpuSlot:
+        index = self.default_index() if index is None else index
+        if index not in self._slots:
+            s = GpuSlot(index)
+            if index < 0:
+                s.unavailable = (f"xdist worker {self.worker_id} has no GPU of its own: --gpuprops-gpus lists "
+                                 f"{len(self.gpu_list())}; run with -n {len(self.gpu_list())}")
+            else:
+                s.unavailable = measure.gpu_unavailable_reason(index)
+            if s.unavailable is None:
+                try:
+                    s.info = measure.gpu_info(index)
+                except measure.GpuUnavailable as exc:
+                    s.unavailable = str(exc)
+            self._slots[index] = s
+        return self._slots[index]
+
+    def gpu_reason(self, index: int | None = None) -> str | None:
+        return self.slot(index).unavailable
+
+    def info(self, index: int | None = None) -> measure.GpuInfo:
+        s = self.slot(index)
+        if s.unavailable:
+            pytest.skip(f"needs a GPU: {s.unavailable}")
+        return s.info  # type: ignore[return-value]
+
+    def runner(self, index: int | None = None) -> measure.Runner:
+        s = self.slot(index)
+        if s.runner is None:
+            s.runner = measure.Runner(self.info(index), self.kernels_dir, stop=self.stop,
+                                      cache_dir=self.config.option.gpuprops_cache)
+        return s.runner
+
+    @property
+    def _info(self) -> measure.GpuInfo | None:
+        """The first GPU measured in this process (for the report's header and record mode)."""
+        return next((s.info for s in self._slots.values() if s.info is not None), None)
+
+    def meta(self) -> dict:
+        import socket
+
+        from . import compile as gp_compile
+        from . import sass
+        meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname()}
+        try:
+            meta["compiler"] = gp_compile.compiler_version()
+        except Exception as exc:  # no NVRTC: the report still says so
+            meta["compiler"] = f"unavailable ({exc})"
+        try:
+            meta["nvdisasm"] = sass.nvdisasm_version()
+        except Exception as exc:
+            meta["nvdisasm"] = f"unavailable ({exc})"
+        gpus = {json.dumps(v.gpu, sort_keys=True) for v in self.results.verdicts if v.gpu}
+        if self._info is not None:
+            meta["gpu"] = self._info.as_dict()
+            meta["arch"] = self._info.arch
+        elif gpus:
+            first = json.loads(sorted(gpus)[0])
+            meta["gpu"] = first
+            meta["arch"] = next((v.arch for v in self.results.verdicts if v.gpu), "?")
+        meta["gpus"] = [json.loads(g) for g in sorted(gpus)]
+        return meta
+
+    # -- results -------------------------------------------------------------------------------
+    def ingest(self, report: pytest.TestReport) -> None:
+        """Take a test's verdicts from its report (this process's, or an xdist worker's), and make
+        sure a failing or skipped fact test shows in the table even without a verdict of its own."""
+        part = getattr(report, "gpuprops_part", None)
+        if part:
+            self.results.add(part)
+        mine = [v for v in self.results.verdicts if v.nodeid == report.nodeid]
+        if report.failed and not any(v.status in assertions.NOT_OK for v in mine):
+            self.results.verdicts.append(_outside_verdict(report, assertions.ERROR))
+        elif report.skipped and not mine and ("gpu" in report.keywords or "static" in report.keywords):
+            self.results.verdicts.append(_outside_verdict(report, assertions.SKIPPED))
+
+
+def parse_gpus(text: str, count) -> list[int]:
+    """``all`` or ``0,2,3`` -> GPU indices; ``count()`` is how many are visible."""
+    if text.strip() == "all":
+        n = count()
+        return list(range(n))
+    try:
+        gpus = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise pytest.UsageError(f"--gpuprops-gpus {text!r}: expected 'all' or GPU indices like 0,1,3") from None
+    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
+        raise pytest.UsageError(f"--gpuprops-gpus {text!r}: expected 'all' or distinct indices >= 0, like 0,1,3")
+    return gpus
+
+
+def _outside_verdict(report: pytest.TestReport, status: str) -> assertions.Verdict:
+    """A verdict for a test that failed, errored or skipped outside the verdict layer."""
+    if status == assertions.SKIPPED:
+        text = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        text = text.removeprefix("Skipped: ")
+    else:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        lines = [ln for ln in (crash.message if crash is not None else str(report.longrepr)).splitlines() if ln.strip()]
+        text = f"{report.when} failed: {lines[0] if lines else report.outcome}"
+    name = report.nodeid.split("::")[-1]
+    return assertions.Verdict(fact=name, arch="-", status=status, expected="-", measured=None, measured_text=text,
+                              unit="", method="", source="", kind="test",
+                              reproduce=f"pytest {shlex.quote(report.nodeid)}", nodeid=report.nodeid)
