@@ -11,7 +11,8 @@ from pytest_gpuprops import plugin, report, results
 from pytest_gpuprops.measure import Measurement
 
 
-def test_record_again_with_force_overwrites(pytester):
+def test_record_again_with_force_overwrites(pytester, monkeypatch):
+    monkeypatch.setattr("sys.dont_write_bytecode", True)  # the test file is rewritten between runs
     pytester.makeconftest(FAKE_GPU)
     rec = pytester.path / "sm_90.toml"
     pytester.makepyfile(FACT_TEST.replace("VALUE", "23.0"))

@@ -232,7 +232,9 @@ def test_same_values_on_every_gpu_pass_the_outlier_check(pytester):
     r.stdout.fnmatch_lines(["gpuprops outlier check: 2 GPUs, 1 facts compared, 0 outlier(s)"])
 
 
-def test_compare_with_an_earlier_report_fails_naming_gpu_and_fact(pytester):
+def test_compare_with_an_earlier_report_fails_naming_gpu_and_fact(pytester, monkeypatch):
+    # the same file is rewritten between runs with the same size: no stale bytecode may answer
+    monkeypatch.setattr("sys.dont_write_bytecode", True)
     pytester.makeconftest(FAKE_GPUS)
     pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0))
     pytester.runpytest_inprocess("--gpuprops-report", "old.json").assert_outcomes(passed=1)
