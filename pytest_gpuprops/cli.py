@@ -160,7 +160,7 @@ def _check_output(out: Path, inputs: list[Path]) -> None:
 
     An existing cubin may be replaced; any other existing file (a source, a header, notes) is not."""
     for src in inputs:
-        if out.exists() and src.exists() and os.path.samefile(out, src) or out.resolve() == src.resolve():
+        if (out.exists() and src.exists() and os.path.samefile(out, src)) or out.resolve() == src.resolve():
             raise Refused(f"-o {out} is the input {src}; writing there would destroy it. Choose another "
                           f"output name (e.g. -o {src.stem}.out.cubin)")
     if out.is_dir():
@@ -295,7 +295,7 @@ def cmd_patch(a) -> int:
     if not fields:
         raise Refused("nothing to change: give at least one of --regs, --reuse, --stall, --yield, --wait-mask, "
                       "--read-barrier, --write-barrier")
-    if "reuse" in fields:
+    if fields.get("reuse"):
         fields.setdefault("yield_flag", False)  # reuse flags count only where yield is clear
     cubin = _load_cubin(a.cubin)
     kernel = cubin.kernel(a.kernel).name

@@ -70,10 +70,12 @@ def gpu_unavailable_reason(index: int = 0) -> str | None:
     if index >= n:
         return f"--gpu {index} asked for but only {n} GPU(s) are visible"
     try:  # a GPU newer than the compiler: nothing can be built for it, so every fact skips with this
-        cc = cupy.cuda.Device(index).compute_capability
-        gp_compile.check_arch(f"sm_{cc}")
+        arch = f"sm_{cupy.cuda.Device(index).compute_capability}"
+        gp_compile.check_arch(arch)
     except gp_compile.ArchError as exc:
-        return f"GPU {index} is sm_{cc}, which cannot be compiled for here: {exc}"
+        return f"GPU {index} is {arch}, which cannot be compiled for here: {exc}"
+    except Exception:
+        pass  # gpu_info reads the device again and says what is wrong
     return None
 
 
