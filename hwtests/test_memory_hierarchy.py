@@ -66,7 +66,8 @@ def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
     """H100's L2 is split in two partitions: a hop to the far one costs more, so L2 hops are spread,
     not one value; the 10th and 90th percentiles are facts, the full distribution goes to the report."""
     hops = per_hop(gpuprops, sizes, level)
-    gpuprops.plot_point(f"chase_hops_{level}", hops=list(hops.values))
+    if q == QUANTILES[0]:
+        gpuprops.plot_point(f"chase_hops_{level}", hops=list(hops.values))
     name = f"{'l2_hit' if level == 'l2' else 'dram'}_latency_p{q}_cycles"
     m = Measurement.given(name, batch_percentiles(hops.values, q, BATCHES), noise_target=PERCENTILE_NOISE,
                           sm_clock_mhz=hops.sm_clock_mhz, throttle=hops.throttle, kernel="global_chase",
