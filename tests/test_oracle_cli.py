@@ -73,7 +73,7 @@ def test_patch_four_registers_and_explicit_yield(recorded, tmp_path, capsys):
     _, edits, _ = recorded(tmp_path, "--at", "0x10", "--yield", "off")
     assert edits == [sass.Edit(0x10, yield_flag=False)]
     _, edits, _ = recorded(tmp_path, "--at", "0x10", "--reuse", "")
-    assert edits == [sass.Edit(0x10, reuse=0, yield_flag=False)]
+    assert edits == [sass.Edit(0x10, reuse=0)]  # clearing reuse leaves yield as it is
     capsys.readouterr()
     # no field to change: refused before any cubin is read, nothing written
     rc, edits, _ = recorded(tmp_path, "--at", "0x20")
