@@ -25,36 +25,24 @@ from .session import GpuPropsState, GpuSlot, _outside_verdict, parse_gpus  # noq
 _STATE = pytest.StashKey["GpuPropsState"]()
 
 
-def _gpu_index(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"takes a CUDA device index 0, 1, ... (as nvidia-smi numbers them), not {text!r}")
-    return v
+def _option_number(convert, accept, expected: str):
+    """An argparse ``type=``: ``convert`` the text and keep it if ``accept`` says so, else one message."""
+    def parse(text: str):
+        try:
+            v = convert(text)
+        except ValueError:
+            v = None
+        if v is None or not accept(v):
+            raise argparse.ArgumentTypeError(f"takes {expected}, not {text!r}")
+        return v
+    return parse
 
 
-def _noise(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"takes the relative standard deviation that ends a measurement, a number "
-                                         f"between 0 and 1 (0.01 = 1 %), not {text!r}")
-    return v
-
-
-def _budget(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not 0 < v < math.inf:
-        raise argparse.ArgumentTypeError(f"takes the seconds one measurement may keep repeating, a number > 0 "
-                                         f"(default 2), not {text!r}")
-    return v
+_gpu_index = _option_number(int, lambda v: v >= 0, "a CUDA device index 0, 1, ... (as nvidia-smi numbers them)")
+_noise = _option_number(float, lambda v: 0 < v < 1, "the relative standard deviation that ends a measurement, a "
+                        "number between 0 and 1 (0.01 = 1 %)")
+_budget = _option_number(float, lambda v: 0 < v < math.inf, "the seconds one measurement may keep repeating, a "
+                         "number > 0 (default 2)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -48,7 +48,7 @@ def summary_line(verdicts: Iterable[Verdict]) -> str:
 
 def gpu_table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
     """One row per fact and test, one column per GPU: measured value and verdict on each."""
-    from .results import _case, gpu_key, gpu_label
+    from .results import case_key, gpu_key, gpu_label
     vs = [v for v in verdicts if v.gpu]
     gpus: dict[str, str] = {}
     for v in vs:
@@ -56,7 +56,7 @@ def gpu_table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for v in vs:
         cell = f"{v.measured:.3f} {v.verdict_text}" if v.measured is not None else v.verdict_text
-        rows.setdefault(_case(v), {})[gpu_key(v)] = cell
+        rows.setdefault(case_key(v), {})[gpu_key(v)] = cell
     body = [[fact, node.split("::")[-1], *(cells.get(g, "-") for g in gpus)] for (fact, node), cells in rows.items()]
     return tabulate(body, headers=["fact", "test", *gpus.values()], tablefmt=fmt, disable_numparse=True)
 

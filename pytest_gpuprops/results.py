@@ -110,7 +110,7 @@ def gpu_label(v: Verdict) -> str:
     return f"{where}gpu{g.get('index', '?')} {g.get('name', '?')}" + (f" ({g['uuid'][:12]})" if g.get("uuid") else "")
 
 
-def _case(v: Verdict) -> tuple[str, str]:
+def case_key(v: Verdict) -> tuple[str, str]:
     """A fact measured by one test, whatever GPU ran it: the node id without its ``gpuN`` parameter."""
     node = v.nodeid
     if node.endswith("]") and "[" in node:
@@ -131,12 +131,12 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
     by_case: dict[tuple[str, str], dict[str, Verdict]] = {}
     for v in verdicts:
         if _comparable(v):
-            by_case.setdefault(_case(v), {})[gpu_key(v)] = v
+            by_case.setdefault(case_key(v), {})[gpu_key(v)] = v
     gpus = {g for per in by_case.values() for g in per}
     if len(gpus) < 2:
         return [], f"outlier check: not run ({len(gpus)} GPU measured; it needs two or more)"
     out = []
-    for _case_key, per in sorted(by_case.items()):
+    for _key, per in sorted(by_case.items()):
         if len(per) < 2:
             continue
         everyone = statistics.median(p.measured for p in per.values())
@@ -157,12 +157,12 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
     """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
     fact's tolerance since the baseline run."""
-    old = {(gpu_key(v), *_case(v)): v for v in baseline if _comparable(v)}
+    old = {(gpu_key(v), *case_key(v)): v for v in baseline if _comparable(v)}
     moved = []
     for v in current:
         if not _comparable(v):
             continue
-        o = old.get((gpu_key(v), *_case(v)))
+        o = old.get((gpu_key(v), *case_key(v)))
         if o is not None and abs(v.measured - o.measured) > v.tolerance:
             m = dataclasses.replace(v, status=MOVED, kind="baseline", attempts=[],
                                     expected=f"baseline {o.measured:.3f} ± {v.tolerance:.3g} {v.unit}",
