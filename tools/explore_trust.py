@@ -7,9 +7,7 @@ Prints and writes raw numbers, asserts nothing: what the facts and the model are
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,59 +61,24 @@ def hmma_grid(runner, out):
     out["hmma_grid"] = rows
 
 
-def ncu_child(argv):
-    import cupy as cp
-    launches = json.loads(argv[0])
-    for L in launches:
-        fn = cp.RawModule(path=L["cubin"]).get_function(L["kernel"])
-        n_warps = L["grid"] * L["block"] // 32
-        ones = cp.full(32 * 6, 0x3C003C00, dtype=cp.uint32)
-        fn((L["grid"],), (L["block"],), (cp.zeros(2 * n_warps, dtype=cp.uint64), ones,
-                                         cp.zeros(L["grid"] * L["block"], dtype=cp.float32)))
-        cp.cuda.Device().synchronize()
-
-
-def ncu_runs(runner, out, tmp):
+def ncu_runs(runner, out):
+    """The tensor pipe under ncu at ILP 1-4, long and short kernels, one block and one per SM: one ncu
+    process for all of them (measure.ncu_metrics, as the suite's own ncu facts)."""
     metrics = ["smsp__pipe_tensor_op_hmma_cycles_active.sum", "smsp__inst_executed_pipe_tensor_op_hmma.sum",
                "smsp__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
                "smsp__cycles_active.avg", "sm__cycles_elapsed.avg", "gpu__time_duration.sum"]
-    launches, labels = [], []
-    for ilp in (1, 2, 3, 4):
-        for grid, iters in ((1, 2000), (runner.info.sm_count, 2000), (1, 1)):
-            spec = hmma_spec(ilp, 1, iters, 0, grid=grid)
-            cubin, _ = runner.build(spec)
-            path = os.path.join(tmp, f"hmma_ilp{ilp}_g{grid}_i{iters}.cubin")
-            Path(path).write_bytes(cubin)
-            launches.append(dict(cubin=path, kernel="hmma_16816", grid=grid, block=128))
-            labels.append(dict(ilp=ilp, grid=grid, iters=iters, block=128))
-    cmd = [measure.find_ncu(), "--clock-control", "none", "--csv", "--print-units", "base", "--metrics",
-           ",".join(metrics), sys.executable, __file__, "ncu-child", json.dumps(launches)]
+    labels = [dict(ilp=ilp, grid=grid, iters=iters, block=128) for ilp in (1, 2, 3, 4)
+              for grid, iters in ((1, 2000), (runner.info.sm_count, 2000), (1, 1))]
     t = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
-    print(f"ncu: {time.time() - t:.1f} s, rc {proc.returncode}")
-    import csv
-    import io
-    text = proc.stdout
-    body = text[text.index('"ID"'):] if '"ID"' in text else text
-    res = {}
-    for row in csv.DictReader(io.StringIO(body)):
-        try:
-            res.setdefault(int(row["ID"]), {})[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
-        except (KeyError, ValueError):
-            pass
-    rows = []
-    for i, lab in enumerate(labels):
-        r = dict(lab, **res.get(i, {}))
-        rows.append(r)
-        print("NCU", r, flush=True)
-    out["ncu"] = rows
-    if not res:
-        print(proc.stdout[-3000:], proc.stderr[-3000:])
+    got = measure.ncu_metrics(runner, [hmma_spec(lab["ilp"], 1, lab["iters"], 0, grid=lab["grid"]) for lab in labels],
+                              metrics, timeout_s=400)
+    print(f"ncu: {time.time() - t:.1f} s")
+    out["ncu"] = [dict(lab, **g) for lab, g in zip(labels, got)]
+    for row in out["ncu"]:
+        print("NCU", row, flush=True)
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "ncu-child":
-        return ncu_child(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--skip-ncu", action="store_true")
@@ -146,7 +109,7 @@ def main():
     print(f"grid: {time.time() - t:.1f} s", flush=True)
     Path(a.out).write_text(json.dumps(out, indent=1, default=str))
     if not a.skip_ncu and measure.find_ncu():
-        ncu_runs(runner, out, runner._tmp)
+        ncu_runs(runner, out)
     Path(a.out).write_text(json.dumps(out, indent=1, default=str))
 
 
