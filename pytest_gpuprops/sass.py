@@ -968,9 +968,19 @@ def prefetch_patches(requests: Iterable[tuple[Cubin, str, list[Edit], set[int] |
 # edits the fact kernels need
 
 
-def _scoreboards(i: Instruction) -> set[int]:
+def _sets(i: Instruction) -> set[int]:
+    """Scoreboards the instruction sets (its read and write barriers)."""
     c = i.control
-    return {b for b in (c.read_barrier, c.write_barrier) if b is not None} | {b for b in range(6) if c.wait_mask >> b & 1}
+    return {b for b in (c.read_barrier, c.write_barrier) if b is not None}
+
+
+def _waits(i: Instruction) -> set[int]:
+    """Scoreboards the instruction waits on before it issues."""
+    return {b for b in range(6) if i.control.wait_mask >> b & 1}
+
+
+def _scoreboards(i: Instruction) -> set[int]:
+    return _sets(i) | _waits(i)
 
 
 def free_scoreboard(instrs: list[Instruction], mine: list[Instruction] = ()) -> int:
@@ -1017,15 +1027,6 @@ def ffma_destinations(instrs: list[Instruction]) -> set[int]:
 
 # ----------------------------------------------------------------------------------------------
 # clean timed regions
-
-
-def _sets(i: Instruction) -> set[int]:
-    c = i.control
-    return {b for b in (c.read_barrier, c.write_barrier) if b is not None}
-
-
-def _waits(i: Instruction) -> set[int]:
-    return {b for b in range(6) if i.control.wait_mask >> b & 1}
 
 
 def region_hazards(instrs: list[Instruction]) -> list[str]:
