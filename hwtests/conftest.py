@@ -8,6 +8,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 KERNELS = Path(__file__).parent.parent / "kernels"
+#: Below this many selected GPU tests (``-k lds_latency``), each test compiles and reads only what it
+#: launches; a batch of every launched build would cost more than it saves.
+_GPU_PREFETCH_MIN_TESTS = 20
 
 
 def _fits(source: str, arch: str) -> bool:
@@ -84,15 +87,22 @@ def _prefetch(session) -> None:
     static = [b for i in items if i.get_closest_marker("static") for b in _static_builds(i, specs, launched)]
     if static:
         jobs.append((None, static))
-    if any(i.get_closest_marker("gpu") for i in items):
+    gpu_items = [i for i in items if i.get_closest_marker("gpu")]
+    if len(gpu_items) >= _GPU_PREFETCH_MIN_TESTS:
         gpu = _gpu(session.config)
         if gpu is not None:
             arch, kernels, cache = gpu
             # what the Runner launches: every launched build (the hypothesis examples draw from the
-            # same builds), the clock-read overhead kernel and the SM clock kernel
-            jobs.append((cache, [(prefetch.Build.of(kernels / "sm_clock_rate.cu", arch), None)]
-                         + [(prefetch.Build.of(kernels / s.source, arch, s.defines), s) for s in launched.values()
-                            if _fits(s.source, arch)]))
+            # same builds), the clock-read overhead kernel and the SM clock kernel; and the wgmma
+            # builds (compiled for sm_90a, the slowest compiles of all: first, so they overlap the rest)
+            wanted = []
+            if arch == "sm_90" and any(i.path.name == "test_wgmma.py" for i in gpu_items):
+                wgmma = sorted(specs.wgmma_builds().values(), key=lambda s: -s.defines["N"] * s.defines["UNROLL"])
+                wanted += [(prefetch.Build.of(kernels / s.source, specs.WGMMA_ARCH, s.defines), s) for s in wgmma]
+            wanted += [(prefetch.Build.of(kernels / "sm_clock_rate.cu", arch), None)]
+            wanted += [(prefetch.Build.of(kernels / s.source, arch, s.defines), s) for s in launched.values()
+                       if _fits(s.source, arch)]
+            jobs.append((cache, wanted))
     if not jobs:
         return
     from filelock import FileLock

@@ -13,7 +13,11 @@
 // (one register in every source slot, so no register-bank conflict adds to the latency). ILP=1, one
 // warp: dependent latency per step; ILP 8 x 4 warps per SM sub-partition: cycles per instruction per
 // sub-partition (the pipe's rate). Inputs are loaded before the start read, results stored after the
-// stop read, so the timed region holds the chains and nothing else. ``in`` holds 32 * ILP values of
+// stop read, so the timed region holds the chains and nothing else. The chains run PASSES times and
+// only the last pass is timed: the first brings the region into the instruction caches. Timed on its
+// first pass, a DFMA chain (a fixed 8-cycle stall between steps) read 9.9-10.6 cycles per step,
+// varying with the SM and the launch, and 7.938 on every SM once warm (H100, 2026-11-21,
+// tools/explore_dfma.py); FFMA read the same either way. ``in`` holds 32 * ILP values of
 // the chain's type (lane l of chain j starts from in[32 j + l]). For OP=2 the host fills in with lane
 // numbers, e.g. (l + 1) % 32: each step reads the lane its value names, so the values stay lane
 // numbers and the chain is a permutation walk the compiler cannot fold (a constant source lane makes
@@ -28,6 +32,9 @@
 #endif
 #ifndef UNROLL
 #define UNROLL 128
+#endif
+#ifndef PASSES
+#define PASSES 2
 #endif
 
 #if OP == 6
@@ -64,13 +71,17 @@ extern "C" __global__ void alu_chain(unsigned long long* cycles, const gp_t* in,
 #pragma unroll
     for (int j = 0; j < ILP; ++j) x[j] = in[32 * j + (threadIdx.x & 31)];  // per lane: a shuffle of a
     // warp-uniform value would be folded away
-    unsigned long long t0 = gp_clock();
+    unsigned long long t0 = 0, t1 = 0;
+#pragma unroll 1
+    for (int pass = 0; pass < PASSES; ++pass) {
+        t0 = gp_clock();
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
+        for (int u = 0; u < UNROLL; ++u) {
 #pragma unroll
-        for (int j = 0; j < ILP; ++j) asm volatile(GP_STEP : "+" GP_C(x[j]));
+            for (int j = 0; j < ILP; ++j) asm volatile(GP_STEP : "+" GP_C(x[j]));
+        }
+        t1 = gp_clock();
     }
-    unsigned long long t1 = gp_clock();
     gp_t s = 0;
 #pragma unroll
     for (int j = 0; j < ILP; ++j) s += x[j];

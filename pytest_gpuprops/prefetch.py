@@ -37,7 +37,7 @@ class Build:
 
 def workers() -> int:
     """Threads for compiling: NVRTC releases the GIL while it compiles."""
-    return max(1, min(8, os.cpu_count() or 1))
+    return max(1, min(16, os.cpu_count() or 1))
 
 
 def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None,

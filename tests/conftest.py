@@ -35,6 +35,14 @@ def pytest_sessionstart(session):
         import tempfile
         session.config._gpuprops_listings = tempfile.mkdtemp(prefix="gpuprops-listings-")
         os.environ["GPUPROPS_CACHE_DIR"] = session.config._gpuprops_listings
+        seed = os.environ.get("GPUPROPS_TEST_LISTING_SEED")
+        if seed and os.path.isdir(seed):
+            # A quick first pass (tools/mutation.sh): start from listings read before. Hard links are
+            # safe, as the cache replaces an entry by a new file, never writes into one. A mutant that
+            # only a cache miss would run survives here and is run again without this seed, so the
+            # seed can hide a kill for a while, never make one.
+            shutil.copytree(seed, os.path.join(session.config._gpuprops_listings, "sass"), copy_function=os.link,
+                            dirs_exist_ok=True)
 
 
 def pytest_sessionfinish(session):

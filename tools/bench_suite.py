@@ -50,6 +50,10 @@ SIDE_BY_SIDE = [
 ]
 
 
+#: -k expression selecting every test of the SIDE_BY_SIDE facts
+SIDE_BY_SIDE_K = "lds_latency or smem_bandwidth"
+
+
 def run(cmd: list[str], env: dict | None = None, timeout: float = 3600) -> dict:
     """Run ``cmd`` in the repository root; wall and CPU seconds (its processes), exit code, summary."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -193,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             suites.append(cold_and_warm("full hwtests", ["hwtests"], tmp))
 
         refs: list = []
+        together = None
         nvcc = find_nvcc()
         ref_arch = a.arch or (gpu.split()[0] if gpu else "sm_90")
         ref_note = None
@@ -215,7 +220,12 @@ def main(argv: list[str] | None = None) -> int:
                     r = run([*PYTEST, node], env_with_cache(cache))
                     alone = r["wall"] if r["rc"] == 0 else None
                 refs.append((label, cu, unit, ref, node, ours.get(node) if node else None, alone))
-        text = report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, ROOT if ROOT != here else None)
+            # the issue's comparison: every test of these facts as one warm pytest process
+            both = run([*PYTEST, "hwtests", "-k", SIDE_BY_SIDE_K], env_with_cache(tmp / "GPU-suite"))
+            refs_total = sum(r[3].get("total", 0.0) for r in refs)
+            together = (both["wall"], both["summary"], refs_total)
+        text = report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, ROOT if ROOT != here else None,
+                      together)
     finally:
         if not a.cache_root:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -225,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(s[p]["rc"] in (0, 5) for s in suites for p in ("cold", "warm")) else 1
 
 
-def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root=None) -> str:
+def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root=None, together=None) -> str:
     what = f" of `{other_root}`" if other_root else ""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
@@ -241,6 +251,11 @@ def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root
     for s in suites:
         md.append(f"| {s['name']} | `{s['cmd'] or 'pytest'}` | {fmt(s['cold']['wall'])} | {fmt(s['cold']['cpu'])} | "
                   f"{fmt(s['warm']['wall'])} | {fmt(s['warm']['cpu'])} | {s['warm']['summary']} |")
+    for s in suites:
+        for phase in ("cold", "warm"):
+            failed = failures(s[phase]["stdout"])
+            if failed:
+                md += ["", f"Did not pass in the {phase} {s['name']} run:", ""] + [f"- `{f}`" for f in failed]
     if not gpu:
         md += ["", f"GPU suite, full `pytest hwtests` and per-fact times: skipped, no GPU ({no_gpu})."]
     gpu_suite = next((s for s in suites if s["name"] == "GPU suite"), None)
@@ -268,7 +283,16 @@ def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root
             ratio = f"{ref['total'] / ours:.0f}x" if ours else "-"
             md.append(f"| {label} | `{cu}` | {fmt(ref['build'], 2)} | {fmt(ref['run'], 2)} | {fmt(ref['total'], 2)} | "
                       f"{ref['value']} {unit} | `{node}` | {fmt(ours, 2)} | {fmt(alone, 2)} | {ratio} |")
+        if together:
+            wall, summary, refs_total = together
+            md += ["", f"All tests of these facts as one warm process, `pytest hwtests -k \"{SIDE_BY_SIDE_K}\"`: "
+                   f"{wall:.2f} s wall ({summary}); both references, nvcc build + run: {refs_total:.2f} s."]
     return "\n".join(md) + "\n"
+
+
+def failures(stdout: str) -> list[str]:
+    """The FAILED / ERROR lines of pytest's short summary (-ra), verdict text cut to 160 characters."""
+    return [ln[:160] for ln in stdout.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
 
 
 if __name__ == "__main__":

@@ -11,14 +11,14 @@ SM (grid 1, many launches) and one warp on each SM (grid = SM count, per-SM valu
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 from pytest_gpuprops import measure
 from pytest_gpuprops.measure import KernelSpec, Runner
 
-PROBES = Path(__file__).resolve().parent / "probes"
+KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+PROBE = "../tools/probes/dfma_probe.cu"  # relative to kernels/, where the Runner finds clock_overhead.cu
 
 
 def run_variant(runner, op, unroll, passes, data, grid, launches):
@@ -26,7 +26,7 @@ def run_variant(runner, op, unroll, passes, data, grid, launches):
     dtype = cp.float64 if op == 1 else cp.float32
     lane = cp.arange(32)
     start = (0.5 + lane / 64) if data == "inf" else (-0.5 - lane / 128)
-    spec = KernelSpec("dfma_probe.cu", "dfma_probe", {"UNROLL": unroll, "PASSES": passes, "OP": op}, grid=grid,
+    spec = KernelSpec(PROBE, "dfma_probe", {"UNROLL": unroll, "PASSES": passes, "OP": op}, grid=grid,
                       block=32)
     cubin, _ = runner.build(spec)
     fn = runner.load(cubin, spec.kernel)
@@ -50,7 +50,7 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     info = measure.gpu_info(0)
-    runner = Runner(info, PROBES)
+    runner = Runner(info, KERNELS)
     out = {"gpu": info.as_dict(), "overhead": runner.clock_overhead(), "sm_clock_mhz": runner.sm_clock_mhz(),
            "throttle": measure.throttle_reasons(info), "variants": []}
     n_sm = runner.cp.cuda.Device(info.index).attributes["MultiProcessorCount"]
