@@ -1,5 +1,6 @@
 """Paths and arch lists shared by the plugin's own tests."""
 
+import os
 from pathlib import Path
 
 KERNELS = Path(__file__).parent.parent / "kernels"
@@ -28,3 +29,12 @@ def pytest_unconfigure(config):
 
 
 FAKE_GPU = fake_gpu_conftest()
+
+
+def child_processes_outside_mutmut(monkeypatch) -> None:
+    """For a test that starts Python processes importing the package: under mutmut's bookkeeping
+    passes ("stats", "fail") the trampolines in a child would report to a mutmut run that is not
+    there and fail. The child gets no such mode; a real mutant's name is kept, so the child runs
+    the mutant too."""
+    if os.environ.get("MUTANT_UNDER_TEST") in ("stats", "fail"):
+        monkeypatch.delenv("MUTANT_UNDER_TEST")

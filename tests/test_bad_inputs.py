@@ -14,7 +14,7 @@ import types
 from pathlib import Path
 
 import pytest
-from gp_testing import KERNELS, fake_gpu_conftest
+from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftest
 
 from pytest_gpuprops import compile as gp_compile
 from pytest_gpuprops import facts as F
@@ -175,7 +175,8 @@ def test_every_argument_error_exits_2_like_every_refusal(capsys, work, args, say
     refused(capsys, work, *args, says=says)
 
 
-def test_sass_into_a_closed_pipe_ends_quietly(work):
+def test_sass_into_a_closed_pipe_ends_quietly(work, monkeypatch):
+    child_processes_outside_mutmut(monkeypatch)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     p = subprocess.Popen([sys.executable, "-m", "pytest_gpuprops.cli", "sass", "rb.cubin"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env, cwd=work)

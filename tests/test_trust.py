@@ -5,7 +5,7 @@ work on given numbers. The plugin is driven through pytester with a fake GPU whe
 import json
 
 import pytest
-from gp_testing import fake_gpu_conftest
+from gp_testing import child_processes_outside_mutmut, fake_gpu_conftest
 
 from pytest_gpuprops import assertions as A
 from pytest_gpuprops import facts as F
@@ -262,8 +262,9 @@ def test_plain_failure():
 '''
 
 
-def test_xdist_gives_the_same_verdicts_and_report_as_one_process(pytester):
+def test_xdist_gives_the_same_verdicts_and_report_as_one_process(pytester, monkeypatch):
     pytest.importorskip("xdist")
+    child_processes_outside_mutmut(monkeypatch)
     pytester.makepyfile(XDIST_STATIC)
     one = pytester.runpytest_inprocess("--gpuprops-report", "one.json")
     two = pytester.runpytest_subprocess("-n", "2", "--gpuprops-report", "two.json")
@@ -277,8 +278,9 @@ def test_xdist_gives_the_same_verdicts_and_report_as_one_process(pytester):
     two.stdout.fnmatch_lines(["*gpuprops facts*", "gpuprops: 1 FAIL, 1 ERROR, 1 PASS"])
 
 
-def test_xdist_one_worker_per_gpu_measures_every_gpu(pytester):
+def test_xdist_one_worker_per_gpu_measures_every_gpu(pytester, monkeypatch):
     pytest.importorskip("xdist")
+    child_processes_outside_mutmut(monkeypatch)
     pytester.makeconftest(FAKE_GPUS)
     pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0.4))
     r = pytester.runpytest_subprocess("-n", "2", "--gpuprops-gpus", "all", "--gpuprops-report", "r.json")
@@ -365,8 +367,9 @@ def test_an_unclean_region_skips_on_a_new_arch_and_fails_on_a_known_one(pytester
     r.stdout.fnmatch_lines(["*LDCU*"])
 
 
-def test_record_mode_under_xdist_writes_the_workers_measurements(pytester):
+def test_record_mode_under_xdist_writes_the_workers_measurements(pytester, monkeypatch):
     pytest.importorskip("xdist")
+    child_processes_outside_mutmut(monkeypatch)
     pytester.makeconftest(FAKE_GPUS)
     pytester.makepyfile(FLAKY_FACT.format(values=[23.1], shift=0))
     r = pytester.runpytest_subprocess("-n", "2", "--gpuprops-record", "rec.toml")

@@ -15,9 +15,26 @@ if [ ! -d "$seed" ]; then
     rm -rf "$tmp"
 fi
 export GPUPROPS_TEST_CUBIN_SEED=$seed
+# First pass: every mutant's session starts from the SASS listings the seed run read (hard links; see
+# tests/conftest.py), so a mutant no longer pays for nvdisasm start-ups. A listing cache can only hide
+# a kill (a mutant of code that runs on a cache miss), never make one: the survivors of a module are
+# then run again with no listings (second pass), and that result stands.
+listings=${GPUPROPS_TEST_LISTING_SEED:-$PWD/.mutation-listings}
+if [ ! -d "$listings" ]; then
+    python - "$listings" <<'PY'
+import shutil, sys
+from pytest_gpuprops.compile import default_cache_dir
+shutil.copytree(default_cache_dir() / "sass", sys.argv[1], copy_function=shutil.copy2)
+PY
+fi
 modules=("$@")
-[ ${#modules[@]} -eq 0 ] && modules=(assertions facts report measure compile sass cli plugin)
+[ ${#modules[@]} -eq 0 ] && modules=(cli results session fixture cache prefetch plugin assertions facts report measure compile sass)
 for m in "${modules[@]}"; do
-    mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "pytest_gpuprops.$m.*"
+    GPUPROPS_TEST_LISTING_SEED=$listings mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "pytest_gpuprops.$m.*"
+    survivors=$(python tools/mutation_score.py --module "$m" --names)
+    if [ -n "$survivors" ]; then
+        # shellcheck disable=SC2086
+        GPUPROPS_TEST_LISTING_SEED= mutmut run --max-children "${MUTMUT_CHILDREN:-2}" $survivors
+    fi
 done
 python tools/mutation_score.py

@@ -1,6 +1,6 @@
 """Per-module mutation score from mutmut's result files (mutants/pytest_gpuprops/*.py.meta).
 
-    python tools/mutation_score.py [--survivors] [--module sass]
+    python tools/mutation_score.py [--survivors] [--module sass] [--names]
 
 Score = killed / (killed + survived + no tests + suspicious): a mutant no test reaches counts
 against the score, a timeout counts as killed (the mutant hung a test: it was noticed), and mutants
@@ -46,8 +46,13 @@ def main(argv=None) -> int:
     p.add_argument("--root", default=".")
     p.add_argument("--survivors", action="store_true", help="list surviving and unreached mutants")
     p.add_argument("--module", help="only this module (sass, compile, ...)")
+    p.add_argument("--names", action="store_true", help="print only the surviving mutants' names, one line")
     a = p.parse_args(argv)
     data = load(Path(a.root))
+    if a.names:  # for `mutmut run NAMES...` (tools/mutation.sh's second pass)
+        print(" ".join(name for module, codes in data.items() if not a.module or module == a.module
+                       for name, code in sorted(codes.items()) if classify(code) == "survived"))
+        return 0
     total = collections.Counter()
     rows = []
     for module, codes in data.items():
