@@ -19,7 +19,8 @@ def test_alu_dependent_latency(gpuprops, op, benchmark):
     m = gpuprops.measure(name, specs.alu(op, 1, 1), divisor=U)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"{U} dependent steps of {STEP[op]}, each reading only the previous result, one warp; "
-                          "cycles per step")
+                          f"cycles per step, pass {specs.ALU_LATENCY_PASSES} of {specs.ALU_LATENCY_PASSES} timed "
+                          "(instruction caches warm)")
 
 
 @pytest.mark.parametrize("op", sorted(specs.ALU_OPS))

@@ -14,10 +14,11 @@
 // warp: dependent latency per step; ILP 8 x 4 warps per SM sub-partition: cycles per instruction per
 // sub-partition (the pipe's rate). Inputs are loaded before the start read, results stored after the
 // stop read, so the timed region holds the chains and nothing else. The chains run PASSES times and
-// only the last pass is timed: the first brings the region into the instruction caches. Timed on its
-// first pass, a DFMA chain (a fixed 8-cycle stall between steps) read 9.9-10.6 cycles per step,
-// varying with the SM and the launch, and 7.938 on every SM once warm (H100, 2026-11-21,
-// tools/explore_dfma.py); FFMA read the same either way. ``in`` holds 32 * ILP values of
+// only the last pass is timed: for the latency shape (PASSES 2) the first brings the region into the
+// instruction caches. Timed on its first pass, a DFMA chain (a fixed 8-cycle stall between steps)
+// read 9.9-10.6 cycles per step, varying with the SM and the launch, and 7.938 on every SM once warm
+// (H100, 2026-11-21, tools/explore_dfma.py); FFMA read the same either way. hwtests/specs.py says why
+// the throughput shapes run one pass. ``in`` holds 32 * ILP values of
 // the chain's type (lane l of chain j starts from in[32 j + l]). For OP=2 the host fills in with lane
 // numbers, e.g. (l + 1) % 32: each step reads the lane its value names, so the values stay lane
 // numbers and the chain is a permutation walk the compiler cannot fold (a constant source lane makes
@@ -34,7 +35,7 @@
 #define UNROLL 128
 #endif
 #ifndef PASSES
-#define PASSES 2
+#define PASSES 1
 #endif
 
 #if OP == 6
