@@ -85,6 +85,9 @@ def _prefetch(session) -> None:
     launched = specs.launched()
     jobs = []  # (cubin cache folder, [(Build, spec or None)])
     static = [b for i in items if i.get_closest_marker("static") for b in _static_builds(i, specs, launched)]
+    # the slowest compiles first (the sm_90a wgmma chains, up to 16 s each), so they overlap the rest
+    static.sort(key=lambda b: -int(dict(b[0].defines).get("N", 0)) * int(dict(b[0].defines).get("UNROLL", 0))
+                if b[0].arch == specs.WGMMA_ARCH else 0)
     if static:
         jobs.append((None, static))
     gpu_items = [i for i in items if i.get_closest_marker("gpu")]
