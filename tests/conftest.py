@@ -49,6 +49,12 @@ def pytest_sessionfinish(session):
     folder = getattr(session.config, "_gpuprops_listings", None)
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
+        # a mutation run starts thousands of sessions in forked processes, which skip pytest's own
+        # clean-up of old temporary folders: remove this session's (nothing reads it afterwards)
+        factory = getattr(session.config, "_tmp_path_factory", None)
+        base = getattr(factory, "_basetemp", None) if factory is not None else None
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +62,8 @@ def cache_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("cubins")
     seed = os.environ.get("GPUPROPS_TEST_CUBIN_SEED")  # a warm cache to start from (tools/mutation.sh)
     if seed and os.path.isdir(seed):
-        shutil.copytree(seed, path, dirs_exist_ok=True)
+        # hard links: the cache replaces an entry by a new file, never writes into one
+        shutil.copytree(seed, path, dirs_exist_ok=True, copy_function=os.link)
     else:
         # Tests that point $GPUPROPS_CACHE_DIR here still find the SASS listings already read (they
         # are keyed by the code's bytes and checked against them on every read): share that folder.
