@@ -307,6 +307,9 @@ def cmd_patch(a) -> int:
         result = sass.patch(cubin, kernel, edits, scratch=a.scratch)
     except sass.PatchRefused as exc:
         raise Refused(f"refused: {_user_names(exc, a.cubin + ' (patched)')}; nothing was written") from exc
+    except sass.SassError as exc:  # nvdisasm cannot read the edited code (e.g. a stall it does not accept there)
+        raise Refused(f"refused: the patched code of {kernel} cannot be read back, so the edit cannot be verified "
+                      f"({_user_names(exc, a.cubin + ' (patched)')}); nothing was written") from exc
     changed = [(b, x) for b, x in result.changed if (b.lo, b.hi) != (x.lo, x.hi)]
     if not changed:
         raise Refused(f"nothing to change: {kernel} at {', '.join(f'{o:04x}' for o in a.at)} already reads as "

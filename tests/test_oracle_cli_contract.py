@@ -756,3 +756,18 @@ def test_closed_pipe_ends_quietly_and_points_stdout_at_devnull(tmp_path, monkeyp
 def test_closed_pipe_without_a_usable_descriptor_still_ends_quietly(monkeypatch, facts_dir, error):
     monkeypatch.setattr(sys, "stdout", _ClosedPipe(error=error))
     assert main(["facts", "--facts", str(facts_dir)]) == 0
+
+
+def test_a_patch_nvdisasm_cannot_read_back_is_refused_naming_the_users_file(capsys, work):
+    """nvdisasm 13 does not accept stall 13 on the LDC that starts beta on sm_90: the edit cannot be
+    verified, so it is refused with the user's file name and nothing is written (it used to escape
+    as an nvdisasm error naming a temporary file)."""
+    status, out, err = run(capsys, "patch", "two.cubin", "--kernel", "beta", "--at", "0000", "--stall", "13",
+                           "-o", "p.cubin")
+    if status == 0:
+        pytest.skip("this nvdisasm reads stall 13 on that LDC; nothing to refuse")
+    assert status == 2 and out == ""
+    assert err.startswith("gpuprops patch: refused: the patched code of beta cannot be read back, so the edit "
+                          "cannot be verified (")
+    assert err.rstrip().endswith("; nothing was written") and "/tmp" not in err and "two.cubin" in err
+    assert not (work / "p.cubin").exists()
