@@ -62,11 +62,6 @@ def atomic_write(path: Path, data: bytes) -> None:
         pass
 
 
-def _payload_sum(payload) -> str:
-    """The checksum :func:`write_json` stores: SHA-256 of the payload's JSON text as written."""
-    return hashlib.sha256(_dump(payload)).hexdigest()
-
-
 def _dump(payload) -> bytes:
     return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
 

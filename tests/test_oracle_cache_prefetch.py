@@ -1,0 +1,63 @@
+"""What the caches and the prefetch do when they cannot do their job: an entry that cannot be put in
+place leaves nothing behind and raises nothing (the cache is an optimisation), and a prefetch whose
+patches or SASS reads are refused plans nothing and lets the tests report it themselves."""
+
+from pathlib import Path
+
+from pytest_gpuprops import cache, prefetch, sass
+
+
+def test_an_entry_that_cannot_be_put_in_place_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "entry.json"
+    target.mkdir()  # os.replace of a file onto a non-empty folder fails
+    (target / "keep").write_text("x")
+    cache.atomic_write(target, b"payload")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry.json"]
+    assert (target / "keep").read_text() == "x"
+
+
+def test_a_write_into_a_file_posing_as_a_folder_is_ignored(tmp_path):
+    (tmp_path / "blocker").write_text("not a folder")
+    cache.atomic_write(tmp_path / "blocker" / "entry.json", b"payload")  # mkdir fails: OSError, swallowed
+    assert (tmp_path / "blocker").read_text() == "not a folder"
+
+
+class _Spec:
+    kernel = "k"
+
+    def __init__(self, patch):
+        self.patch = patch
+
+
+def test_timing_patches_skip_a_refused_build_and_survive_a_failing_batch(monkeypatch):
+    class Cubin:
+        def instructions(self, kernel):
+            return []
+
+    def refuse(cubin, kernel):
+        raise sass.PatchRefused("no")
+
+    monkeypatch.setattr(sass, "timing_edits", lambda instrs: [sass.Edit(0x10, stall=1)])
+    seen = []
+    monkeypatch.setattr(sass, "prefetch_patches", lambda requests: seen.append(requests) or len(requests))
+    ok, refused = Cubin(), Cubin()
+    assert prefetch.timing_patches([(ok, _Spec(None)), (refused, _Spec(refuse))]) == 1
+    assert [(r[0], r[1], r[3]) for r in seen[0]] == [(ok, "k", None)]
+
+    def failing(requests):
+        raise sass.SassError("nvdisasm failed")
+    monkeypatch.setattr(sass, "prefetch_patches", failing)
+    assert prefetch.timing_patches([(ok, _Spec(None))]) == 0
+
+
+def test_builds_leave_out_what_does_not_compile_and_survive_a_failing_sass_read(monkeypatch, tmp_path):
+    def compile_cuda(source, arch, defines, include_dirs, cache_dir):
+        raise RuntimeError("does not compile")
+
+    monkeypatch.setattr(prefetch.gp_compile, "compile_cuda", compile_cuda)
+    read = []
+    monkeypatch.setattr(sass, "prefetch", lambda cubins: read.append(list(cubins)) or (_ for _ in ()).throw(
+        sass.SassError("nvdisasm missing")))
+    b = prefetch.Build.of(Path("k.cu"), "sm_90", {"N": 1})
+    assert prefetch.builds([b, b], cache_dir=tmp_path) == {}
+    assert read == [[]]
