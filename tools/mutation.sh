@@ -32,7 +32,8 @@ modules=("$@")
 [ ${#modules[@]} -eq 0 ] && modules=(cli results session fixture cache prefetch plugin assertions facts report measure compile sass)
 for m in "${modules[@]}"; do
     GPUPROPS_TEST_LISTING_SEED=$listings mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "pytest_gpuprops.$m.*"
-    survivors=$([ "$m" = sass ] && python tools/mutation_score.py --module "$m" --names)
+    survivors=""
+    if [ "$m" = sass ]; then survivors=$(python tools/mutation_score.py --module "$m" --names); fi
     if [ -n "$survivors" ]; then
         # shellcheck disable=SC2086
         GPUPROPS_TEST_LISTING_SEED= mutmut run --max-children "${MUTMUT_CHILDREN:-2}" $survivors
