@@ -4,6 +4,8 @@ patches or SASS reads are refused plans nothing and lets the tests report it the
 
 from pathlib import Path
 
+import pytest
+
 from pytest_gpuprops import cache, prefetch, sass
 
 
@@ -61,3 +63,37 @@ def test_builds_leave_out_what_does_not_compile_and_survive_a_failing_sass_read(
     b = prefetch.Build.of(Path("k.cu"), "sm_90", {"N": 1})
     assert prefetch.builds([b, b], cache_dir=tmp_path) == {}
     assert read == [[]]
+
+
+def test_a_json_entry_is_a_header_line_then_the_compact_sorted_payload(tmp_path):
+    import hashlib
+    import json
+    path = tmp_path / "e.json"
+    cache.write_json(path, {"b": [1, 2], "a": "x"})
+    body = b'{"a":"x","b":[1,2]}'  # sorted keys, no spaces: the same payload always stores the same bytes
+    header = {"format": cache.FORMAT, "sha256": hashlib.sha256(body).hexdigest()}
+    assert path.read_bytes() == json.dumps(header).encode() + b"\n" + body
+    assert cache.read_json(path) == {"a": "x", "b": [1, 2]}
+
+
+def test_an_entry_is_written_beside_its_target_under_a_hidden_name(tmp_path, monkeypatch):
+    moves = []
+    real = cache.os.replace
+    monkeypatch.setattr(cache.os, "replace", lambda src, dst: moves.append((Path(src), Path(dst))) or real(src, dst))
+    cache.atomic_write(tmp_path / "sub" / "e.bin", b"x")
+    (src, dst), = moves
+    assert src.parent == dst.parent == tmp_path / "sub" and src.name.startswith(".tmp-")  # same folder: an atomic rename
+
+
+def test_digest_is_sha256_over_length_prefixed_parts():
+    import hashlib
+    want = hashlib.sha256((2).to_bytes(8, "little") + b"ab" + (1).to_bytes(8, "little") + b"c").hexdigest()
+    assert cache.digest("ab", b"c") == want
+    assert cache.digest("a", "bc") != want
+
+
+@pytest.mark.parametrize("content", [b'[1]\n{}', b'"text"\n{}', b'{"format": 999, "sha256": ""}\n{}'])
+def test_a_header_that_is_not_ours_reads_as_missing(tmp_path, content):
+    path = tmp_path / "e.json"
+    path.write_bytes(content)
+    assert cache.read_json(path) is None
