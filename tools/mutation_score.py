@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     p.add_argument("--survivors", action="store_true", help="list surviving and unreached mutants")
     p.add_argument("--module", help="only this module (sass, compile, ...)")
     p.add_argument("--names", action="store_true", help="print only the surviving mutants' names, one line")
+    p.add_argument("--markdown", action="store_true", help="the per-module table as Markdown (docs/testing.md)")
     a = p.parse_args(argv)
     data = load(Path(a.root))
     if a.names:  # for `mutmut run NAMES...` (tools/mutation.sh's second pass)
@@ -65,6 +66,22 @@ def main(argv=None) -> int:
         rows.append(f"{module:<12} {c['killed']:>5}/{judged:<5} {score}   survived {c['survived']:>4}  no tests "
                     f"{c['no tests']:>4}  suspicious {c['suspicious']:>3}  not run {c['not run']:>4}")
     judged = total["killed"] + total["survived"] + total["no tests"] + total["suspicious"]
+    if a.markdown:
+        print("| module | mutants | killed / judged | score | survived | no test reaches it | not run |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for module, codes in data.items():
+            if a.module and module != a.module:
+                continue
+            c = collections.Counter(classify(v) for v in codes.values())
+            j = c["killed"] + c["survived"] + c["no tests"] + c["suspicious"]
+            score = f"{100 * c['killed'] / j:.1f} %" if j else "-"
+            print(f"| {module} | {len(codes)} | {c['killed']} / {j} | {score} | {c['survived']} | {c['no tests']} | "
+                  f"{c['not run']} |")
+        if judged:
+            print(f"| **all** | {sum(len(c) for c in data.values())} | {total['killed']} / {judged} | "
+                  f"**{100 * total['killed'] / judged:.1f} %** | {total['survived']} | {total['no tests']} | "
+                  f"{total['not run']} |")
+        return 0
     print(f"{'module':<12} {'killed/judged':>11}  score")
     print("\n".join(rows))
     if judged:
