@@ -57,6 +57,15 @@ def _static_builds(item, specs, launched):
     return [(Build.of(KERNELS / source, arch, defines), None)] if _fits(source, arch) else []
 
 
+def _slowest_first(builds, specs):
+    """``[(Build, spec or None)]`` with the slowest compiles first (the sm_90a wgmma chains, up to 16 s
+    each for N x UNROLL = 256 x 256), so they overlap the rest; otherwise in the given order."""
+    def cost(b):
+        d = dict(b[0].defines)
+        return int(d.get("N", 0)) * int(d.get("UNROLL", 0)) if b[0].arch == specs.WGMMA_ARCH else 0
+    return sorted(builds, key=cost, reverse=True)
+
+
 def _gpu(config):
     """(arch, kernels folder, cubin cache) of the GPU under test, or None where there is none.
     Asks what the plugin asks anyway before the first GPU test (through the same functions)."""
@@ -85,11 +94,8 @@ def _prefetch(session) -> None:
     launched = specs.launched()
     jobs = []  # (cubin cache folder, [(Build, spec or None)])
     static = [b for i in items if i.get_closest_marker("static") for b in _static_builds(i, specs, launched)]
-    # the slowest compiles first (the sm_90a wgmma chains, up to 16 s each), so they overlap the rest
-    static.sort(key=lambda b: -int(dict(b[0].defines).get("N", 0)) * int(dict(b[0].defines).get("UNROLL", 0))
-                if b[0].arch == specs.WGMMA_ARCH else 0)
     if static:
-        jobs.append((None, static))
+        jobs.append((None, _slowest_first(static, specs)))
     gpu_items = [i for i in items if i.get_closest_marker("gpu")]
     if len(gpu_items) >= _GPU_PREFETCH_MIN_TESTS:
         gpu = _gpu(session.config)
@@ -97,15 +103,14 @@ def _prefetch(session) -> None:
             arch, kernels, cache = gpu
             # what the Runner launches: every launched build (the hypothesis examples draw from the
             # same builds), the clock-read overhead kernel and the SM clock kernel; and the wgmma
-            # builds (compiled for sm_90a, the slowest compiles of all: first, so they overlap the rest)
-            wanted = []
-            if arch == "sm_90" and any(i.path.name == "test_wgmma.py" for i in gpu_items):
-                wgmma = sorted(specs.wgmma_builds().values(), key=lambda s: -s.defines["N"] * s.defines["UNROLL"])
-                wanted += [(prefetch.Build.of(kernels / s.source, specs.WGMMA_ARCH, s.defines), s) for s in wgmma]
-            wanted += [(prefetch.Build.of(kernels / "sm_clock_rate.cu", arch), None)]
+            # builds, compiled for sm_90a
+            wanted = [(prefetch.Build.of(kernels / "sm_clock_rate.cu", arch), None)]
             wanted += [(prefetch.Build.of(kernels / s.source, arch, s.defines), s) for s in launched.values()
                        if _fits(s.source, arch)]
-            jobs.append((cache, wanted))
+            if arch == "sm_90" and any(i.path.name == "test_wgmma.py" for i in gpu_items):
+                wanted += [(prefetch.Build.of(kernels / s.source, specs.WGMMA_ARCH, s.defines), s)
+                           for s in specs.wgmma_builds().values()]
+            jobs.append((cache, _slowest_first(wanted, specs)))
     if not jobs:
         return
     from filelock import FileLock
