@@ -107,3 +107,19 @@ def test_wgmma_region_holds_the_intended_hgmma(arch, build_id):
     for prev, cur, c in zip(hgmma, hgmma[1:], accumulate[1:]):
         assert regs(c) == [dest(prev)], f"{cur.text} does not accumulate into {prev.text}'s result"
     assert [i.operands[-1] == "gsb0" for i in hgmma] == [False] * (len(hgmma) - 1) + [True]  # the last arms the group
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("op", sorted(specs.ALU_OPS))
+@pytest.mark.parametrize("ilp, warps, timed_pass", [(1, 1, "second"), (8, 4, "only")])
+def test_alu_latency_shape_times_its_second_pass_and_throughput_shapes_their_only_one(arch, op, ilp, warps, timed_pass):
+    """As launched: the dependent-latency build loops back over its timed region once (the first pass
+    warms the instruction caches); a throughput build has no such branch, since a second pass would
+    start its warps out of step (kernels/alu_chain.cu, hwtests/specs.py)."""
+    spec = specs.alu(op, ilp, warps)
+    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, arch, spec.defines).cubin, arch, name=spec.source)
+    ins = cubin.instructions(spec.kernel)
+    start, _, stop = sass.timed_region(ins)
+    back = [i for i in ins if i.offset > stop.offset and i.base_opcode == "BRA"
+            and int(i.operands[-1], 16) <= start.offset]
+    assert len(back) == (1 if timed_pass == "second" else 0), [i.text for i in back]
