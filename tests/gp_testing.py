@@ -35,6 +35,10 @@ def child_processes_outside_mutmut(monkeypatch) -> None:
     """For a test that starts Python processes importing the package: under mutmut's bookkeeping
     passes ("stats", "fail") the trampolines in a child would report to a mutmut run that is not
     there and fail. The child gets no such mode; a real mutant's name is kept, so the child runs
-    the mutant too."""
+    the mutant too: the child imports the package from where this process did (mutmut's mutants/
+    tree, not the installed checkout)."""
+    import pytest_gpuprops
     if os.environ.get("MUTANT_UNDER_TEST") in ("stats", "fail"):
         monkeypatch.delenv("MUTANT_UNDER_TEST")
+    root = str(Path(pytest_gpuprops.__file__).resolve().parent.parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))

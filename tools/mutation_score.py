@@ -1,6 +1,6 @@
 """Per-module mutation score from mutmut's result files (mutants/pytest_gpuprops/*.py.meta).
 
-    python tools/mutation_score.py [--survivors] [--module sass] [--names]
+    python tools/mutation_score.py [--survivors [--diff]] [--module sass] [--names]
 
 Score = killed / (killed + survived + no tests + suspicious): a mutant no test reaches counts
 against the score, a timeout counts as killed (the mutant hung a test: it was noticed), and mutants
@@ -10,7 +10,9 @@ not yet run are reported separately and left out.
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
+import difflib
 import json
 from pathlib import Path
 
@@ -41,11 +43,28 @@ def load(root: Path) -> dict[str, dict[str, int | None]]:
     return out
 
 
+def mutant_diff(root: Path, module: str, name: str) -> str:
+    """The mutant as a diff against the original function, read from mutmut's trampolined copy of the
+    module (mutants/pytest_gpuprops/<module>.py), without starting a mutmut process per mutant."""
+    source = (root / "mutants" / "pytest_gpuprops" / f"{module}.py").read_text()
+    wanted = name.rsplit(".", 1)[-1]
+    original = wanted.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in (wanted, original):
+            found[node.name] = ast.get_source_segment(source, node).replace(node.name, "", 1).splitlines()
+    if len(found) != 2:
+        return f"(no source found for {name} in mutants/pytest_gpuprops/{module}.py)"
+    lines = difflib.unified_diff(found[original], found[wanted], lineterm="", n=1)
+    return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", default=".")
     p.add_argument("--survivors", action="store_true", help="list surviving and unreached mutants")
     p.add_argument("--module", help="only this module (sass, compile, ...)")
+    p.add_argument("--diff", action="store_true", help="with --survivors: each mutant's change as a diff")
     p.add_argument("--names", action="store_true", help="print only the surviving mutants' names, one line")
     p.add_argument("--markdown", action="store_true", help="the per-module table as Markdown (docs/testing.md)")
     a = p.parse_args(argv)
@@ -94,6 +113,8 @@ def main(argv=None) -> int:
             for name, code in sorted(codes.items()):
                 if classify(code) in ("survived", "no tests", "suspicious"):
                     print(f"{classify(code):<10} {name}")
+                    if a.diff:
+                        print(mutant_diff(Path(a.root), module, name))
     return 0
 
 
