@@ -392,3 +392,13 @@ def test_region_other_allows_loop_control(build):
     with pytest.raises(measure.UncleanRegion, match=rf"measures:\n  {others} other instructions \(.*\); at most "
                                                     rf"{others - 1} intended$"):
         measure.build_for_timing(cubin, tight)
+
+
+@pytest.mark.parametrize("raw, uuid", [
+    (bytes(range(16)), "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"),
+    (bytes(range(17)), "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"),  # CUDA's field: the first 16 bytes
+    ("".join(map(chr, range(0xF0, 0x100))), "GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff"),  # bytes read as a str
+    (b"\x01\x02", ""), (b"", ""), (None, ""),
+])
+def test_cuda_uuid_bytes_are_spelled_as_nvidia_smi_spells_them(raw, uuid):
+    assert measure._uuid(raw) == uuid

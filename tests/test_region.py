@@ -68,3 +68,19 @@ def test_the_fact_kernels_had_the_hazard_before_the_start_wait(build):
     """The issue's finding, kept as a regression: ffma.cu on sm_90 as compiled times its input LDG."""
     ins = build("ffma.cu", "sm_90", ILP=1, UNROLL=256).instructions("ffma")
     assert any("LDG" in p for p in sass.region_hazards(ins))
+
+
+def test_a_timing_patch_that_leaves_a_hazard_is_refused_with_every_hazard_named(cache_dir, monkeypatch):
+    """The check after the timing patch is the guard on the patch itself: were the clock edits to
+    make only the stop read wait (the old mechanism), the LDG landing in the region is refused, not
+    timed."""
+    cubin = _cubin(PLANTED / "dirty_start.cu", "sm_90", cache_dir)
+    ins = cubin.instructions("dirty_start")
+    _, _, stop = sass.timed_region(ins)
+    monkeypatch.setattr(sass, "timing_edits", lambda instrs: [sass.Edit(stop.offset, wait_mask=0x3F)])
+    hazards = sass.region_hazards(sass.patch(cubin, "dirty_start", [sass.Edit(stop.offset, wait_mask=0x3F)]).instructions)
+    assert len(hazards) == 1 and "LDG" in hazards[0]
+    with pytest.raises(UncleanRegion) as refused:
+        build_for_timing(cubin, KernelSpec("dirty_start.cu", "dirty_start"))
+    assert str(refused.value) == ("dirty_start (dirty_start.cu): the timed region is not clean after the timing "
+                                  "patch:\n  " + hazards[0])
