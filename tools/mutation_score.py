@@ -1,6 +1,11 @@
 """Per-module mutation score from mutmut's result files (mutants/pytest_gpuprops/*.py.meta).
 
     python tools/mutation_score.py [--survivors [--diff]] [--module sass] [--names]
+    python tools/mutation_score.py --explain > docs/mutation_survivors.md
+
+``--explain`` lists every surviving and unreached mutant with its change and the reason it
+survives, read from tools/mutation_reasons.toml; a survivor with no reason there is printed as
+UNEXPLAINED and makes the command exit 1.
 
 Score = killed / (killed + survived + no tests + suspicious): a mutant no test reaches counts
 against the score, a timeout counts as killed (the mutant hung a test: it was noticed), and mutants
@@ -13,8 +18,11 @@ import argparse
 import ast
 import collections
 import difflib
+import fnmatch
 import json
 from pathlib import Path
+
+from pytest_gpuprops.facts import tomllib  # tomllib, or tomli on Python 3.10
 
 KILLED = {1, 3, 36, 24, -24, 152, 255, 37}
 SURVIVED = {0}
@@ -59,6 +67,58 @@ def mutant_diff(root: Path, module: str, name: str) -> str:
     return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
 
 
+REASONS = Path(__file__).with_name("mutation_reasons.toml")
+
+
+def load_reasons(path: Path = REASONS) -> list[dict]:
+    """[[reason]] tables: ``mutants`` (names without "pytest_gpuprops.", fnmatch patterns allowed),
+    ``kind`` (equivalent, unreachable, gap) and ``why``. The first reason that matches a name wins."""
+    reasons = tomllib.loads(path.read_text())["reason"]
+    for r in reasons:
+        if set(r) != {"mutants", "kind", "why"} or r["kind"] not in ("equivalent", "unreachable", "gap"):
+            raise SystemExit(f"{path}: each [[reason]] needs mutants, kind (equivalent, unreachable or gap) "
+                             f"and why; got {sorted(r)} with kind {r.get('kind')!r}")
+    return reasons
+
+
+def reason_for(name: str, reasons: list[dict]) -> dict | None:
+    short = name.removeprefix("pytest_gpuprops.")
+    return next((r for r in reasons if any(fnmatch.fnmatchcase(short, pat) for pat in r["mutants"])), None)
+
+
+def short_change(diff: str) -> str:
+    """The first removed and added line of a mutant's diff, for one table cell."""
+    old = next((ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-")), "")
+    new = next((ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+")), "")
+    cell = f"`{old}` → `{new}`" if new else f"`{old}` → (removed)"
+    return cell.replace("|", "\\|")
+
+
+def explain(root: Path, data: dict, module: str | None) -> int:
+    reasons = load_reasons()
+    unexplained = 0
+    for mod, codes in data.items():
+        if module and mod != module:
+            continue
+        names = [n for n, c in sorted(codes.items()) if classify(c) in ("survived", "no tests", "suspicious")]
+        if not names:
+            continue
+        print(f"\n### {mod} ({len(names)})\n")
+        print("| mutant | change | kind | why it survives |")
+        print("| --- | --- | --- | --- |")
+        for name in names:
+            r = reason_for(name, reasons)
+            kind, why = (r["kind"], r["why"]) if r else ("UNEXPLAINED", "")
+            unexplained += r is None
+            label = name.removeprefix(f"pytest_gpuprops.{mod}.").replace("__mutmut_", " #")
+            if classify(codes[name]) != "survived":
+                kind = f"{kind} ({classify(codes[name])})"
+            print(f"| {label} | {short_change(mutant_diff(root, mod, name))} | {kind} | {why} |")
+    if unexplained:
+        print(f"\n{unexplained} UNEXPLAINED")
+    return 1 if unexplained else 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", default=".")
@@ -67,8 +127,12 @@ def main(argv=None) -> int:
     p.add_argument("--diff", action="store_true", help="with --survivors: each mutant's change as a diff")
     p.add_argument("--names", action="store_true", help="print only the surviving mutants' names, one line")
     p.add_argument("--markdown", action="store_true", help="the per-module table as Markdown (docs/testing.md)")
+    p.add_argument("--explain", action="store_true",
+                   help="every survivor with its change and its reason from tools/mutation_reasons.toml (Markdown)")
     a = p.parse_args(argv)
     data = load(Path(a.root))
+    if a.explain:
+        return explain(Path(a.root), data, a.module)
     if a.names:  # for `mutmut run NAMES...` (tools/mutation.sh's second pass)
         print(" ".join(name for module, codes in data.items() if not a.module or module == a.module
                        for name, code in sorted(codes.items()) if classify(code) == "survived"))
