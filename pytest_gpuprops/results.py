@@ -39,7 +39,8 @@ class SessionResults:
 
     # -- one test's part, as it travels with the test's report ---------------------------------
     def add(self, part: dict) -> None:
-        """Merge a part made by :meth:`part_of` (a worker's, or this process's own). A compile-time
+        """Merge one test's part (fixture layer: its verdicts, recorded facts and plot points as
+        dicts, carried on its report from a worker or this process). A compile-time
         verdict seen twice (xdist's 'each' runs the static facts on every worker) is kept once."""
         seen = {(v.nodeid, v.fact) for v in self.verdicts if v.gpu is None}
         mine: set[tuple] = set()
@@ -54,11 +55,6 @@ class SessionResults:
             self.recorded[f["name"]] = Fact(**f)
         for plot, pts in part.get("plot_points", {}).items():
             self.plot_points.setdefault(plot, []).extend(pts)
-
-    @staticmethod
-    def part_of(verdicts: Iterable[Verdict], recorded: Iterable[Fact], plot_points: dict[str, list[dict]]) -> dict:
-        return {"verdicts": [v.as_dict() for v in verdicts], "recorded": [dataclasses.asdict(f) for f in recorded],
-                "plot_points": {k: list(v) for k, v in plot_points.items()}}
 
     # -- whole sessions ------------------------------------------------------------------------
     def summary(self) -> dict[str, int]:
@@ -112,12 +108,12 @@ def gpu_label(v: Verdict) -> str:
 
 def case_key(v: Verdict) -> tuple[str, str]:
     """A fact measured by one test, whatever GPU ran it: the node id without its ``gpuN`` parameter."""
-    node = v.nodeid
-    if node.endswith("]") and "[" in node:
-        base, params = node[:-1].split("[", 1)
+    path, sep, name = v.nodeid.rpartition("::")  # the parameters are the test name's, not the path's
+    if name.endswith("]") and "[" in name:
+        base, params = name[:-1].split("[", 1)
         kept = [p for p in params.split("-") if not re.fullmatch(r"gpu\d+", p)]
-        node = base + (f"[{'-'.join(kept)}]" if kept else "")
-    return v.fact, node
+        name = base + (f"[{'-'.join(kept)}]" if kept else "")
+    return v.fact, path + sep + name
 
 
 def _comparable(v: Verdict) -> bool:
