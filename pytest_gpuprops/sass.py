@@ -676,18 +676,6 @@ class Cubin:
         return instrs
 
 
-def elf_listing(cubin: Cubin) -> dict[str, list[Instruction]]:
-    """nvdisasm's ELF-mode listing of the whole cubin (``-c -hex``: branch targets print as labels),
-    by kernel; not cached. :meth:`Cubin.instructions` reads raw mode instead, which batches."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(cubin.data)
-        path = f.name
-    try:
-        return _parse_listing(_run_nvdisasm(["-c", "-hex"], path))
-    finally:
-        os.unlink(path)
-
-
 def _iter_nvinfo(data: bytes):
     """Yield (attribute, payload) from a .nv.info section (EIFMT_NVAL/BVAL/HVAL/SVAL records)."""
     i = 0
