@@ -769,5 +769,5 @@ def test_a_patch_nvdisasm_cannot_read_back_is_refused_naming_the_users_file(caps
     assert status == 2 and out == ""
     assert err.startswith("gpuprops patch: refused: the patched code of beta cannot be read back, so the edit "
                           "cannot be verified (")
-    assert err.rstrip().endswith("; nothing was written") and "/tmp" not in err and "two.cubin" in err
+    assert err.rstrip().endswith("; nothing was written") and "/tmp" not in err and "two.cubin (patched)" in err
     assert not (work / "p.cubin").exists()
