@@ -1,3 +1,4 @@
+import pytest
 from gp_testing import KERNELS
 
 from pytest_gpuprops.cli import main
@@ -72,6 +73,9 @@ def test_readme_gpuprops_commands_run_as_written(tmp_path, monkeypatch, capsys, 
 def test_readme_failure_recipe_fails_as_shown(pytester, tmp_path):
     recipe = _readme_block("## What a failure looks like").splitlines()
     assert recipe[0].startswith("sed 's/\"nvrtc 13.5\" = 24 }/\"nvrtc 13.5\" = 20 }/'")
+    from pytest_gpuprops.compile import compiler_version
+    if compiler_version() != "nvrtc 13.5":  # another compiler reads the planted file as a changed schedule
+        pytest.skip(f"the README's recipe plants the nvrtc 13.5 entry; this compiler is {compiler_version()}")
     planted = tmp_path / "planted.toml"
     facts = (KERNELS.parent / "pytest_gpuprops" / "facts" / "sm_90.toml").read_text()
     planted.write_text(facts.replace('"nvrtc 13.5" = 24 }', '"nvrtc 13.5" = 20 }'))
