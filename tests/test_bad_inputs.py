@@ -177,7 +177,7 @@ def test_every_argument_error_exits_2_like_every_refusal(capsys, work, args, say
 
 def test_sass_into_a_closed_pipe_ends_quietly(work, monkeypatch):
     child_processes_outside_mutmut(monkeypatch)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ)  # PYTHONPATH: this package first (child_processes_outside_mutmut), then the rest
     p = subprocess.Popen([sys.executable, "-m", "pytest_gpuprops.cli", "sass", "rb.cubin"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env, cwd=work)
     first = p.stdout.readline()
