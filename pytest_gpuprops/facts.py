@@ -189,17 +189,8 @@ def _validate(data: dict, path: Path) -> Facts:
 
 
 def _parse_fact(path: Path, arch: str, name: str, t: dict, file_gpu: str | None, gpu: str | None = None) -> Fact:
-    if not _NAME.match(name):
-        raise FactsError(f"{path}: fact name {name!r} must be lower_snake_case")
-    missing = [k for k in ("unit", "method", "source") if not t.get(k)]
+    """One fact table that _fact_problems found nothing wrong with, as a Fact."""
     kind = t.get("kind", "measured")
-    if kind == "measured" and "value" not in t:
-        missing.append("value")
-    if kind == "static" and not t.get("by_compiler"):
-        missing.append("by_compiler")
-    if missing:
-        raise FactsError(f"{path}: fact [{name}] lacks {', '.join(missing)}; every fact needs a value, "
-                         "unit, method and source")
     scope = "gpu" if gpu is not None else t.get("scope", "arch")
     if scope not in ("arch", "gpu"):
         raise FactsError(f"{path}: fact [{name}] has scope {scope!r}; use \"arch\" or \"gpu\"")
@@ -257,7 +248,8 @@ def _parse_gpu_sections(path: Path, arch: str, data) -> dict[str, dict[str, Fact
         if any(_gpu_key(gpu) == _gpu_key(g) for g in out):
             raise FactsError(f"{path}: two sections name the GPU {gpu!r}")
         problems = [f"fact [{GPUS_KEY}.\"{gpu}\".{name}] {p}" for name, t in section.items()
-                    for p in _fact_problems(name, t)]
+                    for p in (_fact_problems(name, t) if _NAME.match(name) else
+                              ["name must be lower_snake_case (a-z, 0-9, _)"])]
         if problems:
             raise FactsError(f"{path}: " + "\n  ".join(problems) + f"\n  ({SCHEMA_HINT})")
         out[gpu] = {name: _parse_fact(path, arch, name, t, None, gpu=gpu) for name, t in section.items()}

@@ -1,0 +1,156 @@
+"""What a person reads when a facts file is incomplete or a verdict is not a plain PASS/FAIL, how
+--gpuprops-gpus without xdist orders the GPU tests, and what record mode writes at the end of a run
+(including a controller that measured nothing itself), each against text written out by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from gp_testing import fake_gpu_conftest
+from test_trust import _on
+
+from pytest_gpuprops import assertions, facts, plugin
+
+# -- a facts file that lacks something -------------------------------------------------------------
+
+HEAD = 'arch = "sm_90"\n'
+FULL = 'unit = "cycles"\nmethod = "m"\nsource = "s"\n'
+
+
+def test_a_static_fact_needs_no_value_and_a_measured_one_no_compiler_table(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(HEAD + '[dep]\nkind = "static"\nby_compiler = { "nvrtc 13.5" = 24 }\n' + FULL
+                    + "\n[lds]\nvalue = 23\ntolerance_abs = 0.5\n" + FULL)
+    parsed = facts.load_file(path)
+    assert (parsed["dep"].kind, parsed["dep"].value, parsed["dep"].by_compiler) == ("static", None, {"nvrtc 13.5": 24})
+    assert (parsed["lds"].kind, parsed["lds"].value, parsed["lds"].by_compiler) == ("measured", 23.0, {})
+
+
+def test_a_fact_name_that_is_not_lower_snake_case_is_refused_in_a_gpu_section_too(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(HEAD + "[LdsLatency]\nvalue = 23\ntolerance_abs = 0\n" + FULL)
+    with pytest.raises(facts.FactsError) as exc:
+        facts.load_file(path)
+    assert str(exc.value) == (f"{path}: fact name 'LdsLatency' must be lower_snake_case (a-z, 0-9, _)\n"
+                              "  (see the facts TOML schema in README.md)")
+    path.write_text(HEAD + '[gpus."NVIDIA H200".DramLatency]\nvalue = 670\ntolerance_abs = 20\n' + FULL)
+    with pytest.raises(facts.FactsError) as exc:
+        facts.load_file(path)
+    assert str(exc.value) == (f'{path}: fact [gpus."NVIDIA H200".DramLatency] name must be lower_snake_case '
+                              "(a-z, 0-9, _)\n  (see the facts TOML schema in README.md)")
+
+
+# -- verdicts that are neither PASS nor FAIL ------------------------------------------------------
+
+def _verdict(status, text="23.500 cycles (min 23.4)"):
+    return assertions.Verdict(fact="lds", arch="sm_90", status=status, expected="23 ± 0.25 cycles", measured=23.5,
+                              measured_text=text, unit="cycles", method="m", source="s")
+
+
+@pytest.mark.parametrize("status, head", [
+    (assertions.ERROR, "fact lds on sm_90 errored:"),
+    (assertions.UNSTABLE, "fact lds on sm_90 failed once but did not fail again when measured again:"),
+    (assertions.SCHEDULE_CHANGED, "fact lds on sm_90 compiler schedule changed:"),
+    (assertions.NOISY, "fact lds on sm_90 could not be measured reliably:"),
+])
+def test_each_status_opens_its_message_with_what_happened(status, head):
+    assert _verdict(status).message().splitlines()[:3] == [head, "  expected: 23 ± 0.25 cycles",
+                                                           "  measured: 23.500 cycles (min 23.4)"]
+
+
+def test_a_confirmed_failure_lists_the_first_line_of_each_measurement():
+    first = _verdict(assertions.FAIL, "0/2 cases within ±2% of the model\n            off the model: a; b")
+    again = _verdict(assertions.FAIL, "1/2 cases within ±2% of the model\n            off the model: b")
+    v = assertions.confirm(first, lambda: again)
+    assert [a["measured_text"] for a in v.attempts] == ["0/2 cases within ±2% of the model",
+                                                        "1/2 cases within ±2% of the model",
+                                                        "1/2 cases within ±2% of the model"]
+
+
+# -- --gpuprops-gpus without xdist: one GPU after another ------------------------------------------
+
+TWO_TESTS = '''
+import pytest
+
+@pytest.mark.gpu
+def test_a(gpuprops):
+    pass
+
+@pytest.mark.gpu
+def test_b(gpuprops):
+    pass
+'''
+
+
+def test_without_xdist_every_gpu_test_runs_once_per_gpu_one_gpu_after_another(pytester):
+    pytester.makeconftest(fake_gpu_conftest(count=2))
+    pytester.makepyfile(test_order=TWO_TESTS)
+    r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "-v", "-p", "no:randomly")
+    r.assert_outcomes(passed=4)
+    ran = [ln.split(" ")[0] for ln in r.outlines if ln.startswith("test_order.py::")]
+    assert ran == ["test_order.py::test_a[gpu0]", "test_order.py::test_b[gpu0]",
+                   "test_order.py::test_a[gpu1]", "test_order.py::test_b[gpu1]"]
+
+
+def test_one_gpu_listed_leaves_the_test_ids_as_they_are(pytester):
+    pytester.makeconftest(fake_gpu_conftest(count=2))
+    pytester.makepyfile(test_order=TWO_TESTS)
+    r = pytester.runpytest_inprocess("--gpuprops-gpus", "1", "-v", "-p", "no:randomly")
+    r.assert_outcomes(passed=2)
+    assert [ln.split(" ")[0] for ln in r.outlines if ln.startswith("test_order.py::")] == [
+        "test_order.py::test_a", "test_order.py::test_b"]
+
+
+# -- record mode at the end of the run -------------------------------------------------------------
+
+class _Terminal:
+    """Records each line the terminal summary writes, with its colour."""
+
+    def __init__(self):
+        self.lines = []
+
+    def write_sep(self, sep, title=None, **markup):
+        pass
+
+    def write_line(self, line, **markup):
+        self.lines.append((line, sorted(k for k, on in markup.items() if on)))
+
+
+def _recording_state(pytester, path):
+    config = pytester.parseconfigure()
+    state = config.stash[plugin._STATE]
+    state.record_path = str(path)
+    return config, state
+
+
+def test_record_mode_that_measured_nothing_says_so_in_yellow(pytester, tmp_path):
+    config, state = _recording_state(pytester, tmp_path / "r.toml")
+    tr = _Terminal()
+    plugin.pytest_terminal_summary(tr, 0, config)
+    assert tr.lines == [("gpuprops record: nothing was measured, no file written", ["yellow"])]
+    assert not (tmp_path / "r.toml").exists()
+
+
+def test_a_record_that_cannot_be_written_is_said_in_red(pytester, tmp_path):
+    (tmp_path / "r.toml").write_text("made during the run")
+    config, state = _recording_state(pytester, tmp_path / "r.toml")
+    lds = facts.Fact(name="lds", arch="sm_90", unit="cycles", method="m", source="s", value=23.0)
+    state.results.recorded["lds"] = lds
+    tr = _Terminal()
+    plugin.pytest_terminal_summary(tr, 0, config)
+    assert (f"gpuprops record: {tmp_path / 'r.toml'} exists; pass --force to overwrite it (or choose another path)",
+            ["red"]) in tr.lines
+    assert (tmp_path / "r.toml").read_text() == "made during the run"
+
+
+def test_a_controller_that_measured_nothing_itself_names_the_gpu_of_the_workers_verdicts(pytester, tmp_path):
+    """Under xdist the controller has no GPU of its own; the record's GPU is the one the verdicts came from."""
+    config, state = _recording_state(pytester, tmp_path / "r.toml")
+    state.results.recorded["lds"] = facts.Fact(name="lds", arch="sm_90", unit="cycles", method="m", source="s",
+                                               value=23.0)
+    state.results.verdicts = [dataclasses.replace(_on(0, 23.0), gpu={**_on(0, 23.0).gpu, "name": "NVIDIA H200"})]
+    tr = _Terminal()
+    plugin.pytest_terminal_summary(tr, 0, config)
+    assert (f"gpuprops recorded 1 facts to {tmp_path / 'r.toml'}", []) in tr.lines
+    assert (tmp_path / "r.toml").read_text().splitlines()[:2] == ['arch = "sm_90"', 'gpu = "NVIDIA H200"']
