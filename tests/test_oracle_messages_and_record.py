@@ -118,8 +118,10 @@ class _Terminal:
 
 
 def _recording_state(pytester, path):
-    config = pytester.parseconfigure()
-    state = config.stash[plugin._STATE]
+    """A session state as pytest_configure makes it, recording to ``path`` (set here: the option
+    itself asks for a GPU at start-up)."""
+    config = pytester.parseconfig()
+    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
     state.record_path = str(path)
     return config, state
 

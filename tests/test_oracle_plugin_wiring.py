@@ -298,8 +298,8 @@ class _Terminal:
 
 
 def _state_with_two_gpus_off_each_other(pytester, *args):
-    config = pytester.parseconfigure(*args)
-    state = config.stash[plugin._STATE]
+    config = pytester.parseconfig(*args)
+    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
     state.results.verdicts = [_on(0, 22.8), _on(1, 23.2)]  # outliers, were they judged
     return config, state
 

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from pytest_gpuprops import assertions, measure, plugin, results, session
+from pytest_gpuprops import assertions, measure, results, session
 
 NODEID = "t.py::TestC::test_x[a b]"
 REPRODUCE = "pytest 't.py::TestC::test_x[a b]'"
@@ -40,10 +40,11 @@ def fake_gpus(monkeypatch):
 
 
 def _state(pytester, *args, worker: str | None = None) -> session.GpuPropsState:
-    config = pytester.parseconfigure(*args)
-    if worker is None:
-        return config.stash[plugin._STATE]
-    config.workerinput = {"workerid": worker}  # what xdist gives a worker's config
+    """The session state of a command line, as pytest_configure makes it (options parsed, not
+    configured: a configured config costs ~0.2 s to tear down)."""
+    config = pytester.parseconfig(*args)
+    if worker is not None:
+        config.workerinput = {"workerid": worker}  # what xdist gives a worker's config
     return session.GpuPropsState(config)
 
 
