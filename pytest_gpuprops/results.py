@@ -108,7 +108,9 @@ def gpu_label(v: Verdict) -> str:
 
 def case_key(v: Verdict) -> tuple[str, str]:
     """A fact measured by one test, whatever GPU ran it: the node id without its ``gpuN`` parameter."""
-    path, sep, name = v.nodeid.rpartition("::")  # the parameters are the test name's, not the path's
+    # the path (which may hold a "[") ends at the first "::"; the parameters open at the first "[" after it
+    # (a parameter may hold "::" or "[" of its own)
+    path, sep, name = v.nodeid.partition("::")
     if name.endswith("]") and "[" in name:
         base, params = name[:-1].split("[", 1)
         kept = [p for p in params.split("-") if not re.fullmatch(r"gpu\d+", p)]

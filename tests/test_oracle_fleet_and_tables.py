@@ -93,6 +93,7 @@ def test_compare_goes_on_past_a_verdict_it_does_not_compare():
     ("hwtests/[old]/t.py::test_x", "hwtests/[old]/t.py::test_x"),  # a bracket in the path, no parameters
     ("hwtests/[old]/t.py::test_x[gpu0]", "hwtests/[old]/t.py::test_x"),  # ... and the GPU parameter
     ("hwtests/[old]/t.py::TestC::test_x[3-gpu2]", "hwtests/[old]/t.py::TestC::test_x[3]"),
+    ("hwtests/t.py::test_x[a::b-gpu1]", "hwtests/t.py::test_x[a::b]"),  # a parameter holding "::"
     ("hwtests/t.py::test_x", "hwtests/t.py::test_x"),
 ])
 def test_case_key_drops_only_the_gpu_parameter(nodeid, case):

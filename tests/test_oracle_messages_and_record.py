@@ -156,3 +156,61 @@ def test_a_controller_that_measured_nothing_itself_names_the_gpu_of_the_workers_
     plugin.pytest_terminal_summary(tr, 0, config)
     assert (f"gpuprops recorded 1 facts to {tmp_path / 'r.toml'}", []) in tr.lines
     assert (tmp_path / "r.toml").read_text().splitlines()[:2] == ['arch = "sm_90"', 'gpu = "NVIDIA H200"']
+
+
+# -- option parsers, made afresh (the module's own are made at import) ------------------------------
+
+def test_an_option_parser_keeps_accepted_values_and_refuses_the_rest_in_one_message():
+    import argparse
+    even = plugin._option_number(int, lambda v: v % 2 == 0, "an even number")
+    assert even("4") == 4 and even("0") == 0
+    for text in ("3", "four", ""):
+        with pytest.raises(argparse.ArgumentTypeError) as exc:
+            even(text)
+        assert str(exc.value) == f"takes an even number, not {text!r}"
+    zero_ok = plugin._option_number(float, lambda v: v >= 0, "a number >= 0")
+    assert zero_ok("0") == 0.0  # a value that is false is still a value
+
+
+# -- which tests are parametrized per GPU --------------------------------------------------------------
+
+class _Metafunc:
+    def __init__(self, config, fixturenames):
+        self.config, self.fixturenames, self.calls = config, fixturenames, []
+
+    def parametrize(self, *args, **kw):
+        self.calls.append((args, kw))
+
+
+@pytest.mark.parametrize("worker, fixtures, parametrized", [
+    (None, ["gpuprops_gpu_index"], True),
+    ("gw0", ["gpuprops_gpu_index"], False),  # an xdist worker measures its own GPU: the tests stay as they are
+    (None, ["tmp_path"], False),  # not a GPU test
+])
+def test_only_gpu_tests_outside_xdist_are_run_once_per_gpu(pytester, worker, fixtures, parametrized):
+    config = pytester.parseconfig("--gpuprops-gpus", "0,1")
+    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
+    state.worker_id = worker
+    mf = _Metafunc(config, fixtures)
+    plugin.pytest_generate_tests(mf)
+    assert bool(mf.calls) is parametrized
+    if parametrized:
+        assert mf.calls[0][0] == ("gpuprops_gpu_index", [0, 1]) and mf.calls[0][1]["ids"] == ["gpu0", "gpu1"]
+
+
+def test_plot_points_without_a_plots_folder_write_nothing(pytester, tmp_path, monkeypatch):
+    config = pytester.parseconfig()
+    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
+    state.results.plot_points = {"smem_bandwidth": [{"label": "LDS", "bytes_per_cycle": 128.0}]}
+    monkeypatch.setattr(plugin, "write_plots", lambda *a: pytest.fail("plots written without --gpuprops-plots"))
+    tr = _Terminal()
+    plugin.pytest_terminal_summary(tr, 0, config)
+    assert tr.lines == []
+
+
+def test_a_record_with_no_gpu_known_anywhere_says_so_in_its_header(pytester, tmp_path):
+    config, state = _recording_state(pytester, tmp_path / "r.toml")
+    state.results.recorded["lds"] = facts.Fact(name="lds", arch="sm_90", unit="cycles", method="m", source="s",
+                                               value=23.0)
+    plugin.pytest_terminal_summary(_Terminal(), 0, config)
+    assert (tmp_path / "r.toml").read_text().splitlines()[:2] == ['arch = "sm_90"', 'gpu = "?"']
