@@ -214,3 +214,59 @@ def test_a_record_with_no_gpu_known_anywhere_says_so_in_its_header(pytester, tmp
                                                value=23.0)
     plugin.pytest_terminal_summary(_Terminal(), 0, config)
     assert (tmp_path / "r.toml").read_text().splitlines()[:2] == ['arch = "sm_90"', 'gpu = "?"']
+
+
+# -- facts files: folders, GPU sections, a fresh Facts ----------------------------------------------
+
+def test_a_facts_file_that_is_a_folder_says_so(tmp_path):
+    (tmp_path / "sm_90.toml").mkdir()
+    with pytest.raises(facts.FactsError) as exc:
+        facts.load_file(tmp_path / "sm_90.toml")
+    assert str(exc.value) == f"facts file {tmp_path / 'sm_90.toml'} is a folder; pass a .toml file or a folder of sm_XX.toml"
+
+
+GPU_FACT = "value = 670\ntolerance_abs = 20\n" + FULL
+
+
+def test_a_gpu_sections_facts_carry_their_name_arch_gpu_and_scope(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(HEAD + '[gpus."NVIDIA H200".dram_latency_cycles]\n' + GPU_FACT)
+    fact = facts.load_file(path).gpu_sections["NVIDIA H200"]["dram_latency_cycles"]
+    assert fact == facts.Fact(name="dram_latency_cycles", arch="sm_90", unit="cycles", method="m", source="s",
+                              value=670.0, tolerance_abs=20.0, scope="gpu", gpu="NVIDIA H200")
+
+
+def test_every_problem_of_a_gpu_section_is_listed_on_its_own_line(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(HEAD + '[gpus."H200".a]\nvalue = 1\ntolerance_abs = 0\n[gpus."H200".b]\nvalue = 2\n'
+                    'tolerance_abs = 0\n')
+    with pytest.raises(facts.FactsError) as exc:
+        facts.load_file(path)
+    lacks = "lacks unit, method, source; every fact needs a value, unit, method and source"
+    assert str(exc.value) == (f'{path}: fact [gpus."H200".a] {lacks}\n  fact [gpus."H200".b] {lacks}\n'
+                              "  (see the facts TOML schema in README.md)")
+
+
+def test_two_sections_for_one_gpu_are_refused_naming_it(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(HEAD + '[gpus."NVIDIA H200".l2]\n' + GPU_FACT + '[gpus."nvidia  h200".l2]\n' + GPU_FACT)
+    with pytest.raises(facts.FactsError) as exc:
+        facts.load_file(path)
+    assert str(exc.value) == f"{path}: two sections name the GPU 'nvidia  h200'"
+
+
+def test_a_fresh_facts_set_has_no_gpu_and_no_sections(tmp_path):
+    fresh = facts.Facts("sm_90", None, {}, {})
+    assert fresh.gpu_sections == {} and fresh.gpu is None
+    with pytest.raises(facts.MissingFacts) as exc:
+        fresh.need("dram_latency_cycles")
+    assert str(exc.value) == ("no fact 'dram_latency_cycles' for sm_90 in (no file); record it with --gpuprops-record "
+                              "PATH on a sm_90 GPU, or add a [dram_latency_cycles] table")
+
+
+def test_a_kernels_option_that_is_not_a_folder_is_a_usage_error(pytester):
+    (pytester.path / "k.cu").write_text("")
+    r = pytester.runpytest_inprocess("--gpuprops-kernels", "k.cu")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: --gpuprops-kernels k.cu is not a folder; give the folder that holds the kernel "
+                            "sources (the repository's kernels/)"])

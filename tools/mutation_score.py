@@ -72,11 +72,13 @@ REASONS = Path(__file__).with_name("mutation_reasons.toml")
 
 def load_reasons(path: Path = REASONS) -> list[dict]:
     """[[reason]] tables: ``mutants`` (names without "pytest_gpuprops.", fnmatch patterns allowed),
-    ``kind`` (equivalent, unreachable, gap) and ``why``. The first reason that matches a name wins."""
+    ``kind`` (equivalent, unreachable, gap, killed by hand) and ``why``. The first reason that matches
+    a name wins."""
     reasons = tomllib.loads(path.read_text())["reason"]
+    kinds = ("equivalent", "unreachable", "gap", "killed by hand")
     for r in reasons:
-        if set(r) != {"mutants", "kind", "why"} or r["kind"] not in ("equivalent", "unreachable", "gap"):
-            raise SystemExit(f"{path}: each [[reason]] needs mutants, kind (equivalent, unreachable or gap) "
+        if set(r) != {"mutants", "kind", "why"} or r["kind"] not in kinds:
+            raise SystemExit(f"{path}: each [[reason]] needs mutants, kind (one of {', '.join(kinds)}) "
                              f"and why; got {sorted(r)} with kind {r.get('kind')!r}")
     return reasons
 
