@@ -181,9 +181,8 @@ def test_write_plots_picks_the_points(tmp_path, monkeypatch):
 def test_session_meta_says_what_is_unavailable(pytester, monkeypatch):
     from pytest_gpuprops import compile as gp_compile
     from pytest_gpuprops import sass
-    config = pytester.parseconfigure()
-    state = config.stash[plugin._STATE]
-    meta = state.meta()
+    state = plugin.GpuPropsState(pytester.parseconfig())  # as pytest_configure makes it; a configured
+    meta = state.meta()                                    # config costs ~0.3 s of gc to tear down
     assert meta["compiler"].startswith("nvrtc ") and meta["nvdisasm"] == sass.nvdisasm_version()
     assert "gpu" not in meta and "arch" not in meta and len(meta["date"]) == 19
 
@@ -199,14 +198,14 @@ def test_state_reads_the_options(pytester, tmp_path):
     # --gpuprops-facts is checked at start-up now, so it names a real, valid file
     (pytester.path / "f.toml").write_text('arch = "sm_90"\n[x]\nvalue = 1\ntolerance_abs = 0\nunit = "c"\n'
                                           'method = "m"\nsource = "s"\n')
-    config = pytester.parseconfigure("--gpu", "2", "--gpuprops-noise", "0.05", "--gpuprops-budget", "7",
-                                     "--gpuprops-kernels", str(tmp_path), "--gpuprops-facts", "f.toml")
-    state = config.stash[plugin._STATE]
+    config = pytester.parseconfig("--gpu", "2", "--gpuprops-noise", "0.05", "--gpuprops-budget", "7",
+                                  "--gpuprops-kernels", str(tmp_path), "--gpuprops-facts", "f.toml")
+    state = plugin.GpuPropsState(config)
     assert state.gpu_index == 2 and state.facts_path == "f.toml" and state.kernels_dir == tmp_path
     assert state.gpu_list() == [2] and state.default_index() == 2  # one GPU, the one --gpu names
     assert state.stop.noise_target == 0.05 and state.stop.time_budget_s == 7.0
     assert state.stop.min_samples == 5 and state.stop.max_samples == 100
-    dflt = pytester.parseconfigure().stash[plugin._STATE]
+    dflt = plugin.GpuPropsState(pytester.parseconfig())
     assert dflt.kernels_dir == pytester.path / "kernels" and dflt.gpu_index == 0 and dflt.stop.noise_target == 0.01
 
 
