@@ -270,3 +270,52 @@ def test_a_kernels_option_that_is_not_a_folder_is_a_usage_error(pytester):
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["ERROR: --gpuprops-kernels k.cu is not a folder; give the folder that holds the kernel "
                             "sources (the repository's kernels/)"])
+
+
+def test_every_problem_of_every_fact_is_listed_after_a_bad_name(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(HEAD + "[BadName]\nvalue = 1\n\n[a]\nvalue = 1\ntolerance_abs = 0\ncolour = 1\nshade = 2\n"
+                    + FULL + '\n[b]\nvalue = 2\ntolerance_abs = 0\nunit = "c"\nmethod = 5\nsource = "s"\n')
+    with pytest.raises(facts.FactsError) as exc:
+        facts.load_file(path)
+    allowed = "value, tolerance_abs, tolerance_rel, unit, method, source, kind, scope"
+    assert str(exc.value) == (f"{path}: \n  fact name 'BadName' must be lower_snake_case (a-z, 0-9, _)\n"
+                              f"  fact [a] unknown key(s) colour, shade for a measured fact; allowed: {allowed}\n"
+                              "  fact [b] method must be a non-empty string, not 5\n"
+                              "  (see the facts TOML schema in README.md)")
+
+
+def test_a_scope_that_is_neither_arch_nor_gpu_names_the_file(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(HEAD + '[a]\nvalue = 1\ntolerance_abs = 0\nscope = "node"\n' + FULL)
+    with pytest.raises(facts.FactsError) as exc:
+        facts.load_file(path)
+    assert str(exc.value) == f'{path}: fact [a] has scope \'node\'; use "arch" or "gpu"'
+
+
+@pytest.mark.parametrize("env, make, message", [
+    ("GPUPROPS_LOCK_DIR", "file", "GPUPROPS_LOCK_DIR={p} is not a folder; point it at a folder every process "
+     "measuring on this machine can write (default: the system temp folder)"),
+    ("GPUPROPS_NVDISASM", "file", "GPUPROPS_NVDISASM={p} is not an executable file; point it at nvdisasm, or "
+     "unset it to use the one from pip (nvidia-cuda-nvdisasm)"),
+    ("GPUPROPS_NVDISASM", "folder", "GPUPROPS_NVDISASM={p} is not an executable file; point it at nvdisasm, or "
+     "unset it to use the one from pip (nvidia-cuda-nvdisasm)"),
+])
+def test_an_environment_path_that_is_not_what_it_must_be_is_a_usage_error(pytester, monkeypatch, env, make, message):
+    p = pytester.path / "thing"
+    if make == "file":
+        p.write_text("not a program")  # mode 0644: not executable, not a folder
+    else:
+        p.mkdir()
+        p.chmod(0o755)  # executable, but a folder
+    monkeypatch.setenv(env, str(p))
+    r = pytester.runpytest_inprocess()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {message.format(p=p)}" in r.stderr.str()
+
+
+def test_the_markdown_beside_the_report_is_checked_too(pytester):
+    (pytester.path / "r.md").mkdir()
+    r = pytester.runpytest_inprocess("--gpuprops-report", "r.json")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --gpuprops-report r.md is a folder; give a file name (e.g. r.md/gpuprops.json)" in r.stderr.str()
