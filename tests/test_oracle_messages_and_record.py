@@ -319,3 +319,19 @@ def test_the_markdown_beside_the_report_is_checked_too(pytester):
     r = pytester.runpytest_inprocess("--gpuprops-report", "r.json")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "ERROR: --gpuprops-report r.md is a folder; give a file name (e.g. r.md/gpuprops.json)" in r.stderr.str()
+
+
+def test_a_compare_report_that_cannot_be_read_is_refused_at_start_up(pytester):
+    r = pytester.runpytest_inprocess("--gpuprops-compare", "missing.json")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --gpuprops-compare: cannot read report missing.json: No such file or directory" in r.stderr.str()
+
+
+def test_record_mode_asks_about_the_gpu_it_would_measure_and_refuses_without_it(pytester, monkeypatch):
+    from pytest_gpuprops import measure
+    monkeypatch.setattr(measure, "gpu_unavailable_reason", lambda index=0: f"GPU {index} is planted away")
+    r = pytester.runpytest_inprocess("--gpu", "1", "--gpuprops-record", "r.toml")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("ERROR: --gpuprops-record measures facts on a GPU, and none can be used here: GPU 1 is planted away. "
+            "Nothing would be recorded; run it on the GPU whose facts you want") in r.stderr.str()
+    assert not (pytester.path / "r.toml").exists()
