@@ -335,3 +335,10 @@ def test_record_mode_asks_about_the_gpu_it_would_measure_and_refuses_without_it(
     assert ("ERROR: --gpuprops-record measures facts on a GPU, and none can be used here: GPU 1 is planted away. "
             "Nothing would be recorded; run it on the GPU whose facts you want") in r.stderr.str()
     assert not (pytester.path / "r.toml").exists()
+
+
+def test_the_options_are_listed_under_their_own_heading_in_help(pytester):
+    r = pytester.runpytest_inprocess("--help")
+    lines = r.stdout.lines
+    head = lines.index("GPU micro-architecture facts:")
+    assert lines[head + 1].lstrip().startswith("--gpu=GPU")
