@@ -47,30 +47,30 @@ _budget = _option_number(float, lambda v: 0 < v < math.inf, "the seconds one mea
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpuprops", "GPU micro-architecture facts")
-    g.addoption("--gpu", dest="gpuprops_gpu", type=_gpu_index, default=0,
+    g.addoption("--gpu", dest="gpuprops_gpu", type=_gpu_index, default=0, metavar="INDEX",
                 help="CUDA device index to measure (default 0)")
-    g.addoption("--gpuprops-gpus", dest="gpuprops_gpus", default=None,
+    g.addoption("--gpuprops-gpus", dest="gpuprops_gpus", default=None, metavar="all|LIST",
                 help="measure several GPUs: 'all' or indices like 0,1. With -n N (pytest-xdist) worker K measures "
                      "the K-th GPU in parallel; without it the GPU tests run once per GPU, one GPU after another")
-    g.addoption("--gpuprops-compare", dest="gpuprops_compare", default=None,
+    g.addoption("--gpuprops-compare", dest="gpuprops_compare", default=None, metavar="REPORT",
                 help="a report JSON from an earlier run (--gpuprops-report): fail naming each GPU (by UUID) and "
                      "fact that moved by more than the fact's tolerance")
-    g.addoption("--gpuprops-facts", dest="gpuprops_facts", default=None,
+    g.addoption("--gpuprops-facts", dest="gpuprops_facts", default=None, metavar="PATH",
                 help="facts file (or folder of sm_XX.toml) to check against instead of the packaged ones")
-    g.addoption("--gpuprops-record", dest="gpuprops_record", default=None,
+    g.addoption("--gpuprops-record", dest="gpuprops_record", default=None, metavar="PATH",
                 help="write a facts file for this GPU's arch from this run's measurements")
     g.addoption("--gpuprops-force", "--force", dest="gpuprops_force", action="store_true",
                 help="let --gpuprops-record overwrite an existing file")
-    g.addoption("--gpuprops-report", dest="gpuprops_report", default=None,
+    g.addoption("--gpuprops-report", dest="gpuprops_report", default=None, metavar="PATH",
                 help="write the session's verdicts as JSON to PATH and Markdown beside it")
-    g.addoption("--gpuprops-plots", dest="gpuprops_plots", default=None, help="write PNG plots to DIR (needs matplotlib)")
-    g.addoption("--gpuprops-noise", dest="gpuprops_noise", type=_noise, default=0.01,
+    g.addoption("--gpuprops-plots", dest="gpuprops_plots", default=None, metavar="DIR", help="write PNG plots to DIR (needs matplotlib)")
+    g.addoption("--gpuprops-noise", dest="gpuprops_noise", type=_noise, default=0.01, metavar="RSD",
                 help="noise target: relative std-dev of per-launch values that ends a measurement (default 0.01)")
-    g.addoption("--gpuprops-budget", dest="gpuprops_budget", type=_budget, default=2.0,
+    g.addoption("--gpuprops-budget", dest="gpuprops_budget", type=_budget, default=2.0, metavar="SECONDS",
                 help="seconds one measurement may repeat before it stops unsettled (default 2)")
-    g.addoption("--gpuprops-kernels", dest="gpuprops_kernels", default=None,
+    g.addoption("--gpuprops-kernels", dest="gpuprops_kernels", default=None, metavar="DIR",
                 help="folder of kernel sources (default: <rootdir>/kernels)")
-    g.addoption("--gpuprops-cache", dest="gpuprops_cache", default=None,
+    g.addoption("--gpuprops-cache", dest="gpuprops_cache", default=None, metavar="DIR",
                 help="cubin cache folder (default $GPUPROPS_CACHE_DIR or ~/.cache/gpuprops/cubins)")
 
 

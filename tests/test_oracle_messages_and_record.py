@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
 from gp_testing import fake_gpu_conftest
@@ -341,4 +343,25 @@ def test_the_options_are_listed_under_their_own_heading_in_help(pytester):
     r = pytester.runpytest_inprocess("--help")
     lines = r.stdout.lines
     head = lines.index("GPU micro-architecture facts:")
-    assert lines[head + 1].lstrip().startswith("--gpu=GPU")
+    assert lines[head + 1].lstrip().startswith("--gpu=INDEX")
+
+
+GOLDEN_OPTIONS = Path(__file__).parent / "golden" / "plugin_help.txt"
+
+
+def _options_help(pytester, monkeypatch) -> str:
+    monkeypatch.setenv("COLUMNS", "100")
+    lines = pytester.runpytest_inprocess("--help").stdout.lines
+    head = lines.index("GPU micro-architecture facts:")
+    end = next(i for i in range(head + 1, len(lines)) if lines[i] and not lines[i].startswith(" "))
+    return "\n".join(lines[head:end]).rstrip() + "\n"
+
+
+def test_the_options_help_is_the_golden_text(pytester, monkeypatch):
+    """Every option's help as `pytest --help` prints it, 100 columns wide. After changing an option on
+    purpose, write the section again and review the diff:
+    COLUMNS=100 pytest --help | sed -n '/^GPU micro-architecture facts:/,/^$/p' | sed '$d' > tests/golden/plugin_help.txt
+    """
+    if not (3, 11) <= sys.version_info[:2] <= (3, 12):
+        pytest.skip("tests/golden/plugin_help.txt is argparse's layout of Python 3.11/3.12")
+    assert _options_help(pytester, monkeypatch) == GOLDEN_OPTIONS.read_text()
