@@ -42,3 +42,18 @@ def child_processes_outside_mutmut(monkeypatch) -> None:
         monkeypatch.delenv("MUTANT_UNDER_TEST")
     root = str(Path(pytest_gpuprops.__file__).resolve().parent.parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+
+
+class Terminal:
+    """A stand-in terminal reporter for the end-of-run hooks: ``written`` holds each separator as
+    (sep, title) and each line, in order; ``lines`` each line with the colours it was written in."""
+
+    def __init__(self):
+        self.written, self.lines = [], []
+
+    def write_sep(self, sep, title=None, **markup):
+        self.written.append((sep, title))
+
+    def write_line(self, line, **markup):
+        self.written.append(line)
+        self.lines.append((line, sorted(k for k, on in markup.items() if on)))

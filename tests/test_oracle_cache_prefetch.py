@@ -45,6 +45,9 @@ def test_timing_patches_skip_a_refused_build_and_survive_a_failing_batch(monkeyp
     ok, refused = Cubin(), Cubin()
     assert prefetch.timing_patches([(ok, _Spec(None)), (refused, _Spec(refuse))]) == 1
     assert [(r[0], r[1], r[3]) for r in seen[0]] == [(ok, "k", None)]
+    # a refused build does not stop the builds after it
+    assert prefetch.timing_patches([(refused, _Spec(refuse)), (ok, _Spec(None))]) == 1
+    assert [(r[0], r[1], r[3]) for r in seen[1]] == [(ok, "k", None)]
 
     def failing(requests):
         raise sass.SassError("nvdisasm failed")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gp_testing import fake_gpu_conftest
+from gp_testing import Terminal, fake_gpu_conftest
 from test_trust import _on
 
 from pytest_gpuprops import assertions, facts, plugin
@@ -106,19 +106,6 @@ def test_one_gpu_listed_leaves_the_test_ids_as_they_are(pytester):
 
 # -- record mode at the end of the run -------------------------------------------------------------
 
-class _Terminal:
-    """Records each line the terminal summary writes, with its colour."""
-
-    def __init__(self):
-        self.lines = []
-
-    def write_sep(self, sep, title=None, **markup):
-        pass
-
-    def write_line(self, line, **markup):
-        self.lines.append((line, sorted(k for k, on in markup.items() if on)))
-
-
 def _recording_state(pytester, path):
     """A session state as pytest_configure makes it, recording to ``path`` (set here: the option
     itself asks for a GPU at start-up)."""
@@ -130,7 +117,7 @@ def _recording_state(pytester, path):
 
 def test_record_mode_that_measured_nothing_says_so_in_yellow(pytester, tmp_path):
     config, state = _recording_state(pytester, tmp_path / "r.toml")
-    tr = _Terminal()
+    tr = Terminal()
     plugin.pytest_terminal_summary(tr, 0, config)
     assert tr.lines == [("gpuprops record: nothing was measured, no file written", ["yellow"])]
     assert not (tmp_path / "r.toml").exists()
@@ -141,7 +128,7 @@ def test_a_record_that_cannot_be_written_is_said_in_red(pytester, tmp_path):
     config, state = _recording_state(pytester, tmp_path / "r.toml")
     lds = facts.Fact(name="lds", arch="sm_90", unit="cycles", method="m", source="s", value=23.0)
     state.results.recorded["lds"] = lds
-    tr = _Terminal()
+    tr = Terminal()
     plugin.pytest_terminal_summary(tr, 0, config)
     assert (f"gpuprops record: {tmp_path / 'r.toml'} exists; pass --force to overwrite it (or choose another path)",
             ["red"]) in tr.lines
@@ -154,7 +141,7 @@ def test_a_controller_that_measured_nothing_itself_names_the_gpu_of_the_workers_
     state.results.recorded["lds"] = facts.Fact(name="lds", arch="sm_90", unit="cycles", method="m", source="s",
                                                value=23.0)
     state.results.verdicts = [dataclasses.replace(_on(0, 23.0), gpu={**_on(0, 23.0).gpu, "name": "NVIDIA H200"})]
-    tr = _Terminal()
+    tr = Terminal()
     plugin.pytest_terminal_summary(tr, 0, config)
     assert (f"gpuprops recorded 1 facts to {tmp_path / 'r.toml'}", []) in tr.lines
     assert (tmp_path / "r.toml").read_text().splitlines()[:2] == ['arch = "sm_90"', 'gpu = "NVIDIA H200"']
@@ -205,7 +192,7 @@ def test_plot_points_without_a_plots_folder_write_nothing(pytester, tmp_path, mo
     state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
     state.results.plot_points = {"smem_bandwidth": [{"label": "LDS", "bytes_per_cycle": 128.0}]}
     monkeypatch.setattr(plugin, "write_plots", lambda *a: pytest.fail("plots written without --gpuprops-plots"))
-    tr = _Terminal()
+    tr = Terminal()
     plugin.pytest_terminal_summary(tr, 0, config)
     assert tr.lines == []
 
@@ -214,7 +201,7 @@ def test_a_record_with_no_gpu_known_anywhere_says_so_in_its_header(pytester, tmp
     config, state = _recording_state(pytester, tmp_path / "r.toml")
     state.results.recorded["lds"] = facts.Fact(name="lds", arch="sm_90", unit="cycles", method="m", source="s",
                                                value=23.0)
-    plugin.pytest_terminal_summary(_Terminal(), 0, config)
+    plugin.pytest_terminal_summary(Terminal(), 0, config)
     assert (tmp_path / "r.toml").read_text().splitlines()[:2] == ['arch = "sm_90"', 'gpu = "?"']
 
 

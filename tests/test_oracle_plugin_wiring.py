@@ -9,7 +9,7 @@ import types
 from pathlib import Path
 
 import pytest
-from gp_testing import fake_gpu_conftest
+from gp_testing import Terminal, fake_gpu_conftest
 from test_plugin import FACT_TEST, FAKE_GPU
 from test_trust import FLAKY_FACT, _on
 
@@ -284,19 +284,6 @@ def test_the_record_file_names_the_gpu_it_was_measured_on(pytester):
 # -- xdist workers leave the end of the run to the controller -----------------------------------
 
 
-class _Terminal:
-    """Records what the terminal summary writes."""
-
-    def __init__(self):
-        self.written = []
-
-    def write_sep(self, sep, title=None, **markup):
-        self.written.append((sep, title))
-
-    def write_line(self, line, **markup):
-        self.written.append(line)
-
-
 def _state_with_two_gpus_off_each_other(pytester, *args):
     config = pytester.parseconfig(*args)
     state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
@@ -324,7 +311,7 @@ def test_an_xdist_worker_writes_no_terminal_summary(pytester):
     config, state = _state_with_two_gpus_off_each_other(pytester)
     state.fleet_note = "outlier check: 2 GPUs, 1 facts compared, 2 outlier(s)"
     state.worker_id = "gw1"
-    tr = _Terminal()
+    tr = Terminal()
     plugin.pytest_terminal_summary(tr, 0, config)
     assert tr.written == []
     state.worker_id = None  # the controller writes the sections

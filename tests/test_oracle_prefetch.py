@@ -108,20 +108,3 @@ def test_a_timing_patch_is_the_specs_edits_then_the_clock_edits(monkeypatch):
     assert prefetch.timing_patches([(cubin, spec)]) == 1
     assert seen == [(cubin, "lds_chain", [spec_edit, clock_edit], None)]
     assert asked == [("patch", cubin, "lds_chain"), ("instructions", "lds_chain"), ("timing", ["instrs of lds_chain"])]
-
-
-def test_a_refused_build_does_not_stop_the_builds_after_it(monkeypatch):
-    class Cubin:
-        def instructions(self, kernel):
-            return []
-
-    def refuse(cubin, kernel):
-        raise sass.PatchRefused("no")
-
-    monkeypatch.setattr(sass, "timing_edits", lambda instrs: [])
-    seen = []
-    monkeypatch.setattr(sass, "prefetch_patches", lambda requests: seen.extend(requests) or len(requests))
-    refused, ok = Cubin(), Cubin()
-    assert prefetch.timing_patches([(refused, SimpleNamespace(kernel="k", patch=refuse)),
-                                    (ok, SimpleNamespace(kernel="k", patch=None))]) == 1
-    assert [r[0] for r in seen] == [ok]
