@@ -51,49 +51,71 @@ def test_chase_latency(gpuprops, sizes, level, benchmark):
 _PER_HOP: dict = {}
 
 
-def per_hop(gpuprops, sizes, level):
-    """HOPS single-hop launches, each going on where the last stopped: the per-hop latencies."""
-    if level not in _PER_HOP:
+def per_hop(gpuprops, sizes, level, *, fresh=False):
+    """HOPS single-hop launches, each going on where the last stopped: the per-hop latencies (the
+    L2 and DRAM tests share one run per level; ``fresh`` measures again, to confirm a failure)."""
+    if fresh or level not in _PER_HOP:
         stop = StopRule(noise_target=0.0, min_samples=HOPS, max_samples=HOPS, time_budget_s=600.0)
         _PER_HOP[level] = gpuprops.measure(f"{level} per hop", specs.chase_level(level, sizes, unroll=1), divisor=1,
                                            stop=stop)
     return _PER_HOP[level]
 
 
-# The DRAM p90 moved 7-9 % from batch to batch on the H200 (0.8 % on the H100): not asserted either.
-@pytest.mark.parametrize("level, q", [("l2", 10), ("dram", 10)])
-def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
-    """H100's L2 is split in two partitions: a hop to the far one costs more, so L2 hops are spread,
-    not one value; the 10th and 90th percentiles are facts, the full distribution goes to the report."""
-    hops = per_hop(gpuprops, sizes, level)
-    if q == QUANTILES[0]:
-        gpuprops.plot_point(f"chase_hops_{level}", hops=list(hops.values))
+def hop_percentile(gpuprops, sizes, level, q, *, fresh=False) -> Measurement:
+    """The q-th percentile of each of BATCHES interleaved batches of hops, as one measurement whose
+    re-measurement is a fresh run of HOPS launches."""
+    hops = per_hop(gpuprops, sizes, level, fresh=fresh)
     name = f"{'l2_hit' if level == 'l2' else 'dram'}_latency_p{q}_cycles"
     m = Measurement.given(name, batch_percentiles(hops.values, q, BATCHES), noise_target=PERCENTILE_NOISE,
                           sm_clock_mhz=hops.sm_clock_mhz, throttle=hops.throttle, kernel="global_chase",
                           launch=dict(hops.launch, hops=HOPS, batches=BATCHES, footprint=footprint(level, sizes)))
-    gpuprops.check(name, m, method=f"{METHOD[level]}: {HOPS} launches of one timed hop each, going on through the "
-                                   f"cycle; p{q} of each of {BATCHES} interleaved batches of hops, their median")
+    m.remeasure = lambda: hop_percentile(gpuprops, sizes, level, q, fresh=True)
+    return m
+
+
+# The DRAM p90 moved 7-9 % from batch to batch on the H200 (0.8 % on the H100): not asserted either.
+@pytest.mark.parametrize("level, q", [("l2", 10), ("dram", 10)])
+def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
+    """H100's L2 is split in two partitions: a hop to the far one costs more, so L2 hops are spread,
+    not one value; the 10th percentile is a fact, the full distribution goes to the report. A
+    failure is confirmed on fresh runs of the whole distribution, like every other fact."""
+    m = hop_percentile(gpuprops, sizes, level, q)
+    if q == QUANTILES[0]:
+        gpuprops.plot_point(f"chase_hops_{level}", hops=list(per_hop(gpuprops, sizes, level).values))
+    gpuprops.check(m.name, m, method=f"{METHOD[level]}: {HOPS} launches of one timed hop each, going on through "
+                                     f"the cycle; p{q} of each of {BATCHES} interleaved batches of hops, their median")
 
 
 def test_latency_vs_footprint_shows_the_capacity_knees(gpuprops, gpu, sizes, request):
     """ld.global.ca chases from 4 KiB to 4 x L2: latency rises past L1 (between the smallest L1 and
     twice L1 + shared memory) and past L2 (between L2/4 and 4 x L2)."""
-    points = []
-    for f in sweep_footprints(sizes):
-        m = gpuprops.measure(f"chase over {f} B", specs.chase_sweep_point(f, sizes), divisor=U, stop=SWEEP)
-        points.append((f, m.median))
-        gpuprops.plot_point("chase_sweep", footprint=f, cycles=m.median)
-    plots = request.config.option.gpuprops_plots
-    if plots:
-        from pathlib import Path
+    swept: list[list] = []
 
-        from memory_levels import plot_sweep
-        Path(plots).mkdir(parents=True, exist_ok=True)
-        plot_sweep(points, sizes, Path(plots) / "chase_latency_vs_footprint.png", f"{gpu.name} ({gpu.arch})")
-    l1_knee, l2_knee = capacity_knees(points, sizes)
-    table = ", ".join(f"{f // 1024} KiB: {c:.0f}" for f, c in points)
-    assert l1_knee is not None and sizes.l1_min_bytes // 2 < l1_knee <= 2 * sizes.l1_max_bytes, (
-        f"L1 knee at {l1_knee} B, outside ({sizes.l1_min_bytes // 2}, {2 * sizes.l1_max_bytes}]: {table}")
-    assert l2_knee is not None and sizes.l2_bytes // 4 < l2_knee <= 4 * sizes.l2_bytes, (
-        f"L2 knee at {l2_knee} B, outside ({sizes.l2_bytes // 4}, {4 * sizes.l2_bytes}]: {table}")
+    def judge():
+        points = []
+        for f in sweep_footprints(sizes):
+            m = gpuprops.measure(f"chase over {f} B", specs.chase_sweep_point(f, sizes), divisor=U, stop=SWEEP)
+            points.append((f, m.median))
+        swept.append(points)
+        l1_knee, l2_knee = capacity_knees(points, sizes)
+        l1_ok = l1_knee is not None and sizes.l1_min_bytes // 2 < l1_knee <= 2 * sizes.l1_max_bytes
+        l2_ok = l2_knee is not None and sizes.l2_bytes // 4 < l2_knee <= 4 * sizes.l2_bytes
+        table = ", ".join(f"{f // 1024} KiB: {c:.0f}" for f, c in points)
+        return l1_ok and l2_ok, (f"L1 knee at {l1_knee} B (expected in ({sizes.l1_min_bytes // 2}, "
+                                 f"{2 * sizes.l1_max_bytes}]), L2 knee at {l2_knee} B (expected in "
+                                 f"({sizes.l2_bytes // 4}, {4 * sizes.l2_bytes}]): {table}")
+
+    try:
+        gpuprops.check_condition("chase_capacity_knees", judge, method=(
+            "ld.global.ca chase latency from 4 KiB to 4 x L2 (hwtests/memory_levels.py): the footprints where "
+            "latency first rises past each level"), source="the sizes this device reports (cudaDeviceProp)")
+    finally:
+        for f, c in (swept[0] if swept else []):
+            gpuprops.plot_point("chase_sweep", footprint=f, cycles=c)
+        plots = request.config.option.gpuprops_plots
+        if plots and swept:
+            from pathlib import Path
+
+            from memory_levels import plot_sweep
+            Path(plots).mkdir(parents=True, exist_ok=True)
+            plot_sweep(swept[0], sizes, Path(plots) / "chase_latency_vs_footprint.png", f"{gpu.name} ({gpu.arch})")

@@ -145,6 +145,14 @@ def evaluate_model(name: str, arch: str, cases: Sequence[tuple[str, float, float
                    source=source, kind="model", reproduce=reproduce)
 
 
+def evaluate_condition(name: str, arch: str, holds: bool, measured_text: str, *, method: str, source: str,
+                       reproduce: str = "") -> Verdict:
+    """A property of a whole measurement (a sweep's knees): it holds or it does not."""
+    return Verdict(fact=name, arch=arch, status=PASS if holds else FAIL, expected="holds", measured=None,
+                   measured_text=measured_text, unit="", method=method, source=source, kind="condition",
+                   reproduce=reproduce)
+
+
 def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: int = CONFIRMATIONS) -> Verdict:
     """A failing (or noisy) verdict measured ``times`` more times with fresh launches.
 

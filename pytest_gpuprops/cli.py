@@ -349,16 +349,26 @@ def cmd_merge(a) -> int:
     """The fleet's reports (one per node, or per run) as one table, with the outliers across them."""
     from . import report, results
     verdicts = []
+    incomplete = []
     for path in a.reports:
         try:
             res, meta = results.load(path)
         except results.ResultsError as exc:
             raise Refused(str(exc)) from None
+        why = results.incomplete_reason(meta.get("run"))
+        if why:
+            incomplete.append(f"{path} ({meta.get('host', '?')}): {why}")
         for v in res.verdicts:
             if v.gpu is not None and not v.gpu.get("host"):
                 v.gpu = dict(v.gpu, host=meta.get("host") or path)
         verdicts += res.verdicts
     measured = [v for v in verdicts if v.gpu is not None]
+    if incomplete:
+        print(f"gpuprops merge: {len(incomplete)} of {len(a.reports)} node(s) INCOMPLETE, not counted as passed:")
+        for line in incomplete:
+            print(f"  {line}")
+        if not measured:
+            return 1
     if not measured:
         raise Refused(f"no GPU measurements in {', '.join(a.reports)}: merge needs reports of GPU runs "
                       "(pytest hwtests --gpuprops-report PATH on each node)")
@@ -368,7 +378,7 @@ def cmd_merge(a) -> int:
     print(f"gpuprops {note}")
     if outliers:
         print(report.table(outliers))
-    return 1 if outliers or results.red(verdicts) else 0
+    return 1 if outliers or incomplete or results.red(verdicts) else 0
 
 
 class _BarrierAction(argparse.Action):

@@ -50,6 +50,10 @@ def reproduce_command(config: pytest.Config, nodeid: str, *, gpu: bool = False, 
     return " ".join(shlex.quote(a) for a in args)
 
 
+class CannotConfirm(TypeError):
+    """A GPU fact checked without a way to measure it again: its failure could not be confirmed."""
+
+
 class FactChecker:
     """The per-test handle: measure, then check against this arch's fact, recording the verdict."""
 
@@ -138,6 +142,10 @@ class FactChecker:
         if fact is None or self._state.record_path:
             return self._finish(self._record(name, m, method, unit or m.unit, fact))
         again = remeasure or m.remeasure
+        if again is None:
+            raise CannotConfirm(f"fact {name}: its measurement cannot be repeated (a Measurement.given without "
+                                "remeasure=), so a failure could not be confirmed; pass remeasure=<a function that "
+                                "measures it again with fresh launches>")
         first = assertions.evaluate(fact, m, reproduce=self.reproduce())
         return self._finish(assertions.confirm(
             first, (lambda: assertions.evaluate(fact, again(), reproduce=self.reproduce())) if again else None))
@@ -157,31 +165,56 @@ class FactChecker:
         return v
 
     def check_model(self, name: str, cases, *, tolerance_rel: float, unit: str, method: str, source: str,
-                    remeasure=None):
+                    remeasure):
         """Assert that every (label, predicted, measured) case is within ``tolerance_rel`` of the
         model. A failure is measured again with ``remeasure() -> cases`` before it is reported."""
         def evaluate(cs):
             return assertions.evaluate_model(name, self.gpu.arch, cs, tolerance_rel=tolerance_rel, unit=unit,
                                              method=method, source=source, reproduce=self.reproduce())
-        v = assertions.confirm(evaluate(cases), (lambda: evaluate(remeasure())) if remeasure else None)
-        return self._finish(v)
+        if remeasure is None:
+            raise CannotConfirm(f"model {name}: pass remeasure=<a function that measures the cases again>, so a "
+                                "failure can be confirmed")
+        return self._finish(assertions.confirm(evaluate(cases), lambda: evaluate(remeasure())))
+
+    def check_condition(self, name: str, judge, *, method: str, source: str):
+        """Assert a property of a whole measurement (a sweep's knees, a curve's shape): ``judge() ->
+        (holds, what was measured)`` measures afresh on every call. A property that does not hold is
+        judged twice more, with fresh measurements, before it is reported, like every other fact."""
+        def evaluate():
+            holds, text = judge()
+            return assertions.evaluate_condition(name, self.gpu.arch, holds, text, method=method, source=source,
+                                                 reproduce=self.reproduce())
+        return self._finish(assertions.confirm(evaluate(), evaluate))
 
     def plot_point(self, plot: str, **point) -> None:
         _pending(self._request.node)["plot_points"].setdefault(plot, []).append(point)
+
+
+def parse_plant_shift(text: str | None) -> tuple[int, str, float] | None:
+    """``GPUPROPS_PLANT_SHIFT``'s value as (gpu index, fact, delta); None when unset. Checked at
+    start-up (plugin._check_options), so a typo is one usage error, not an error in every test."""
+    if not text:
+        return None
+    parts = text.split(":")
+    try:
+        index, name, delta = int(parts[0]), parts[1], float(parts[2])
+        if len(parts) != 3 or index < 0 or not name or delta != delta or abs(delta) == float("inf"):
+            raise ValueError
+    except (ValueError, IndexError):
+        raise pytest.UsageError(f"GPUPROPS_PLANT_SHIFT={text!r}: expected <gpu index>:<fact>:<delta>, e.g. "
+                                "0:lds_latency_cycles:1.15 (a test-only shift of one GPU's measurement of one "
+                                "fact); unset it for a real run") from None
+    return index, name, delta
 
 
 def planted_shift(m: measure.Measurement, fact: str, gpu_index: int) -> measure.Measurement:
     """Test-only: ``GPUPROPS_PLANT_SHIFT="<gpu index>:<fact>:<delta>"`` adds delta to one GPU's
     measurement of one fact (and to its re-measurements), to check on real hardware that an
     outlier or a moved fact is flagged. The verdict says it was planted."""
-    plant = os.environ.get("GPUPROPS_PLANT_SHIFT")
-    if not plant:
+    plant = parse_plant_shift(os.environ.get("GPUPROPS_PLANT_SHIFT"))
+    if plant is None:
         return m
-    try:
-        index, name, delta = plant.split(":")
-        index, delta = int(index), float(delta)
-    except ValueError:
-        raise pytest.UsageError(f"GPUPROPS_PLANT_SHIFT={plant!r}: expected <gpu index>:<fact>:<delta>") from None
+    index, name, delta = plant
     if index != gpu_index or name != fact:
         return m
     again = m.remeasure

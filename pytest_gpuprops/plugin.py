@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import math
 import os
 from pathlib import Path
@@ -16,6 +17,7 @@ from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     FactChecker,
     StaticChecker,
     _pending,
+    parse_plant_shift,
     planted_shift,
     reproduce_command,
     store_in_benchmark,
@@ -47,8 +49,9 @@ _budget = _option_number(float, lambda v: 0 < v < math.inf, "the seconds one mea
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpuprops", "GPU micro-architecture facts")
-    g.addoption("--gpu", dest="gpuprops_gpu", type=_gpu_index, default=0, metavar="INDEX",
-                help="CUDA device index to measure (default 0)")
+    g.addoption("--gpu", dest="gpuprops_gpu", type=_gpu_index, default=None, metavar="INDEX",
+                help="CUDA device index to measure (default 0); a GPU asked for by index that is not visible "
+                     "fails the run")
     g.addoption("--gpuprops-gpus", dest="gpuprops_gpus", default=None, metavar="all|LIST",
                 help="measure several GPUs: 'all' or indices like 0,1. With -n N (pytest-xdist) worker K measures "
                      "the K-th GPU in parallel; without it the GPU tests run once per GPU, one GPU after another")
@@ -135,12 +138,41 @@ def _check_options(config: pytest.Config) -> None:
             results.load(opt.gpuprops_compare)
         except results.ResultsError as exc:
             raise pytest.UsageError(f"--gpuprops-compare: {exc}") from None
+    parse_plant_shift(os.environ.get("GPUPROPS_PLANT_SHIFT"))
+    _check_asked_gpus(opt)
     if opt.gpuprops_record:
         _writable_file("--gpuprops-record", opt.gpuprops_record, exists_ok=opt.gpuprops_force)
-        reason = measure.gpu_unavailable_reason(opt.gpuprops_gpu)
+        reason = measure.gpu_unavailable_reason(opt.gpuprops_gpu or 0)
         if reason:
             raise pytest.UsageError(f"--gpuprops-record measures facts on a GPU, and none can be used here: {reason}. "
                                     "Nothing would be recorded; run it on the GPU whose facts you want")
+
+
+def _check_asked_gpus(opt) -> None:
+    """A GPU asked for by index (--gpu N, --gpuprops-gpus LIST or all) that is not visible fails the
+    run at start-up: a GPU that fell off the bus must not read as a green run of skipped facts. With
+    no GPU asked for, a machine without one still skips every GPU fact with the reason (CPU CI)."""
+    asked: list[tuple[str, int]] = []
+    if opt.gpuprops_gpu is not None:
+        asked.append((f"--gpu {opt.gpuprops_gpu}", opt.gpuprops_gpu))
+    gpus = getattr(opt, "gpuprops_gpus", None)
+    if gpus and gpus.strip() != "all":
+        asked += [(f"--gpuprops-gpus {gpus}", i) for i in parse_gpus(gpus, measure.visible_gpu_count)]
+    if not asked and not (gpus and gpus.strip() == "all"):
+        return
+    visible = measure.visible_gpu_count()
+    if visible == 0:
+        why = measure.gpu_unavailable_reason(0) or "no CUDA GPU visible"
+        what = asked[0][0] if asked else f"--gpuprops-gpus {gpus}"
+        raise pytest.UsageError(f"{what} asks for a GPU, and none is visible here: {why}. Check the GPU with "
+                                "nvidia-smi (a GPU that fell off the bus is missing there too) and "
+                                "CUDA_VISIBLE_DEVICES; without --gpu the GPU facts skip with that reason")
+    missing = [(what, i) for what, i in asked if i >= visible]
+    if missing:
+        what, i = missing[0]
+        raise pytest.UsageError(f"{what} asks for GPU {i}, and only {visible} GPU(s) are visible (indices 0.."
+                                f"{visible - 1}). Check the GPU with nvidia-smi (a GPU that fell off the bus is "
+                                "missing there too) and CUDA_VISIBLE_DEVICES")
 
 
 class _EndOfRunNotes:
@@ -178,7 +210,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = state
     if not state.worker_id:
         config.pluginmanager.register(_Ingest(state), "gpuprops-ingest")
+        _interrupt_on_sigterm(config)
+        if state.report_path:
+            report.write_running(state.report_path, {"date": _dt.datetime.now().isoformat(timespec="seconds")})
     config.pluginmanager.register(_EndOfRunNotes(state), "gpuprops-end-of-run-notes")
+
+
+def _interrupt_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM (what a CI timeout or a job scheduler sends) ends the run as Ctrl-C does, so the report
+    is written and says the run was interrupted. Only where nobody else handles SIGTERM."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
 def _arch_number(arch: str) -> int:
@@ -335,6 +385,19 @@ class _Ingest:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.state.ingest(report)
+        if report.when == "teardown":
+            self.state.finished += 1
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.state.selected = len(session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        """Under xdist: with --gpuprops-gpus every worker runs every test ('each'), else they share them."""
+        if self.state.gpus_option:
+            self.state.selected += len(ids)
+        else:
+            self.state.selected = max(self.state.selected, len(ids))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -346,6 +409,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if state is None or state.worker_id:
         return
     verdicts = state.results.verdicts
+    state.run = results.run_status(int(session.exitstatus), state.selected, state.finished)
+    if not state.run["complete"] and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # selected tests did not run: not a green run
     state.fleet, state.fleet_note = results.outliers(verdicts)
     if state.compare_path:
         try:
@@ -366,7 +432,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if verdicts:
         tr.write_sep("=", "gpuprops facts")
         tr.write_line(report.table(verdicts))
-        tr.write_line(report.summary_line(verdicts + state.fleet))
+        tr.write_line(report.summary_line(verdicts + state.fleet, state.run))
+    elif state.run and results.incomplete_reason(state.run) and state.report_path:
+        tr.write_line(report.summary_line([], state.run), red=True)
         if len({results.gpu_key(v) for v in verdicts if v.gpu}) > 1:
             tr.write_sep("-", "per GPU")
             tr.write_line(report.gpu_table(verdicts))
@@ -376,6 +444,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         tr.write_sep("=", "gpuprops fleet: outliers and moved facts", red=True)
         tr.write_line(report.table(state.fleet))
     meta = state.meta()
+    if state.run is not None:
+        meta["run"] = state.run
     if state.report_path:
         for p in report.write_reports(state.report_path, state.results, state.fleet, meta):
             tr.write_line(f"gpuprops report: {p}")

@@ -37,13 +37,18 @@ def _measured_cell(v: Verdict) -> str:
     return v.measured_text.split("\n")[0]
 
 
-def summary_line(verdicts: Iterable[Verdict]) -> str:
-    """"gpuprops: 2 FAIL, 1 UNSTABLE, 27 PASS, 4 SKIPPED" in the order that needs attention."""
+def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
+    """"gpuprops: 2 FAIL, 1 UNSTABLE, 27 PASS, 4 SKIPPED" in the order that needs attention; a run
+    cut short (``run``: results.run_status) says so first: "gpuprops: INCOMPLETE (interrupted ...): 20 PASS"."""
+    from .results import incomplete_reason
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
     order = STATUS_ORDER + sorted(set(counts) - set(STATUS_ORDER))
-    return "gpuprops: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
+    head = "gpuprops: "
+    if run is not None and incomplete_reason(run):
+        head += f"INCOMPLETE ({incomplete_reason(run)}): "
+    return head + (", ".join(f"{counts[s]} {s}" for s in order if s in counts) or "no verdicts")
 
 
 def gpu_table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
@@ -80,7 +85,7 @@ def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] =
                                                                              "cuda_driver_version", "cuda_runtime_version",
                                                                              "sm_count", "max_sm_clock_mhz"))
             head.append(f"- {k}: {val}")
-    head += ["", summary_line(vs + fleet), "", table(vs, fmt="github"), ""]
+    head += ["", summary_line(vs + fleet, meta.get("run")), "", table(vs, fmt="github"), ""]
     if len({str(v.gpu) for v in vs if v.gpu}) > 1:
         head += ["## Per GPU", "", gpu_table(vs, fmt="github"), ""]
     failing = [v for v in vs + fleet if not v.ok]
@@ -89,6 +94,13 @@ def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] =
         for v in failing:
             head += ["```", v.message(), "```", ""]
     return "\n".join(head)
+
+
+def write_running(path: str | Path, meta: dict) -> list[Path]:
+    """At the start of a run: a report that says the run has not finished. The end of the run
+    overwrites it; a run killed before then (SIGKILL, a timeout) leaves it, never a stale green one."""
+    from .results import RUNNING, SessionResults
+    return write_reports(path, SessionResults(), [], dict(meta, run=dict(RUNNING)))
 
 
 def write_reports(path: str | Path, results, fleet: list[Verdict], meta: dict) -> list[Path]:

@@ -79,6 +79,44 @@ class SessionResults:
         return res, dict(data.get("meta", {}))
 
 
+# ----------------------------------------------------------------------------------------------
+# how a run ended: a report of a run that was cut short must never read as a green run
+
+#: pytest's exit codes, by number (pytest.ExitCode), for the report
+EXIT_NAMES = {0: "OK", 1: "TESTS_FAILED", 2: "INTERRUPTED", 3: "INTERNAL_ERROR", 4: "USAGE_ERROR",
+              5: "NO_TESTS_COLLECTED"}
+RUNNING = {"status": "running", "complete": False}
+
+
+def run_status(exit_status: int, selected: int, finished: int) -> dict:
+    """What the report says of the run itself: its exit status, whether it was interrupted (Ctrl-C,
+    SIGTERM: exit status 2), and how many selected tests did not run. ``complete`` is False for a
+    run cut short."""
+    interrupted = int(exit_status) == 2
+    not_run = max(selected - finished, 0)
+    return {"status": "finished", "exit_status": int(exit_status), "exit": EXIT_NAMES.get(int(exit_status), "?"),
+            "interrupted": interrupted, "selected": selected, "finished": finished, "not_run": not_run,
+            "complete": not interrupted and not_run == 0 and int(exit_status) in (0, 1, 5)}
+
+
+def incomplete_reason(run: dict | None) -> str | None:
+    """None for a run that ended on its own with every selected test run; otherwise a sentence."""
+    if not run:
+        return ("the report does not say how its run ended (no 'run' entry: written by an older gpuprops); "
+                "treat it as incomplete and run again")
+    if run.get("status") == "running":
+        return ("the run had not finished when this report was written: it was killed (SIGKILL, out of memory, "
+                "a timeout) or is still running")
+    if run.get("complete"):
+        return None
+    done = f"{run.get('finished', '?')} of {run.get('selected', '?')} selected tests finished"
+    if run.get("interrupted"):
+        return f"interrupted (exit status {run.get('exit_status')}): {done}, {run.get('not_run', '?')} did not run"
+    if run.get("not_run"):
+        return f"{done}, {run.get('not_run')} did not run (exit status {run.get('exit_status')} {run.get('exit')})"
+    return f"ended with exit status {run.get('exit_status')} ({run.get('exit')}): {done}"
+
+
 def load(path: str | Path) -> tuple[SessionResults, dict]:
     p = Path(path)
     try:

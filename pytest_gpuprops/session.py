@@ -29,7 +29,7 @@ class GpuPropsState:
     def __init__(self, config: pytest.Config):
         self.config = config
         opt = config.option
-        self.gpu_index: int = opt.gpuprops_gpu
+        self.gpu_index: int = opt.gpuprops_gpu or 0
         self.gpus_option: str | None = getattr(opt, "gpuprops_gpus", None)
         self.facts_path = opt.gpuprops_facts
         self.record_path = opt.gpuprops_record
@@ -46,6 +46,11 @@ class GpuPropsState:
         self.worker_id: str | None = getattr(config, "workerinput", {}).get("workerid")
         self._slots: dict[int, GpuSlot] = {}
         self._gpu_list: list[int] | None = None
+        #: how the run went: tests selected (every worker's, under xdist) and tests that finished (their
+        #: teardown reported); results.run_status() at the session's end
+        self.selected = 0
+        self.finished = 0
+        self.run: dict | None = None
 
     # -- which GPUs ----------------------------------------------------------------------------
     def gpu_list(self) -> list[int]:

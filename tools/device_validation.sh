@@ -7,6 +7,10 @@
 #                                                         BUDGET_S: start no run after this many seconds
 #   tools/device_validation.sh fleet                      every GPU of the node in one xdist run, the
 #                                                         same on GPU 0 alone, and a planted outlier
+#   tools/device_validation.sh trust                      RUNS (default 3) GPU-suite runs, then one planted
+#                                                         5 % shift of each kind of fact (scalar, per-hop
+#                                                         percentile, model): each must FAIL confirmed; an
+#                                                         interrupted run and a missing GPU must not read green
 #
 # FACTS (default: the packaged sm_90 file) is the facts file checked against. Logs, reports and plots
 # go to one archive, $OUT/<mode>.tar.gz; the summary lines go to stdout.
@@ -65,7 +69,39 @@ fleet)
     --gpuprops-report "$LOGS/outlier.json"
   grep -a -A8 "outliers and moved" "$LOGS/outlier.log"
   ;;
+trust)
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.mem,ecc.mode.current --format=csv
+  start=$(date +%s)
+  for i in $(seq 1 "${RUNS:-3}"); do
+    if [ $(( $(date +%s) - start )) -gt "${BUDGET_S:-100000}" ]; then echo "run $i: not started (BUDGET_S spent)"; continue; fi
+    timed "run $i" "$LOGS/run$i.log" $RUN -m "not static" --gpuprops-facts "$FACTS" --gpuprops-report "$LOGS/run$i.json"
+    grep -aE "^(FAILED|ERROR)" "$LOGS/run$i.log" | head -20
+  done
+  python3 tools/unit_values.py "$LOGS"/run*.json | tee "$LOGS/unit_values.txt"
+  python3 - "$FACTS" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+# a scalar fact 5 % off (LDS 23.0 -> 24.15) and the HMMA dependent latency 5 % off, which the issue model's
+# predictions are derived from
+text = re.sub(r"(\[lds_latency_cycles\]\nvalue = )23\.0", r"\g<1>24.15", text)
+open("/tmp/planted_scalar.toml", "w").write(text)
+model = re.sub(r"(\[hmma_16816_f32_dependent_cycles\]\nvalue = )24\.01", r"\g<1>25.21", open(sys.argv[1]).read())
+open("/tmp/planted_model.toml", "w").write(model)
+PY
+  timed "planted scalar (lds 5 %)" "$LOGS/planted_scalar.log" $RUN -k lds_latency --gpuprops-facts /tmp/planted_scalar.toml
+  grep -a -m1 -A12 "does not hold" "$LOGS/planted_scalar.log"
+  GPUPROPS_PLANT_SHIFT="0:l2_hit_latency_p10_cycles:-13" timed "planted percentile (L2 p10 -5 %)" \
+    "$LOGS/planted_p10.log" $RUN -k "per_hop_distribution and l2" --gpuprops-facts "$FACTS"
+  grep -a -m1 -A14 "does not hold" "$LOGS/planted_p10.log"
+  timed "planted model (HMMA latency L 5 % up in the model)" "$LOGS/planted_model.log" $RUN -k "issue_model and hmma" \
+    --gpuprops-facts /tmp/planted_model.toml
+  grep -a -m1 -A14 "does not hold" "$LOGS/planted_model.log"
+  timeout -s INT 25 $RUN -m "not static" --gpuprops-facts "$FACTS" --gpuprops-report "$LOGS/interrupted.json" \
+    >"$LOGS/interrupted.log" 2>&1; echo "interrupted run (SIGINT after 25 s): rc=$? | $(grep -a '^gpuprops: ' "$LOGS/interrupted.log" | tail -1)"
+  timed "missing GPU (--gpu 3)" "$LOGS/missing.log" $RUN -m "not static" --gpu 3
+  grep -a "asks for GPU" "$LOGS/missing.log" | head -2
+  ;;
 *)
-  echo "usage: $0 record <-k expr> | validate | fleet" >&2; exit 2;;
+  echo "usage: $0 record <-k expr> | validate | fleet | trust" >&2; exit 2;;
 esac
 tar -C "$LOGS" -czf "$OUT/${1}.tar.gz" .
