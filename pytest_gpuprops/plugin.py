@@ -409,9 +409,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if state is None or state.worker_id:
         return
     verdicts = state.results.verdicts
-    state.run = results.run_status(int(session.exitstatus), state.selected, state.finished)
-    if not state.run["complete"] and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # selected tests did not run: not a green run
+    if not session.config.option.collectonly:  # --co runs nothing, so nothing is missing
+        state.run = results.run_status(int(exitstatus), state.selected, state.finished)
+        if not state.run["complete"] and exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # selected tests did not run: not a green run
     state.fleet, state.fleet_note = results.outliers(verdicts)
     if state.compare_path:
         try:
@@ -433,11 +434,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         tr.write_sep("=", "gpuprops facts")
         tr.write_line(report.table(verdicts))
         tr.write_line(report.summary_line(verdicts + state.fleet, state.run))
-    elif state.run and results.incomplete_reason(state.run) and state.report_path:
-        tr.write_line(report.summary_line([], state.run), red=True)
         if len({results.gpu_key(v) for v in verdicts if v.gpu}) > 1:
             tr.write_sep("-", "per GPU")
             tr.write_line(report.gpu_table(verdicts))
+    elif state.run and results.incomplete_reason(state.run) and state.report_path:
+        tr.write_line(report.summary_line([], state.run), red=True)
     if state.fleet_note and any(v.gpu for v in verdicts):
         tr.write_line(f"gpuprops {state.fleet_note}")
     if state.fleet:

@@ -331,7 +331,9 @@ from pytest_gpuprops.measure import Measurement
 
 @pytest.mark.gpu
 def test_lds(gpuprops):
-    gpuprops.check("lds_latency_cycles", Measurement.given("lds", [23.0, 23.0, 23.0]), method="given")
+    m = Measurement.given("lds", [23.0, 23.0, 23.0])
+    m.remeasure = lambda: Measurement.given("lds", [23.0, 23.0, 23.0])
+    gpuprops.check("lds_latency_cycles", m, method="given")
 '''
 
 

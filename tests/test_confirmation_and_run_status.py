@@ -349,3 +349,10 @@ def test_two_processes_measuring_one_gpu_take_turns(tmp_path, monkeypatch):
     spans = sorted(tuple(map(float, p.communicate(timeout=60)[0].split())) for p in procs)
     assert all(p.returncode == 0 for p in procs)
     assert spans[0][1] <= spans[1][0], f"the two processes measured at the same time: {spans}"
+
+
+def test_collecting_only_is_not_an_incomplete_run(pytester):
+    """`pytest --co` runs nothing on purpose: its exit status stays 0 for any project with the plugin."""
+    _setup(pytester, _fact_tests(3, None))
+    r = pytester.runpytest_inprocess("--co", "-q")
+    assert r.ret == 0 and "INCOMPLETE" not in r.stdout.str()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprops import __version__, cli, sass
+from pytest_gpuprops import __version__, cli, results, sass
 from pytest_gpuprops import compile as gp_compile
 from pytest_gpuprops.cli import cubin_arch, main
 
@@ -670,6 +670,9 @@ def _verdict(fact, status, measured, gpu, nodeid="hwtests/test_smem.py::test_lds
 
 
 def _report(path, facts, meta):
+    """A report as the plugin writes it at the end of a run that finished: its meta says so (a report
+    without a complete ``run`` entry is INCOMPLETE to merge)."""
+    meta = dict(meta, run=results.run_status(0, len(facts), len(facts)))
     path.write_text(json.dumps({"schema": "gpuprops-results/1", "meta": meta, "facts": facts}))
     return path.name
 

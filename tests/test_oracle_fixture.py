@@ -88,12 +88,15 @@ def test_a_plant_shifts_every_value_says_so_and_shifts_the_remeasurements_too(mo
     assert planted_shift(_given([1.0]), "lds", 0).remeasure is None
 
 
-@pytest.mark.parametrize("plant", ["x", "0:lds", "a:lds:1", "0:lds:x", "0:lds:1:2", "0 lds 5"])
+@pytest.mark.parametrize("plant", ["x", "0:lds", "a:lds:1", "0:lds:x", "0:lds:1:2", "0 lds 5", "-1:lds:1", "0::1",
+                                   "0:lds:nan", "0:lds:inf"])
 def test_a_malformed_plant_is_a_usage_error_that_shows_the_form(monkeypatch, plant):
     monkeypatch.setenv("GPUPROPS_PLANT_SHIFT", plant)
     with pytest.raises(pytest.UsageError) as exc:
         planted_shift(_given([1.0]), "lds", 0)
-    assert str(exc.value) == f"GPUPROPS_PLANT_SHIFT={plant!r}: expected <gpu index>:<fact>:<delta>"
+    assert str(exc.value) == (f"GPUPROPS_PLANT_SHIFT={plant!r}: expected <gpu index>:<fact>:<delta>, e.g. "
+                              "0:lds_latency_cycles:1.15 (a test-only shift of one GPU's measurement of one fact); "
+                              "unset it for a real run")
 
 
 # -- FactChecker, with a stand-in request and session state --------------------------------------------
@@ -180,7 +183,7 @@ def test_a_launch_error_fails_the_test_with_its_message_and_no_traceback():
 
 def test_a_passing_check_is_kept_on_the_checker_the_item_and_the_junit_properties():
     checker, node = _checker(_facts(LDS), gpuprops_facts="f.toml")
-    v = checker.check("lds", _given([23.0] * 5))
+    v = checker.check("lds", _given([23.0] * 5, again=lambda: _given([23.0] * 5)))
     assert v.status == assertions.PASS and checker.verdicts == [v]
     assert v.nodeid == "t.py::test_fact" and v.gpu == GPU.identity()
     assert v.reproduce == "pytest t.py::test_fact --gpu 2 --gpuprops-facts f.toml"
@@ -192,7 +195,7 @@ def test_the_planted_shift_reaches_the_check_for_this_fact_on_this_gpu(monkeypat
     monkeypatch.setenv("GPUPROPS_PLANT_SHIFT", "2:lds:5")
     checker, _ = _checker(_facts(LDS))
     with pytest.raises(assertions.FactMismatch):
-        checker.check("lds", _given([23.0] * 5))
+        checker.check("lds", _given([23.0] * 5, again=lambda: _given([23.0] * 5)))
     assert checker.verdicts[0].measured == 28.0 and checker.verdicts[0].measurement["kernel"] == "(given) (planted +5)"
 
 
@@ -213,7 +216,7 @@ def test_a_failure_that_passes_when_measured_again_is_unstable_and_lists_every_a
 def test_a_model_check_carries_its_unit_method_source_and_command_and_is_measured_again():
     checker, node = _checker(_facts(LDS))
     v = checker.check_model("bank_model", [("a", 10.0, 10.1)], tolerance_rel=0.02, unit="cycles",
-                            method="pairs of FFMA", source="seed 2")
+                            method="pairs of FFMA", source="seed 2", remeasure=lambda: [("a", 10.0, 10.1)])
     assert (v.status, v.arch, v.unit, v.method, v.source) == (assertions.PASS, "sm_99", "cycles", "pairs of FFMA", "seed 2")
     assert v.reproduce == "pytest t.py::test_fact --gpu 2" and checker.verdicts == [v]
     asked = []

@@ -319,6 +319,7 @@ def test_a_compare_report_that_cannot_be_read_is_refused_at_start_up(pytester):
 def test_record_mode_asks_about_the_gpu_it_would_measure_and_refuses_without_it(pytester, monkeypatch):
     from pytest_gpuprops import measure
     monkeypatch.setattr(measure, "gpu_unavailable_reason", lambda index=0: f"GPU {index} is planted away")
+    monkeypatch.setattr(measure, "visible_gpu_count", lambda: 2)  # GPU 1 is visible, only not usable
     r = pytester.runpytest_inprocess("--gpu", "1", "--gpuprops-record", "r.toml")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: --gpuprops-record measures facts on a GPU, and none can be used here: GPU 1 is planted away. "
