@@ -200,6 +200,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped with the reason where there is none")
     config.addinivalue_line("markers", "static: compile-only fact (SASS schedule, encoding); runs without a GPU")
     config.addinivalue_line("markers", "arch(*archs, min=None): run only on these archs (sm_90, ...) or from min up")
+    config.addinivalue_line("markers", "validation: the quick post-update check of a GPU and its node (health, "
+                            "sustained clocks, throughput in time units); `pytest hwtests -m validation`")
     if config.option.gpuprops_plots:
         try:
             report._plt()

@@ -96,8 +96,8 @@ PY
   timed "planted model (HMMA latency L 5 % up in the model)" "$LOGS/planted_model.log" $RUN -k "issue_model and hmma" \
     --gpuprops-facts /tmp/planted_model.toml
   grep -a -m1 -A14 "does not hold" "$LOGS/planted_model.log"
-  timeout -s INT 25 $RUN -m "not static" --gpuprops-facts "$FACTS" --gpuprops-report "$LOGS/interrupted.json" \
-    >"$LOGS/interrupted.log" 2>&1; echo "interrupted run (SIGINT after 25 s): rc=$? | $(grep -a '^gpuprops: ' "$LOGS/interrupted.log" | tail -1)"
+  timeout -s INT ${INTERRUPT_S:-8} $RUN -m "not static" --gpuprops-facts "$FACTS" --gpuprops-report "$LOGS/interrupted.json" \
+    >"$LOGS/interrupted.log" 2>&1; echo "interrupted run (SIGINT after ${INTERRUPT_S:-8} s): rc=$? | $(grep -a '^gpuprops: ' "$LOGS/interrupted.log" | tail -1)"
   timed "missing GPU (--gpu 3)" "$LOGS/missing.log" $RUN -m "not static" --gpu 3
   grep -a "asks for GPU" "$LOGS/missing.log" | head -2
   ;;
