@@ -61,6 +61,9 @@ class Verdict:
     attempts: list[dict] = dataclasses.field(default_factory=list)
     gpu: dict | None = None  # index, name, uuid, pci_bus_id of the GPU measured (None: static)
     tolerance: float | None = None  # the fact's tolerance in its unit (measured facts): fleet rules use it
+    #: "arch" (the SM's fact) or "gpu" (the memory system's, per GPU model): the fleet rules compare a
+    #: fact among GPUs of the same arch, or of the same model for "gpu"
+    scope: str = "arch"
 
     @property
     def ok(self) -> bool:
@@ -111,7 +114,7 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
                    measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
                    f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz)",
                    unit=fact.unit, method=fact.method, source=fact.source, flags=flags, reproduce=reproduce,
-                   measurement=m.as_dict(), tolerance=fact.tolerance)
+                   measurement=m.as_dict(), tolerance=fact.tolerance, scope=fact.scope)
 
 
 def evaluate_static(fact: Fact, value: float, compiler: str, *, reproduce: str = "") -> Verdict:

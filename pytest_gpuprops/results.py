@@ -160,17 +160,31 @@ def _comparable(v: Verdict) -> bool:
     return v.kind == "measured" and v.measured is not None and v.tolerance is not None and v.gpu is not None
 
 
+def peer_group(v: Verdict) -> str:
+    """Which GPUs a fact is compared among: an arch fact (the SM's) among GPUs of its arch, a GPU-scoped
+    fact (the memory system's: DRAM and L2 latency differ between H100 HBM3 and H200 HBM3e) among
+    GPUs of the same model."""
+    if v.scope == "gpu":
+        return f"{(v.gpu or {}).get('name', '?')} ({v.arch}, GPU facts)"
+    return f"{v.arch} (arch facts)"
+
+
 def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
-    """OUTLIER verdicts for GPUs whose measurement is off the median of the node's GPUs (with two,
-    off the other GPU's) for the same test by more than the fact's tolerance, and a sentence saying
-    what was compared (with one GPU there is nothing to compare, and it says so)."""
-    by_case: dict[tuple[str, str], dict[str, Verdict]] = {}
+    """OUTLIER verdicts for GPUs whose measurement is off the median of their peers (with two, off the
+    other GPU's) for the same test by more than the fact's tolerance, and a sentence saying what was
+    compared (with one GPU there is nothing to compare, and it says so). Peers are the GPUs of the
+    same :func:`peer_group`: a mixed fleet never compares an H100's DRAM latency with an H200's, nor
+    one arch's LDS latency with another's; where there are several groups the sentence names them."""
+    by_case: dict[tuple[str, str, str], dict[str, Verdict]] = {}
     for v in verdicts:
         if _comparable(v):
-            by_case.setdefault(case_key(v), {})[gpu_key(v)] = v
+            by_case.setdefault((peer_group(v), *case_key(v)), {})[gpu_key(v)] = v
     gpus = {g for per in by_case.values() for g in per}
     if len(gpus) < 2:
         return [], f"outlier check: not run ({len(gpus)} GPU measured; it needs two or more)"
+    groups: dict[str, set[str]] = {}
+    for (group, *_), per in by_case.items():
+        groups.setdefault(group, set()).update(per)
     out = []
     for _key, per in sorted(by_case.items()):
         if len(per) < 2:
@@ -187,7 +201,11 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
                 o.flags = [f"{len(per)} GPUs compared"] + (["with two GPUs, both are flagged: a third tells "
                                                             "which one is off"] if len(per) == 2 else [])
                 out.append(o)
-    return out, f"outlier check: {len(gpus)} GPUs, {len(by_case)} facts compared, {len(out)} outlier(s)"
+    note = f"outlier check: {len(gpus)} GPUs, {len(by_case)} facts compared, {len(out)} outlier(s)"
+    if len(groups) > 1:
+        note += "; compared within " + ", ".join(f"{g}: {len(m)} GPU(s)" + ("" if len(m) > 1 else ", nothing to compare")
+                                                 for g, m in sorted(groups.items()))
+    return out, note
 
 
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:

@@ -251,7 +251,7 @@ def _report(outcome, longrepr, keywords=("gpu",), when="call", nodeid=NODEID, **
 def _outside(status, text, nodeid=NODEID, fact="test_x[a b]", reproduce=REPRODUCE):
     return {"fact": fact, "arch": "-", "status": status, "expected": "-", "measured": None, "measured_text": text,
             "unit": "", "method": "", "source": "", "kind": "test", "flags": [], "reproduce": reproduce,
-            "nodeid": nodeid, "measurement": None, "attempts": [], "gpu": None, "tolerance": None}
+            "nodeid": nodeid, "measurement": None, "attempts": [], "gpu": None, "tolerance": None, "scope": "arch"}
 
 
 def _part(*verdicts):
