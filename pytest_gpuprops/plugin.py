@@ -271,12 +271,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                  scope="session")
 
 
+def compile_only(nodeid: str) -> bool:
+    """A compile-time fact's test: they live in ``test_static*.py`` files (a convention the plugin's
+    own tests check), so the controller can tell them from a node id alone."""
+    return nodeid.partition("::")[0].rsplit("/", 1)[-1].startswith("test_static")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """--gpuprops-gpus with -n: every worker runs the whole suite on its own GPU (xdist's 'each')."""
+    """--gpuprops-gpus with -n: every worker runs the GPU facts on its own GPU (xdist's 'each'), and the
+    compile-time facts run once, on the first worker: they do not depend on the GPU."""
     if config.option.gpuprops_gpus:
         from xdist.scheduler import EachScheduling
-        return EachScheduling(config, log)
+
+        class EachGpuOnceStatic(EachScheduling):
+            def schedule(self) -> None:
+                assert self.collection_is_completed
+                for n, (node, pending) in enumerate(self.node2pending.items()):
+                    if node in self._started:
+                        continue
+                    if not pending:  # a new node (a filled list replaces a dead node's remaining tests)
+                        ids = self.node2collection[node]
+                        pending[:] = [i for i, nid in enumerate(ids) if n == 0 or not compile_only(nid)]
+                    if pending:
+                        node.send_runtest_some(pending)
+                    else:
+                        node.shutdown()
+                    self._started.append(node)
+
+        return EachGpuOnceStatic(config, log)
     return None
 
 
@@ -396,8 +419,8 @@ class _Ingest:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         """Under xdist: with --gpuprops-gpus every worker runs every test ('each'), else they share them."""
-        if self.state.gpus_option:
-            self.state.selected += len(ids)
+        if self.state.gpus_option:  # compile-time facts run on one worker only (EachGpuOnceStatic)
+            self.state.selected += len(ids) if not self.state.selected else sum(not compile_only(i) for i in ids)
         else:
             self.state.selected = max(self.state.selected, len(ids))
 

@@ -71,3 +71,57 @@ def test_the_scope_travels_with_the_verdict_through_a_report():
     v = dram("a", H100, 681.0)
     again = Verdict.from_dict(v.as_dict())
     assert again.scope == "gpu" and results.peer_group(again) == f"{H100} (sm_90, GPU facts)"
+
+
+STATIC_AND_GPU = {
+    "test_static_schedule": '''
+import pytest
+
+@pytest.mark.static
+def test_schedule_fact():
+    pass
+''',
+    "test_facts": '''
+import pytest
+from pytest_gpuprops.measure import Measurement
+
+@pytest.mark.gpu
+def test_lds(gpuprops):
+    m = Measurement.given("lds", [23.0])
+    m.remeasure = lambda: Measurement.given("lds", [23.0])
+    gpuprops.check("lds_latency_cycles", m, method="given")
+''',
+}
+
+
+def test_every_gpu_of_a_node_in_parallel_checks_each_compile_time_fact_once(pytester, monkeypatch):
+    """`-n 2 --gpuprops-gpus all`: the GPU facts run on each GPU's worker, a static fact on one only,
+    and the run's count of selected tests agrees (the report is complete)."""
+    pytest.importorskip("xdist")
+    import json
+
+    from gp_testing import child_processes_outside_mutmut, fake_gpu_conftest
+    child_processes_outside_mutmut(monkeypatch)
+    pytester.makeconftest(fake_gpu_conftest("sm_90", count=2))
+    pytester.makefile(".toml", facts='arch = "sm_90"\n[lds_latency_cycles]\nvalue = 23.0\ntolerance_abs = 0.1\n'
+                                     'unit = "cycles"\nmethod = "given"\nsource = "given"\n')
+    pytester.makepyfile(**STATIC_AND_GPU)
+    r = pytester.runpytest_subprocess("-n", "2", "--gpuprops-gpus", "all", "--gpuprops-facts", "facts.toml",
+                                      "--gpuprops-report", "r.json", "-p", "no:randomly")
+    r.assert_outcomes(passed=3)  # the GPU fact on each of two GPUs, the static one once
+    run = json.loads((pytester.path / "r.json").read_text())["meta"]["run"]
+    assert (run["selected"], run["finished"], run["complete"]) == (3, 3, True)
+
+
+def test_compile_time_facts_live_in_test_static_files_and_only_there():
+    """The convention the parallel scheduler relies on (plugin.compile_only)."""
+    import ast
+    from pathlib import Path
+
+    from pytest_gpuprops.plugin import compile_only
+    for path in sorted((Path(__file__).parent.parent / "hwtests").glob("test_*.py")):
+        text = path.read_text()
+        marks = {n.attr for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Attribute) and n.attr in ("static", "gpu")
+                 and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+        assert compile_only(f"hwtests/{path.name}::test_x") == ("static" in marks), (path.name, marks)
+        assert not ("static" in marks and "gpu" in marks), f"{path.name} mixes static and GPU facts"
