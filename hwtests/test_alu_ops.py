@@ -13,9 +13,10 @@ THROUGHPUT_ILP, THROUGHPUT_WARPS = 8, 4
 STEP = {op: " + ".join(opcodes) for op, (_, _, opcodes) in specs.ALU_OPS.items()}
 
 
+@pytest.mark.fact("{op}_latency_cycles")
 @pytest.mark.parametrize("op", sorted(specs.ALU_OPS))
 def test_alu_dependent_latency(gpuprops, op, benchmark):
-    name = f"{op}_latency_cycles"
+    name = gpuprops.fact_name
     m = gpuprops.measure(name, specs.alu(op, 1, 1), divisor=U)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"{U} dependent steps of {STEP[op]}, each reading only the previous result, one warp; "
@@ -23,9 +24,10 @@ def test_alu_dependent_latency(gpuprops, op, benchmark):
                           "(instruction caches warm)")
 
 
+@pytest.mark.fact("{op}_smsp_cycles")
 @pytest.mark.parametrize("op", sorted(specs.ALU_OPS))
 def test_alu_cycles_per_smsp(gpuprops, op, benchmark):
-    name = f"{op}_smsp_cycles"
+    name = gpuprops.fact_name
     m = gpuprops.measure(name, specs.alu(op, THROUGHPUT_ILP, THROUGHPUT_WARPS),
                          divisor=U * THROUGHPUT_ILP * THROUGHPUT_WARPS, mode="span")
     gpuprops.check(name, m, benchmark=benchmark,

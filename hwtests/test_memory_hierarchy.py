@@ -39,9 +39,10 @@ def sizes(gpu):
 # 440 and more on the H100, 2026-11-21): the mean of a launch's hops moved 6 % from launch to launch
 # and the 90th percentile 8.7 % from batch to batch, so neither is asserted. The near partition's hit
 # latency (the 10th percentile, 0.34 % spread) is; the whole distribution goes to the report.
+@pytest.mark.fact(lambda level: LEVEL_FACT[level])
 @pytest.mark.parametrize("level", [lv for lv in LEVELS if lv != "l2"])
 def test_chase_latency(gpuprops, sizes, level, benchmark):
-    name = LEVEL_FACT[level]
+    name = gpuprops.fact_name
     m = gpuprops.measure(name, specs.chase_level(level, sizes), divisor=U)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"{METHOD[level]}: one 64-bit pointer per 128-byte line, one random cycle, one warp on one "
@@ -74,6 +75,7 @@ def hop_percentile(gpuprops, sizes, level, q, *, fresh=False) -> Measurement:
 
 
 # The DRAM p90 moved 7-9 % from batch to batch on the H200 (0.8 % on the H100): not asserted either.
+@pytest.mark.fact(lambda level, q: f"{'l2_hit' if level == 'l2' else 'dram'}_latency_p{q}_cycles")
 @pytest.mark.parametrize("level, q", [("l2", 10), ("dram", 10)])
 def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
     """H100's L2 is split in two partitions: a hop to the far one costs more, so L2 hops are spread,
@@ -86,6 +88,7 @@ def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
                                      f"the cycle; p{q} of each of {BATCHES} interleaved batches of hops, their median")
 
 
+@pytest.mark.fact("chase_capacity_knees")
 def test_latency_vs_footprint_shows_the_capacity_knees(gpuprops, gpu, sizes, request):
     """ld.global.ca chases from 4 KiB to 4 x L2: latency rises past L1 (between the smallest L1 and
     twice L1 + shared memory) and past L2 (between L2/4 and 4 x L2)."""

@@ -21,31 +21,35 @@ def _opcode(dtype: str) -> str:
     return specs.MMA_DTYPES[dtype][1]
 
 
+@pytest.mark.fact("mma_{dtype}_dependent_cycles")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mma_dependent_latency(gpuprops, dtype, benchmark):
-    name = f"mma_{dtype}_dependent_cycles"
+    name = gpuprops.fact_name
     m = gpuprops.measure(name, specs.mma(dtype, 1, 1), divisor=_count(1))
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"one chain of {_count(1)} dependent {_opcode(dtype)}, one warp; cycles per instruction")
 
 
+@pytest.mark.fact("mma_{dtype}_single_warp_issue_cycles")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mma_single_warp_issue_interval(gpuprops, dtype, benchmark):
-    name = f"mma_{dtype}_single_warp_issue_cycles"
+    name = gpuprops.fact_name
     m = gpuprops.measure(name, specs.mma(dtype, 8, 1), divisor=_count(8))
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"8 independent chains x {_count(1)} {_opcode(dtype)}, one warp; cycles per instruction")
 
 
+@pytest.mark.fact("mma_{dtype}_smsp_cycles")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mma_saturated_per_smsp(gpuprops, dtype, benchmark):
-    name = f"mma_{dtype}_smsp_cycles"
+    name = gpuprops.fact_name
     m = gpuprops.measure(name, specs.mma(dtype, 8, 4), divisor=_count(8) * 4, mode="span")
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"8 chains x 4 warps per SM sub-partition of {_opcode(dtype)}, one block; cycles per "
                           "instruction per sub-partition over the block's span")
 
 
+@pytest.mark.fact("mma_{dtype}_issue_model")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mma_cycles_follow_the_issue_model(gpuprops, dtype):
     """The 32-point grid against max(L / (ILP * W), i / W, p) with this type's own L, i and p."""

@@ -80,6 +80,7 @@ def _label(ra, rb, rc, reuse):
     return f"R{ra},R{rb},R{rc} reuse {''.join('R' if reuse >> i & 1 else '-' for i in range(3))}"
 
 
+@pytest.mark.fact("regbank_seed_cases")
 def test_regbank_seed_cases_follow_the_bank_model(gpuprops, regbank_kernel):
     bench = Bench(gpuprops, regbank_kernel)
     cases = [(*bench.place(a, b, c), reuse_mask(r)) for a, b, c, r in SEED_CASES]
@@ -87,6 +88,7 @@ def test_regbank_seed_cases_follow_the_bank_model(gpuprops, regbank_kernel):
                          tolerance_rel=TOLERANCE, unit="cycles/FFMA", method=METHOD, source=SOURCE)
 
 
+@pytest.mark.fact("register_bank_count")
 def test_register_bank_count_is_inferred_from_the_seed_cases(gpuprops, regbank_kernel):
     """Not asserted but inferred: which bank count (bank = reg % n) explains the seeds' cases, and
     that the cases tell it from twice as many banks."""
@@ -115,6 +117,7 @@ def test_register_bank_count_is_inferred_from_the_seed_cases(gpuprops, regbank_k
 @settings(max_examples=1, derandomize=specs.SAME_DRAWS, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
+@pytest.mark.fact("regbank_cost_model")
 def test_regbank_cost_model_holds_for_drawn_operands(gpuprops, regbank_kernel, data):
     """200 drawn (Ra, Rb, Rc, reuse mask) variants, patched and measured in one batch."""
     bench = Bench(gpuprops, regbank_kernel)
@@ -125,6 +128,7 @@ def test_regbank_cost_model_holds_for_drawn_operands(gpuprops, regbank_kernel, d
                          tolerance_rel=TOLERANCE, unit="cycles/FFMA", method=METHOD, source=SOURCE)
 
 
+@pytest.mark.fact("regbank_heat_map")
 def test_regbank_heat_map(gpuprops, regbank_kernel):
     """Ra x Rb over 12 registers for a fixed Rc, no reuse: the conflict pattern as a picture."""
     bench = Bench(gpuprops, regbank_kernel)

@@ -6,6 +6,7 @@ import specs
 pytestmark = pytest.mark.gpu
 
 
+@pytest.mark.fact("lds_latency_cycles")
 @pytest.mark.parametrize("unroll", [50, 500])
 def test_lds_latency(gpuprops, unroll, benchmark):
     m = gpuprops.measure("lds_latency_cycles", specs.lds_chase(unroll), divisor=unroll)
@@ -13,6 +14,7 @@ def test_lds_latency(gpuprops, unroll, benchmark):
                    method="pointer chase, one warp, conflict-free, UNROLL dependent LDS between clock reads")
 
 
+@pytest.mark.fact("sts_latency_cycles")
 def test_sts_latency(gpuprops, benchmark):
     """The seeds' smem_latency_st: 50 STS, each waiting on the previous one's read scoreboard."""
     m = gpuprops.measure("sts_latency_cycles", specs.sts_chain(50), divisor=50)
@@ -21,6 +23,7 @@ def test_sts_latency(gpuprops, benchmark):
                           "scoreboard), one warp")
 
 
+@pytest.mark.fact("sts_then_lds_cycles")
 def test_sts_then_dependent_lds(gpuprops):
     """The seeds' STS -> LDS variant: one STS, then an LDS of the same address that waits on the STS's
     read scoreboard; the stop read waits on the LDS. On sm_86 the seeds read 36 = 11 + 23 + 2."""
@@ -29,12 +32,14 @@ def test_sts_then_dependent_lds(gpuprops):
                    method="STS; LDS of the same address waiting on the STS's read scoreboard; one warp, one pair")
 
 
+@pytest.mark.fact("lds_single_cycles")
 def test_single_lds(gpuprops):
     """The reference for the STS -> LDS pair: the same LDS alone in the region."""
     m = gpuprops.measure("lds_single_cycles", specs.sts_chain(0, then_lds=True), divisor=1)
     gpuprops.check("lds_single_cycles", m, method="one LDS alone between the clock reads, one warp")
 
 
+@pytest.mark.fact(lambda load, width: f"smem_{'lds' if load else 'sts'}_{width}_bytes_per_cycle")
 @pytest.mark.parametrize("load", [False, True], ids=["sts", "lds"])
 @pytest.mark.parametrize("vec, width", [(1, "float"), (2, "float2"), (4, "float4")])
 def test_smem_bandwidth(gpuprops, load, vec, width, benchmark):

@@ -20,6 +20,7 @@ def cycles_per_access(gpuprops, vec: int, stride_words: int, name: str):
                             mode="span")
 
 
+@pytest.mark.fact("smem_wavefront_cycles")
 def test_smem_wavefront_cycles(gpuprops, benchmark):
     m = cycles_per_access(gpuprops, 1, 1, "smem_wavefront_cycles")
     gpuprops.check("smem_wavefront_cycles", m, benchmark=benchmark,
@@ -33,6 +34,7 @@ BROADCASTS = [(1, 0), (2, 0), (4, 0)]
 
 @settings(max_examples=1, derandomize=specs.SAME_DRAWS, phases=[Phase.explicit, Phase.generate])
 @given(data=st.data())
+@pytest.mark.fact("smem_bank_conflict_model")
 def test_bank_conflicts_cost_the_model_wavefronts(gpuprops, data):
     """Cycles per warp access = wavefronts(stride, width) x one wavefront's cycles, over 24 drawn
     (width, lane stride) accesses and the three broadcasts, measured in one batch."""

@@ -90,6 +90,7 @@ def test_ffma_chain_reads_one_register(arch):
 
 # The compiler's schedule for mma.sync m16n8k16 chains, per arch and compiler version.
 @pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.fact("hmma_16816_f32_dependent_issue_cycles")
 def test_hmma_dependent_chain_issue_spacing(gpuprops_static, arch):
     from pytest_gpuprops.compile import compiler_version
     gaps = issue_gaps(build("hmma_16816.cu", arch, ILP=1, UNROLL=64), "HMMA.16816.F32")
@@ -98,6 +99,7 @@ def test_hmma_dependent_chain_issue_spacing(gpuprops_static, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.fact("hmma_16816_f32_independent_issue_cycles")
 def test_hmma_independent_min_issue_spacing(gpuprops_static, arch):
     from pytest_gpuprops.compile import compiler_version
     gaps = issue_gaps(build("hmma_16816.cu", arch, ILP=3, UNROLL=64), "HMMA.16816.F32")

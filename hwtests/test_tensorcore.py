@@ -19,12 +19,14 @@ MODEL_TOLERANCE = 0.025
 GRID = [(ilp, warps) for warps in (1, 2, 3, 4) for ilp in range(1, 9)]
 
 
+@pytest.mark.fact("hmma_16816_f32_dependent_cycles")
 def test_hmma_dependent_latency(gpuprops, benchmark):
     m = gpuprops.measure("hmma_16816_f32_dependent_cycles", specs.hmma(1, 1), divisor=specs.hmma_count(1))
     gpuprops.check("hmma_16816_f32_dependent_cycles", m, benchmark=benchmark,
                    method="one accumulator chain of 64 x 16 dependent mma.sync m16n8k16, one warp; cycles per HMMA")
 
 
+@pytest.mark.fact("hmma_16816_f32_single_warp_issue_cycles")
 def test_hmma_single_warp_issue_interval(gpuprops, benchmark):
     """Where cycles per HMMA stop falling with ILP for one warp: the per-warp issue interval."""
     m = gpuprops.measure("hmma_16816_f32_single_warp_issue_cycles", specs.hmma(8, 1), divisor=specs.hmma_count(8))
@@ -32,6 +34,7 @@ def test_hmma_single_warp_issue_interval(gpuprops, benchmark):
                    method="8 independent accumulator chains x 64 x 16 HMMA, one warp; cycles per HMMA")
 
 
+@pytest.mark.fact("hmma_16816_f32_smsp_cycles")
 def test_hmma_saturated_per_smsp(gpuprops, benchmark):
     m = gpuprops.measure("hmma_16816_f32_smsp_cycles", specs.hmma(8, 4), divisor=specs.hmma_count(8) * 4, mode="span")
     gpuprops.check("hmma_16816_f32_smsp_cycles", m, benchmark=benchmark,
@@ -39,6 +42,7 @@ def test_hmma_saturated_per_smsp(gpuprops, benchmark):
                           "HMMA per sub-partition over the block's span")
 
 
+@pytest.mark.fact("hmma_16816_f32_issue_model")
 def test_hmma_cycles_follow_the_issue_model(gpuprops):
     """The whole grid, ILP 1-8 x 1-4 warps per sub-partition, against a model derived from how the
     hardware issues: W warps x ILP chains, each HMMA of a chain L cycles after the previous one,
@@ -89,6 +93,7 @@ def _given(name, value, unit, ilp, got):
                              launch={"ilp": ilp, "iters": specs.HMMA_NCU_ITERS, **got})
 
 
+@pytest.mark.fact("hmma_16816_f32_tensor_pipe_cycles")
 def test_hmma_tensor_pipe_cycles_per_instruction(gpuprops, hmma_profile, ncu):
     """Nsight Compute: tensor-pipe active cycles per HMMA.16816 (the seeds' RTX 4090 read 16)."""
     def per_hmma(profile):
@@ -103,6 +108,7 @@ def test_hmma_tensor_pipe_cycles_per_instruction(gpuprops, hmma_profile, ncu):
                           f"{specs.hmma_count(1, specs.HMMA_NCU_ITERS)} HMMA per chain")
 
 
+@pytest.mark.fact("hmma_16816_f32_tensor_pipe_pct_ilp{ilp}")
 @pytest.mark.parametrize("ilp", [1, 2, 3])
 def test_hmma_tensor_pipe_utilisation(gpuprops, hmma_profile, ncu, ilp):
     """How busy the tensor pipe is with ILP dependent chains per warp: ILP x 6 of every 24 cycles."""

@@ -30,9 +30,10 @@ def built(runner, spec):
     return build_for_timing(sass.Cubin(compiled.cubin, specs.WGMMA_ARCH, name=f"{spec.source} {spec.defines}"), spec)
 
 
+@pytest.mark.fact(lambda n, bf16, a_regs: f"wgmma_{case_id(n, bf16, a_regs)}_latency_cycles")
 @pytest.mark.parametrize("n, bf16, a_regs", CASES, ids=[case_id(*c) for c in CASES])
 def test_wgmma_latency(gpuprops, n, bf16, a_regs, benchmark):
-    name = f"wgmma_{case_id(n, bf16, a_regs)}_latency_cycles"
+    name = gpuprops.fact_name
     spec = specs.wgmma(n, bf16, a_regs, unroll=1)
     m = gpuprops.measure(name, spec, divisor=1, built=built(gpuprops.runner, spec))
     gpuprops.check(name, m, benchmark=benchmark,
@@ -40,9 +41,10 @@ def test_wgmma_latency(gpuprops, n, bf16, a_regs, benchmark):
                           "one warpgroup; cycles from WARPGROUP.ARRIVE to the result, per warp")
 
 
+@pytest.mark.fact(lambda n, bf16, a_regs: f"wgmma_{case_id(n, bf16, a_regs)}_sm_cycles")
 @pytest.mark.parametrize("n, bf16, a_regs", CASES, ids=[case_id(*c) for c in CASES])
 def test_wgmma_cycles_per_sm(gpuprops, n, bf16, a_regs, benchmark):
-    name = f"wgmma_{case_id(n, bf16, a_regs)}_sm_cycles"
+    name = gpuprops.fact_name
     spec = specs.wgmma(n, bf16, a_regs, unroll=U, warpgroups=THROUGHPUT_WARPGROUPS)
     m = gpuprops.measure(name, spec, divisor=U * THROUGHPUT_WARPGROUPS, mode="span", built=built(gpuprops.runner, spec))
     gpuprops.check(name, m, benchmark=benchmark,

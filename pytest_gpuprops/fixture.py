@@ -50,6 +50,35 @@ def reproduce_command(config: pytest.Config, nodeid: str, *, gpu: bool = False, 
     return " ".join(shlex.quote(a) for a in args)
 
 
+def declared_facts(item) -> list[str]:
+    """The fact names an item's ``fact`` markers declare, with its parameters filled in (``-k`` matches
+    them, and a check of a fact its test does not declare is refused)."""
+    import inspect
+    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    names = []
+    for marker in item.iter_markers("fact"):
+        for arg in marker.args:
+            if callable(arg):
+                wanted = inspect.signature(arg).parameters
+                names.append(str(arg(**{k: v for k, v in params.items() if k in wanted})))
+            else:
+                names.append(str(arg).format(**params))
+    return names
+
+
+def check_declared(node, fact: str) -> None:
+    """A test checks only the facts it declares with ``@pytest.mark.fact``, so ``-k <fact>`` finds it."""
+    declared = declared_facts(node) if hasattr(node, "iter_markers") else []
+    if declared and fact not in declared:  # hwtests declare every fact (a test of the plugin checks that)
+        raise UndeclaredFact(f"{node.nodeid} checks fact {fact} but declares {declared}: add "
+                             f"@pytest.mark.fact({fact!r}) (or a template of the test's parameters) so that "
+                             f"`pytest -k {fact}` selects it")
+
+
+class UndeclaredFact(TypeError):
+    """A test checked a fact it does not declare (``@pytest.mark.fact``)."""
+
+
 class CannotConfirm(TypeError):
     """A GPU fact checked without a way to measure it again: its failure could not be confirmed."""
 
@@ -117,7 +146,17 @@ class FactChecker:
             pytest.skip(f"needs fact {name}: record it first (its own test runs earlier in this session)")
         return float(fact.value)
 
+    @property
+    def fact_name(self) -> str:
+        """The one fact this test declares (``@pytest.mark.fact``), its parameters filled in."""
+        names = declared_facts(self._request.node)
+        if len(names) != 1:
+            raise UndeclaredFact(f"{self._request.node.nodeid} declares {names or 'no fact'}; fact_name needs "
+                                 "exactly one @pytest.mark.fact")
+        return names[0]
+
     def _finish(self, v: assertions.Verdict) -> assertions.Verdict:
+        check_declared(self._request.node, v.fact)
         v.nodeid = self._request.node.nodeid
         v.gpu = self.gpu.identity()
         self.verdicts.append(v)
@@ -235,6 +274,7 @@ class StaticChecker:
             fact = gp_facts.load_facts(arch, self._state.facts_path).need(name)
         except gp_facts.MissingFacts as exc:
             pytest.skip(str(exc))
+        check_declared(self._request.node, name)
         v = assertions.evaluate_static(fact, value, compiler,
                                        reproduce=reproduce_command(self._request.config, self._request.node.nodeid))
         v.nodeid = self._request.node.nodeid

@@ -17,6 +17,7 @@ from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     FactChecker,
     StaticChecker,
     _pending,
+    declared_facts,
     parse_plant_shift,
     planted_shift,
     reproduce_command,
@@ -200,6 +201,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped with the reason where there is none")
     config.addinivalue_line("markers", "static: compile-only fact (SASS schedule, encoding); runs without a GPU")
     config.addinivalue_line("markers", "arch(*archs, min=None): run only on these archs (sm_90, ...) or from min up")
+    config.addinivalue_line("markers", "fact(*names): the facts a test checks, as names, templates of its parameters "
+                            "('{op}_latency_cycles') or functions of them; `-k <fact name>` selects the test")
     config.addinivalue_line("markers", "validation: the quick post-update check of a GPU and its node (health, "
                             "sustained clocks, throughput in time units); `pytest hwtests -m validation`")
     if config.option.gpuprops_plots:
@@ -231,6 +234,15 @@ def _interrupt_on_sigterm(config: pytest.Config) -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`-k l1_hit_latency_cycles` selects the test that checks it: each fact a test declares is one of
+    its keywords (pytest applies -k after this hook)."""
+    for item in items:
+        for name in declared_facts(item):
+            item.extra_keyword_matches.add(name)
 
 
 def _arch_number(arch: str) -> int:
