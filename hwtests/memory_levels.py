@@ -1,6 +1,6 @@
 """Which memory level a pointer chase measures, from the sizes the device reports, and the chase's
 layout (kernels/global_chase.cu). Pure functions; the array module (numpy on the CPU, cupy on the
-GPU) is passed in, so tests/test_issue10_models.py checks all of it without a GPU.
+GPU) is passed in, so tests/test_hwtests_helpers.py checks all of it without a GPU.
 
 Sizes:
 * L2: ``l2CacheSize`` of cudaGetDeviceProperties;

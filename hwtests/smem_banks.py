@@ -11,7 +11,7 @@ Measured on the H100 (2026-11-21), the two broadcasts that tell the models apart
 lane on one address costs 1 wavefront (1.006 cycles), so not 2 phases of 16 lanes; LDS.128 costs 2
 (2.005 cycles), so not 1 request for the warp, nor 4 quarter-warp phases.
 
-Pure Python: tested on the CPU (tests/test_issue10_models.py), measured on the GPU
+Pure Python: tested on the CPU (tests/test_hwtests_helpers.py), measured on the GPU
 (hwtests/test_smem_conflicts.py)."""
 
 from __future__ import annotations

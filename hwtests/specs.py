@@ -292,6 +292,6 @@ def wgmma(n: int, bf16: bool, a_regs: bool, unroll: int = WGMMA_UNROLL, warpgrou
 
 def wgmma_builds() -> dict[str, KernelSpec]:
     """Every wgmma build the GPU suite launches (sm_90a only, so not in :func:`launched`, which is
-    checked on sm_80 .. sm_90; test_static_issue10.py checks these on sm_90a)."""
+    checked on sm_80 .. sm_90; test_static_chains.py checks these on sm_90a)."""
     return {f"wgmma_n{n}_{'bf16' if b else 'f16'}_{'rs' if r else 'ss'}_u{u}": wgmma(n, b, r, u)
             for n in WGMMA_N for b in (False, True) for r in (False, True) for u in (1, WGMMA_UNROLL)}

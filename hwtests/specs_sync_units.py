@@ -84,44 +84,98 @@ ATOMIC_LATENCY_UNROLL = 64
 ATOMIC_LATENCY_PASSES = 2
 #: throughput: 8 chains x 8 steps per loop trip, 16 trips, 32 warps (one block of 1024 on one SM)
 ATOMIC_ILP, ATOMIC_UNROLL, ATOMIC_ITERS, ATOMIC_WARPS = 8, 8, 16, 32
+#: (kind, pattern) -> loop trips where a shape needs more than ATOMIC_ITERS. atom_shared distinct:
+#: 16 trips (1024 atomics per warp, ~37k cycles per block) spread 1.4-2.4 % from launch to launch on
+#: the H200 (2026-11-24; how the 32 warps interleave moves the block's span); 8 x the trips leave that
+#: spread under 1 % whether it is a fixed tail (/ 8) or grows with the work (/ sqrt(8)). The same code
+#: with another trip count, so the same quantity: cycles per warp-wide ATOMS.ADD per SM. The other
+#: shapes keep 16 (their facts are recorded with it).
+ATOMIC_ITERS_BY_SHAPE = {("atom_shared", "distinct"): 128}
 ATOMIC_LOOP_CONTROL = 4  # the trip counter's init, increment and compare, and the branch back
+
+#: Global atomic latency, line by line. A global atomic is performed in the L2 slice that owns its line,
+#: and the H100/H200 L2 is two partitions: a line in the far one costs ~34 cycles more per atomic
+#: (H200, 2026-11-24, one line per run: distinct 278.9, 312.97, 277.7 cycles in three runs, each steady
+#: to 0.02 %), and which one a line lands in depends on the allocation. So the chain runs on each of
+#: ATOMIC_LINES lines of one ATOMIC_SPREAD_BYTES buffer, one line per measurement (the host passes the
+#: buffer from that line on), and the fact is a low percentile over lines: the near partition. The
+#: lines are ATOMIC_LINE_STRIDE apart, an odd number of 128-byte lines (4095, not a power of two), so
+#: their line addresses run through every low bit pattern instead of repeating the few a power-of-two
+#: stride gives (which an address-hashed slice choice may map to few slices), and they land in many
+#: slices of both partitions.
+ATOMIC_SPREAD_BYTES = 32 * 1024 * 1024
+ATOMIC_LINES = 64
+ATOMIC_LINE_STRIDE = 4095 * 128  # 524160 bytes: 64 lines cover 31.5 MiB of the 32 MiB buffer
+#: percentiles over lines: near partition (the fact), far partition (the report only)
+ATOMIC_NEAR_Q, ATOMIC_FAR_Q = 10, 90
+ATOMIC_LINE_BATCHES = 8  # interleaved batches of 8 lines; their p10s' spread is the fact's noise
+
+
+def atomic_iters(kind: str, pattern: str) -> int:
+    """Loop trips of the throughput shape of ``kind`` x ``pattern``."""
+    return ATOMIC_ITERS_BY_SHAPE.get((kind, pattern), ATOMIC_ITERS)
+
+
+def atomic_line_offsets() -> list[int]:
+    """Byte offsets, in the ATOMIC_SPREAD_BYTES buffer, of the lines the global latency chain runs on."""
+    return [k * ATOMIC_LINE_STRIDE for k in range(ATOMIC_LINES)]
+
+
+def _lane_offsets(pattern: str):
+    import numpy as np
+    return np.array([ATOMIC_PATTERNS[pattern](lane) for lane in range(32)], dtype=np.uint32)
 
 
 def _atomic_args(pattern: str, ilp: int, warps: int):
-    import numpy as np
-    lane_off = np.array([ATOMIC_PATTERNS[pattern](lane) for lane in range(32)], dtype=np.uint32)
+    lane_off = _lane_offsets(pattern)
     return lambda cp: (cp.asarray(lane_off), cp.zeros(warps * ilp * 32, dtype=cp.uint32),
                        cp.zeros(warps * 32 * ilp, dtype=cp.uint32))
 
 
-def atomic_latency(kind: str, pattern: str, unroll: int = ATOMIC_LATENCY_UNROLL) -> KernelSpec:
-    """One warp, one chain of ``unroll`` atomics, each adding the value the previous one returned."""
+def _atomic_line_args(pattern: str, line: int):
+    """One warp's arguments with ``buf`` starting at line ``line`` of a zeroed ATOMIC_SPREAD_BYTES buffer
+    (a view of it: the kernel's chain works on buf's first 128-byte line)."""
+    lane_off = _lane_offsets(pattern)
+    offset = atomic_line_offsets()[line]
+    return lambda cp: (cp.asarray(lane_off), cp.zeros(ATOMIC_SPREAD_BYTES // 4, dtype=cp.uint32)[offset // 4:],
+                       cp.zeros(32, dtype=cp.uint32))
+
+
+def atomic_latency(kind: str, pattern: str, unroll: int = ATOMIC_LATENCY_UNROLL, line: int = 0) -> KernelSpec:
+    """One warp, one chain of ``unroll`` atomics, each adding the value the previous one returned.
+    Global: on line ``line`` of :func:`atomic_line_offsets` (every line is the same build; the line is
+    the ``buf`` argument)."""
     space, ret, opcode = ATOMIC_KINDS[kind]
     if not ret:
         raise ValueError(f"{kind} returns nothing: it has no dependent latency")
+    if space == 0 and line:
+        raise ValueError(f"{kind} works in shared memory: it has no global lines")
+    args = _atomic_args(pattern, 1, 1) if space == 0 else _atomic_line_args(pattern, line)
     return KernelSpec("atomic_ops.cu", "atomic_ops",
                       {"SPACE": space, "RET": ret, "ILP": 1, "UNROLL": unroll, "ITERS": 1,
                        "PASSES": ATOMIC_LATENCY_PASSES},
-                      grid=1, block=32, args=_atomic_args(pattern, 1, 1), region={opcode: unroll})
+                      grid=1, block=32, args=args, region={opcode: unroll})
 
 
 def atomic_throughput(kind: str, pattern: str) -> KernelSpec:
     space, ret, opcode = ATOMIC_KINDS[kind]
     return KernelSpec("atomic_ops.cu", "atomic_ops",
                       {"SPACE": space, "RET": ret, "ILP": ATOMIC_ILP, "UNROLL": ATOMIC_UNROLL,
-                       "ITERS": ATOMIC_ITERS, "PASSES": 1},
+                       "ITERS": atomic_iters(kind, pattern), "PASSES": 1},
                       grid=1, block=32 * ATOMIC_WARPS, args=_atomic_args(pattern, ATOMIC_ILP, ATOMIC_WARPS),
                       region={opcode: ATOMIC_ILP * ATOMIC_UNROLL}, region_other=ATOMIC_LOOP_CONTROL)
 
 
-def atomic_throughput_count() -> int:
+def atomic_throughput_count(kind: str, pattern: str) -> int:
     """Warp-wide atomic instructions one block of :func:`atomic_throughput` runs in its span."""
-    return ATOMIC_WARPS * ATOMIC_ILP * ATOMIC_UNROLL * ATOMIC_ITERS
+    return ATOMIC_WARPS * ATOMIC_ILP * ATOMIC_UNROLL * atomic_iters(kind, pattern)
 
 
 def builds() -> dict[str, KernelSpec]:
     """Every build the GPU tests of test_dpx_atomics_const.py launch, by a readable id. The two
-    address patterns of an atomic are the same code (the pattern is data)."""
+    address patterns of an atomic are the same code (the pattern is data), but for the trip count of
+    the throughput shapes in ATOMIC_ITERS_BY_SHAPE; the lines of the global latency chain are one
+    build (the line is data: :func:`atomic_latency` with any ``line`` compiles the same)."""
     out = {f"dpx_{op}_ilp{i}": dpx(op, i, 1 if i == 1 else DPX_THROUGHPUT_WARPS)
            for op in DPX_OPS for i in (1, DPX_THROUGHPUT_ILP)}
     out["const_chase"] = const_chase()

@@ -1,7 +1,8 @@
 """Static checks of the sm_90 DPX, constant-cache and atomic builds (hwtests/specs_sync_units.py),
 without a GPU: every build the GPU tests launch is clean at both ends and holds what its fact
-measures, as launched; each latency build is a true dependency chain; and the latency builds time
-their second pass while the throughput builds have one."""
+measures, as launched; each latency build is a true dependency chain; the latency builds time
+their second pass while the throughput builds have one; every line of the global atomic latency is
+that one build on its own line of the spread buffer; and a throughput build runs its ITERS trips."""
 
 import re
 from pathlib import Path
@@ -121,3 +122,70 @@ def test_atomic_chain_adds_the_previous_result_at_one_address(build_id):
     for prev, cur in zip(chain, chain[1:]):
         data = _NAME.findall(cur.operands[-1])
         assert data and set(data) == dests(prev), f"{cur.text} does not add {prev.text}'s result"
+
+
+@pytest.mark.parametrize("pattern", sorted(su.ATOMIC_PATTERNS))
+def test_global_atomic_latency_lines_are_one_build_on_spread_lines(pattern):
+    """Every line of the global latency chain launches the checked build (atom_global_<pattern>_latency),
+    with ``buf`` a view of one zeroed 32 MiB buffer that starts at that line: 128-byte aligned lines,
+    all distinct, a stride that is no power of two, spread over most of the buffer."""
+    import numpy as np
+    checked = BUILDS[f"atom_global_{pattern}_latency"]
+    offsets = su.atomic_line_offsets()
+    stride = su.ATOMIC_LINE_STRIDE
+    assert len(set(offsets)) == su.ATOMIC_LINES >= 4 * su.ATOMIC_LINE_BATCHES
+    assert stride % 128 == 0 and stride & (stride - 1) != 0 and (stride // 128) % 2 == 1
+    assert su.ATOMIC_SPREAD_BYTES >= 4 << 20 and offsets[-1] + 128 <= su.ATOMIC_SPREAD_BYTES
+    assert offsets[-1] >= su.ATOMIC_SPREAD_BYTES * 3 // 4  # the lines span the buffer, not a corner of it
+    for k, offset in enumerate(offsets):
+        spec = su.atomic_latency("atom_global", pattern, line=k)
+        assert (spec.source, spec.kernel, spec.defines, spec.grid, spec.block, spec.region, spec.region_other) == (
+            checked.source, checked.kernel, checked.defines, checked.grid, checked.block, checked.region,
+            checked.region_other)
+        lane_off, buf, out = spec.args(np)
+        assert list(lane_off) == [su.ATOMIC_PATTERNS[pattern](lane) for lane in range(32)]
+        base = buf.base
+        assert base.nbytes == su.ATOMIC_SPREAD_BYTES and not base.any()
+        assert buf.__array_interface__["data"][0] - base.__array_interface__["data"][0] == offset, k
+        assert buf.nbytes >= 128 and out.size >= 32
+    with pytest.raises(ValueError):
+        su.atomic_latency("atom_shared", pattern, line=1)
+
+
+def _loop_compare(build_id: str) -> sass.Instruction:
+    _, between, _ = sass.timed_region(launched(build_id))
+    compares = [i for i in between if i.base_opcode == "ISETP"]
+    assert len(compares) == 1, [i.text for i in compares]
+    return compares[0]
+
+
+@pytest.mark.parametrize("kind", sorted(su.ATOMIC_KINDS))
+def test_throughput_builds_run_their_trips_and_differ_only_in_them(kind):
+    """The trip counter is compared with the build's ITERS (16, or ATOMIC_ITERS_BY_SHAPE's), and the two
+    address patterns' regions are the same instructions but for that compare: a longer shape times the
+    same loop for more trips, so it measures the same cycles per warp-wide atomic."""
+    regions = {}
+    for pattern in su.ATOMIC_PATTERNS:
+        build_id = f"{kind}_{pattern}_throughput"
+        iters = BUILDS[build_id].defines["ITERS"]
+        assert iters == su.ATOMIC_ITERS_BY_SHAPE.get((kind, pattern), su.ATOMIC_ITERS)
+        assert su.atomic_throughput_count(kind, pattern) == su.ATOMIC_WARPS * su.ATOMIC_ILP * su.ATOMIC_UNROLL * iters
+        cmp = _loop_compare(build_id)
+        assert int(cmp.operands[-2], 16) == iters, cmp.text
+        _, between, _ = sass.timed_region(launched(build_id))
+        regions[pattern] = [i.text.replace(cmp.operands[-2], "ITERS") if i.offset == cmp.offset else i.text
+                            for i in between]
+    assert regions["distinct"] == regions["same_address"]
+
+
+def test_recorded_throughput_facts_are_their_builds():
+    """Each recorded atomic throughput fact's method ("each 16 x 8 x 8 <opcode>") is its build's ITERS x
+    UNROLL x ILP and opcode: a build whose fact is recorded keeps the shape it was recorded with."""
+    from pytest_gpuprops import facts as gp_facts
+    facts = gp_facts.load_facts(su.ARCH)
+    recorded = [(k, p) for k in su.ATOMIC_KINDS for p in su.ATOMIC_PATTERNS if f"{k}_add_{p}_sm_cycles" in facts]
+    assert recorded  # atom_shared same_address, atom_global both (2026-11-24)
+    for kind, pattern in recorded:
+        d = BUILDS[f"{kind}_{pattern}_throughput"].defines
+        shape = f"each {d['ITERS']} x {d['UNROLL']} x {d['ILP']} {su.ATOMIC_KINDS[kind][2]} "
+        assert shape in facts[f"{kind}_add_{pattern}_sm_cycles"].method, (kind, pattern, shape)

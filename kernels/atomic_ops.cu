@@ -15,15 +15,19 @@
 // With RET 1, each atomic's operand is the value the previous atomic of its chain returned, so it
 // cannot issue before that one is done: ILP 1, one warp, UNROLL steps, PASSES 2 (the second is timed,
 // with the region in the instruction caches and the global lines in L2) gives the latency per
-// atomic. A global atomic is performed in L2, so a small buffer measures the L2 atomic path (no DRAM).
+// atomic. A global atomic is performed in L2 (no DRAM), in the slice that owns its line; on H100/H200
+// the L2 is two partitions and a line in the far one costs more, so the host runs this one-line chain
+// on many lines of a large buffer, one per launch, passing ``buf`` from the chosen 128-byte line on
+// (hwtests/specs_sync_units.py, atomic_line_offsets): the code is the same for every line.
 // With RET 0 (red) nothing is returned: the steps are independent and the stop read waits on
 // nothing of theirs, so only a throughput shape makes sense, where the memory system's back
 // pressure holds the issue rate to the rate reductions are done at; ITERS is large enough that the
 // reductions still in flight at the stop read are a small part of the span.
 //
 // Throughput: ILP chains x ITERS trips of UNROLL steps per warp, many warps, one block, one pass,
-// cycles per warp-wide atomic instruction per SM over the block's span. The chains of a warp and
-// the warps never share a word, so the same-address pattern contends only within a warp
+// cycles per warp-wide atomic instruction per SM over the block's span (a shape whose span varies
+// with how the warps interleave runs more ITERS: the same loop, timed for longer). The chains of a
+// warp and the warps never share a word, so the same-address pattern contends only within a warp
 // instruction. ``out`` holds ILP words per thread (each chain's last value).
 #include "gpuprops.cuh"
 

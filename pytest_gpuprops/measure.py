@@ -268,9 +268,20 @@ class KernelSpec:
     patch: Callable | None = None
     region: dict | None = None
     region_other: int = 0
+    #: thread-block cluster size: None launches as usual; k launches clusters of k CTAs along x
+    #: (cuLaunchKernelEx with a cluster-dimension attribute; the kernel is compiled with
+    #: ``__cluster_dims__()``, so one build serves every size). Above PORTABLE_CLUSTER_SIZE the
+    #: function is allowed a non-portable size first.
+    cluster: int | None = None
+    #: dynamic shared memory per CTA, bytes (0: none). Any launches through cuLaunchKernelEx, which
+    #: allows the function that much first; more than half an SM's keeps CTAs on separate SMs.
+    shared_mem: int = 0
 
     def label(self) -> str:
-        return f"{self.kernel} from {self.source} {self.defines} grid={self.grid} block={self.block}"
+        base = f"{self.kernel} from {self.source} {self.defines} grid={self.grid} block={self.block}"
+        if self.cluster is not None:
+            base += f" cluster={self.cluster}"
+        return base + (f" shared_mem={self.shared_mem}" if self.shared_mem else "")
 
 
 def build_for_timing(cubin: sass.Cubin, spec: KernelSpec) -> tuple[bytes, list[sass.Instruction]]:
@@ -333,9 +344,12 @@ class Runner:  # pragma: no mutate block  (GPU only)
         cp = self.cp
         n_warps = spec.grid * spec.block // 32
         cycles = cp.zeros(2 * n_warps, dtype=cp.uint64)
-        shape = f"{spec.kernel} from {spec.source} {spec.defines} grid={spec.grid} block={spec.block}"
+        shape = spec.label()
         try:
-            fn((spec.grid,), (spec.block,), (cycles, *args))
+            if needs_launch_ex(spec, args):
+                self.launch_ex(fn, spec, (cycles, *args))
+            else:
+                fn((spec.grid,), (spec.block,), (cycles, *args))
             done = cp.cuda.Event()
             done.record()
             deadline = time.monotonic() + self.launch_timeout_s
@@ -351,6 +365,58 @@ class Runner:  # pragma: no mutate block  (GPU only)
         if (pairs[:, 1] < pairs[:, 0]).any() or (pairs == 0).all(axis=1).any():
             raise KernelLaunchError(f"{shape}: some warps wrote no or reversed clock pairs")
         return pairs
+
+    def launch_ex(self, fn, spec: KernelSpec, args: tuple) -> None:
+        """Launch ``fn`` through cuLaunchKernelEx: kernel parameters as a pointer array (any by-value
+        bytes, e.g. a CUtensorMap, included) and, for a cluster spec, the cluster dimension."""
+        import ctypes
+        driver = cuda_driver()
+        f = driver.CUfunction(int(fn.ptr))
+        self._allow(driver, f, spec)
+        params, _keep = kernel_params(args)
+        config = launch_config(driver, spec, self.cp.cuda.get_current_stream().ptr)
+        (err,) = driver.cuLaunchKernelEx(config, f, ctypes.addressof(params), 0)
+        if int(err) != 0:
+            raise KernelLaunchError(f"{spec.label()}: cuLaunchKernelEx failed: {driver_error(driver, err)}")
+
+    def _allow(self, driver, f, spec: KernelSpec) -> None:
+        """Set what ``spec``'s launch needs on the function: a non-portable cluster size, more than
+        48 KiB of dynamic shared memory."""
+        attrs = driver.CUfunction_attribute
+        if spec.cluster is not None and spec.cluster > PORTABLE_CLUSTER_SIZE:
+            (err,) = driver.cuFuncSetAttribute(f, attrs.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+            if int(err) != 0:
+                raise KernelLaunchError(f"the driver refused a non-portable cluster size for this kernel: "
+                                        f"{driver_error(driver, err)}")
+        if spec.shared_mem > DEFAULT_DYNAMIC_SHARED:
+            (err,) = driver.cuFuncSetAttribute(f, attrs.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                               spec.shared_mem)
+            if int(err) != 0:
+                raise KernelLaunchError(f"the driver refused {spec.shared_mem} bytes of dynamic shared memory "
+                                        f"for this kernel: {driver_error(driver, err)}")
+
+    def cluster_refusal(self, spec: KernelSpec, built: tuple[bytes, list] | None = None) -> str | None:
+        """None when ``spec``'s clusters can run on this GPU; otherwise why not (a skip reason): the
+        driver refuses the non-portable size, or no such cluster fits (cuOccupancyMaxActiveClusters)."""
+        check_cluster(spec)
+        driver = cuda_driver()
+        cubin, _ = built or self.build(spec)
+        f = driver.CUfunction(int(self.load(cubin, spec.kernel).ptr))
+        k = spec.cluster
+        try:
+            self._allow(driver, f, spec)
+        except KernelLaunchError as exc:
+            why = f" is non-portable (over {PORTABLE_CLUSTER_SIZE}) and" if k > PORTABLE_CLUSTER_SIZE else ":"
+            return f"cluster size {k}{why} {exc}"
+        what = f"{k} CTAs x {spec.block} threads" + (f" x {spec.shared_mem} bytes of shared memory"
+                                                      if spec.shared_mem else "")
+        err, n = driver.cuOccupancyMaxActiveClusters(f, launch_config(driver, spec, 0))
+        if int(err) != 0:
+            return (f"the driver cannot place clusters of {what} for {spec.kernel}: "
+                    f"cuOccupancyMaxActiveClusters failed: {driver_error(driver, err)}")
+        if int(n) < 1:
+            return f"no cluster of {what} of {spec.kernel} fits on this GPU (cuOccupancyMaxActiveClusters = 0)"
+        return None
 
     def clock_overhead(self) -> float:
         """Cycles between two back-to-back clock reads (patched like every kernel's)."""
@@ -385,8 +451,10 @@ class Runner:  # pragma: no mutate block  (GPU only)
 
         ``mode="warp"``: a launch's value is the median over warps of (stop - start - overhead) /
         divisor (latency, per-warp issue). ``mode="span"``: (last stop - first start - overhead) /
-        divisor (throughput of the whole block on its SM). ``transform`` maps cycles to the unit
-        (e.g. bytes per cycle).
+        divisor (throughput of the whole block on its SM). ``mode="block_span"``: the median over
+        blocks of each block's span (throughput per SM of a launch of several blocks, one per SM,
+        whose SM clocks are not one clock). ``transform`` maps cycles to the unit (e.g. bytes per
+        cycle).
         """
         stop = stop or self.stop
         overhead = self.clock_overhead()
@@ -403,7 +471,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
             reason = None
             while reason is None:
                 pairs = self.launch_pairs(fn, spec, args)
-                v, per_warp = launch_value(pairs.tolist(), overhead, divisor, mode)
+                v, per_warp = launch_value(pairs.tolist(), overhead, divisor, mode,
+                                           warps_per_block=max(1, spec.block // 32))
                 values.append(float(transform(v) if transform else v))
                 reason = stop_reason(values, stop, time.monotonic() - t_start)
             reasons_after, _ = throttle_reasons(self.info)
@@ -411,18 +480,24 @@ class Runner:  # pragma: no mutate block  (GPU only)
                         overhead_cycles=overhead, sm_clock_mhz=round(clock, 1),
                         throttle=sorted(set(reasons_before) | set(reasons_after)), kernel=spec.kernel,
                         launch={"source": spec.source, "defines": dict(spec.defines), "grid": spec.grid,
-                                "block": spec.block, "mode": mode, "divisor": divisor},
+                                "block": spec.block, "mode": mode, "divisor": divisor,
+                                **({} if spec.cluster is None else {"cluster": spec.cluster}),
+                                **({"shared_mem": spec.shared_mem} if spec.shared_mem else {})},
                         per_warp=per_warp)
         m.remeasure = lambda: self.measure(name, spec, divisor=divisor, mode=mode, unit=unit, transform=transform,
                                            stop=stop, built=(cubin, []))
         return m
 
 
-def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float, mode: str) -> tuple[float, list[float]]:
+def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float, mode: str, *,
+                 warps_per_block: int | None = None) -> tuple[float, list[float]]:
     """One launch's value from its per-warp (start, stop) clock pairs, and the per-warp values.
 
     ``warp``: the median over warps of (stop - start - overhead) / divisor: latency, per-warp issue.
     ``span``: (last stop - first start - overhead) / divisor: the whole block's throughput on its SM.
+    ``block_span``: the median over blocks (``warps_per_block`` consecutive pairs each) of the
+    block's (last stop - first start - overhead) / divisor: per-SM throughput of a launch with one
+    block per SM (a cluster), each span read on one SM's clock.
     """
     if not pairs:
         raise ValueError("no clock pairs: the launch had no warps")
@@ -431,7 +506,13 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
         return statistics.median(per_warp), per_warp
     if mode == "span":
         return (float(max(b for _, b in pairs) - min(a for a, _ in pairs)) - overhead) / divisor, per_warp
-    raise ValueError(f"mode must be 'warp' or 'span', not {mode!r}")
+    if mode == "block_span" and warps_per_block:
+        if len(pairs) % warps_per_block:
+            raise ValueError(f"{len(pairs)} clock pairs are not whole blocks of {warps_per_block} warps")
+        blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
+        spans = [(float(max(b for _, b in blk) - min(a for a, _ in blk)) - overhead) / divisor for blk in blocks]
+        return statistics.median(spans), per_warp
+    raise ValueError(f"mode must be 'warp' or 'span', or 'block_span' with warps_per_block, not {mode!r}")
 
 
 def relative_noise(values: Sequence[float]) -> float:
@@ -455,6 +536,112 @@ def stop_reason(values: Sequence[float], rule: StopRule, elapsed_s: float) -> st
     if n >= rule.max_samples:
         return "sample cap"
     return None
+
+
+# ----------------------------------------------------------------------------------------------
+# launches CuPy's RawKernel call cannot make: thread-block clusters, parameters passed by value as bytes
+
+#: the largest cluster every sm_90 GPU must run; larger sizes need the non-portable attribute
+PORTABLE_CLUSTER_SIZE = 8
+#: the largest cluster size sm_90 allows at all (non-portable)
+MAX_CLUSTER_SIZE = 16
+#: dynamic shared memory a function may use without asking (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
+
+
+def cuda_driver():
+    """cuda-python's driver module (``cuda.bindings.driver``; ``cuda.cuda`` in cuda-python before 12.6)."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # pragma: no cover  (an old cuda-python)
+        from cuda import cuda as driver
+    return driver
+
+
+def check_cluster(spec: KernelSpec) -> None:
+    """Refuse a cluster spec no GPU can launch: the size out of 1..16, or a grid that is not whole
+    clusters."""
+    k = spec.cluster
+    if k is None:
+        raise ValueError(f"{spec.label()} is not a cluster launch (cluster=None)")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_CLUSTER_SIZE:
+        raise ValueError(f"{spec.label()}: cluster size must be an integer 1..{MAX_CLUSTER_SIZE}, not {k!r}")
+    if spec.grid % k:
+        raise ValueError(f"{spec.label()}: grid {spec.grid} is not a whole number of clusters of {k}")
+
+
+def needs_launch_ex(spec: KernelSpec, args: Sequence) -> bool:
+    """Whether a launch goes through cuLaunchKernelEx: a cluster spec, dynamic shared memory, or an
+    argument passed by value as raw bytes (a CUtensorMap), which CuPy's kernel call does not take."""
+    return spec.cluster is not None or spec.shared_mem > 0 or any(isinstance(a, (bytes, bytearray)) for a in args)
+
+
+def _param_bytes(a) -> bytes:
+    """One kernel parameter as the bytes the kernel receives: a device array as its 8-byte address,
+    a NumPy scalar (cupy.int32(5) is one) as its bytes, raw bytes as they are."""
+    import struct
+    if isinstance(a, (bytes, bytearray)):
+        if not a:
+            raise TypeError("an empty bytes kernel parameter")
+        return bytes(a)
+    ptr = getattr(getattr(a, "data", None), "ptr", None)
+    if ptr is not None:  # a CuPy array (a NumPy array's .data is a memoryview, without .ptr)
+        return struct.pack("<Q", int(ptr))
+    tobytes = getattr(a, "tobytes", None)
+    if tobytes is not None and getattr(a, "shape", None) == ():  # a NumPy scalar
+        return tobytes()
+    raise TypeError(f"kernel parameter {a!r} ({type(a).__name__}): give a CuPy array, a NumPy scalar "
+                    "(cupy.uint32(5), which says its size) or bytes")
+
+
+def kernel_params(args: Sequence, align: int = 64) -> tuple[object, list]:
+    """cuLaunchKernel's ``kernelParams`` for ``args``: a ctypes array of pointers, one per parameter,
+    each to a copy of the parameter's bytes (:func:`_param_bytes`) at an ``align``-byte aligned
+    address (a CUtensorMap is 64-byte aligned; the driver copies each by the kernel's own layout).
+    Returns (the pointer array, the buffers it points into: keep both alive until the launch)."""
+    import ctypes
+    keep, ptrs = [], []
+    for a in args:
+        data = _param_bytes(a)
+        buf = ctypes.create_string_buffer(len(data) + align)
+        addr = (ctypes.addressof(buf) + align - 1) // align * align
+        ctypes.memmove(addr, data, len(data))
+        keep.append(buf)
+        ptrs.append(addr)
+    return (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs), keep
+
+
+def launch_config(driver, spec: KernelSpec, stream: int = 0):
+    """The CUlaunchConfig of ``spec``: its grid and block along x and its dynamic shared memory on
+    ``stream``, and for a cluster spec one CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION attribute of
+    (cluster, 1, 1)."""
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = spec.grid, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = spec.block, 1, 1
+    config.sharedMemBytes = spec.shared_mem
+    config.hStream = driver.CUstream(int(stream))
+    attrs = []
+    if spec.cluster is not None:
+        check_cluster(spec)
+        attr = driver.CUlaunchAttribute()
+        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = spec.cluster, 1, 1
+        attrs.append(attr)
+    config.attrs = attrs
+    config.numAttrs = len(attrs)
+    return config
+
+
+def driver_error(driver, err) -> str:
+    """A driver API status as its name and description: 'CUDA_ERROR_INVALID_CLUSTER_SIZE (...)'."""
+    try:
+        _, name = driver.cuGetErrorName(err)
+        _, text = driver.cuGetErrorString(err)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        return f"{name} ({text})"
+    except Exception:
+        return str(err)
 
 
 def patched_for_timing(cubin: sass.Cubin, kernel: str, edits: list[sass.Edit]) -> tuple[bytes, list[sass.Instruction]]:

@@ -1,6 +1,6 @@
 """The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder
 (seeded from $GPUPROPS_TEST_CUBIN_SEED where set). SASS listings are cached by the code's bytes
-under $GPUPROPS_CACHE_DIR (sass.py), so a second run reads no SASS again. Before the first test,
+under $GPUPROPS_CACHE_DIR (sass/listing.py), so a second run reads no SASS again. Before the first test,
 the builds the tests read are compiled in parallel (into the persistent cubin cache, then copied
 into the session's folder) and their SASS, and that of the patches they make, read in one nvdisasm
 batch per arch (``_prefetch``): the tests then find them in the caches and check exactly what they
@@ -86,7 +86,7 @@ def build(cache_dir):
 
 
 def _builds():
-    """What test_sass, test_patch, test_region and test_cli compile (a build left out here is
+    """What the test_sass_*.py files and test_cli.py compile (a build left out here is
     compiled by its test as before, only not in the batch)."""
     from pytest_gpuprops.prefetch import Build
     out = []
@@ -107,7 +107,7 @@ def _builds():
 
 
 def _foreseen_patches(cubins):
-    """The patches test_patch.py and test_region.py make, planned as they plan them (a copy: if a
+    """The patches test_sass_patching.py and test_sass_region.py make, planned as they plan them (a copy: if a
     test changes its edits, its patch is read in its own nvdisasm run, as before, only slower)."""
     E, reqs = sass.Edit, []
     for b, cb in cubins.items():

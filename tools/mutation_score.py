@@ -1,4 +1,5 @@
-"""Per-module mutation score from mutmut's result files (mutants/pytest_gpuprops/*.py.meta).
+"""Per-module mutation score from mutmut's result files (mutants/pytest_gpuprops/**/*.py.meta; the
+sass package's modules are named sass.listing, sass.patching, ...).
 
     python tools/mutation_score.py [--survivors [--diff]] [--module sass] [--names]
     python tools/mutation_score.py --explain > docs/mutation_survivors.md
@@ -45,16 +46,25 @@ def classify(code) -> str:
 
 
 def load(root: Path) -> dict[str, dict[str, int | None]]:
+    """{module: {mutant: exit code}}; a module of a package is named package.module (sass.listing)."""
     out = {}
-    for meta in sorted((root / "mutants" / "pytest_gpuprops").glob("*.py.meta")):
-        out[meta.name[:-len(".py.meta")]] = json.loads(meta.read_text())["exit_code_by_key"]
+    base = root / "mutants" / "pytest_gpuprops"
+    for meta in sorted(base.rglob("*.py.meta")):
+        module = meta.relative_to(base).as_posix()[:-len(".py.meta")].replace("/", ".")
+        out[module] = json.loads(meta.read_text())["exit_code_by_key"]
     return out
+
+
+def selected(module: str, wanted: str | None) -> bool:
+    """``--module sass`` takes the package's modules too (sass.listing, sass.patching, ...)."""
+    return not wanted or module == wanted or module.startswith(wanted + ".")
 
 
 def mutant_diff(root: Path, module: str, name: str) -> str:
     """The mutant as a diff against the original function, read from mutmut's trampolined copy of the
     module (mutants/pytest_gpuprops/<module>.py), without starting a mutmut process per mutant."""
-    source = (root / "mutants" / "pytest_gpuprops" / f"{module}.py").read_text()
+    path = f"{module.replace('.', '/')}.py"
+    source = (root / "mutants" / "pytest_gpuprops" / path).read_text()
     wanted = name.rsplit(".", 1)[-1]
     original = wanted.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
     found = {}
@@ -62,7 +72,7 @@ def mutant_diff(root: Path, module: str, name: str) -> str:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in (wanted, original):
             found[node.name] = ast.get_source_segment(source, node).replace(node.name, "", 1).splitlines()
     if len(found) != 2:
-        return f"(no source found for {name} in mutants/pytest_gpuprops/{module}.py)"
+        return f"(no source found for {name} in mutants/pytest_gpuprops/{path})"
     lines = difflib.unified_diff(found[original], found[wanted], lineterm="", n=1)
     return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
 
@@ -100,7 +110,7 @@ def explain(root: Path, data: dict, module: str | None) -> int:
     reasons = load_reasons()
     unexplained = 0
     for mod, codes in data.items():
-        if module and mod != module:
+        if not selected(mod, module):
             continue
         names = [n for n, c in sorted(codes.items()) if classify(c) in ("survived", "no tests", "suspicious")]
         if not names:
@@ -136,13 +146,13 @@ def main(argv=None) -> int:
     if a.explain:
         return explain(Path(a.root), data, a.module)
     if a.names:  # for `mutmut run NAMES...` (tools/mutation.sh's second pass)
-        print(" ".join(name for module, codes in data.items() if not a.module or module == a.module
+        print(" ".join(name for module, codes in data.items() if selected(module, a.module)
                        for name, code in sorted(codes.items()) if classify(code) == "survived"))
         return 0
     total = collections.Counter()
     rows = []
     for module, codes in data.items():
-        if a.module and module != a.module:
+        if not selected(module, a.module):
             continue
         c = collections.Counter(classify(v) for v in codes.values())
         total.update(c)
@@ -155,7 +165,7 @@ def main(argv=None) -> int:
         print("| module | mutants | killed / judged | score | survived | no test reaches it | not run |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for module, codes in data.items():
-            if a.module and module != a.module:
+            if not selected(module, a.module):
                 continue
             c = collections.Counter(classify(v) for v in codes.values())
             j = c["killed"] + c["survived"] + c["no tests"] + c["suspicious"]
@@ -174,7 +184,7 @@ def main(argv=None) -> int:
               f"(not run: {total['not run']})")
     if a.survivors:
         for module, codes in data.items():
-            if a.module and module != a.module:
+            if not selected(module, a.module):
                 continue
             for name, code in sorted(codes.items()):
                 if classify(code) in ("survived", "no tests", "suspicious"):

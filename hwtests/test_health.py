@@ -1,0 +1,37 @@
+"""Health before facts: what NVML says about the GPU under test, read without launching a kernel.
+Uncorrectable ECC errors, pending or failed row remaps, the PCIe link against its maximum,
+application clocks, locked clocks and the power limit against their defaults, persistence and
+compute mode (pytest_gpuprops/health.py reads and judges them; docs/validation.md lists the
+thresholds and DCGM's corresponding checks).
+
+One test per check, named by its verdict: `pytest hwtests -k health_pcie`. A check NVML cannot answer
+on this GPU skips with the reason; a failing one says what to do. A GPU that fails health still runs
+its facts: nothing here skips another test. The whole file takes milliseconds:
+`pytest hwtests -m validation`."""
+
+import pytest
+
+from pytest_gpuprops import health, measure
+
+pytestmark = [pytest.mark.gpu, pytest.mark.validation]
+
+
+@pytest.fixture
+def nvml_handle(gpu):
+    """(pynvml, handle) of the GPU under test, found by its PCI bus id as measure.py finds it."""
+    nvml, handle = measure._nvml_handle(gpu.pci_bus_id)
+    if handle is None:
+        pytest.skip(f"NVML cannot be read for GPU {gpu.index} ({gpu.pci_bus_id}): install nvidia-ml-py "
+                    "(pytest-gpuprops[cuda13] or [cuda12]) and check the GPU with nvidia-smi")
+    return nvml, handle
+
+
+@pytest.mark.fact("{check}")
+@pytest.mark.parametrize("check", health.CHECKS, ids=health.CHECKS)
+def test_health(check, gpuprops, gpu, nvml_handle):
+    nvml, handle = nvml_handle
+    reading = health.read_health(nvml, handle, [check])
+    v = health.verdicts(reading, gpu.identity(), arch=gpu.arch)[0]
+    health.record(gpuprops, v)  # a FAIL raises here, saying what to do
+    if v.status == health.SKIPPED:
+        pytest.skip(f"{check}: {health.reason(v)}")

@@ -1,0 +1,124 @@
+"""Static checks of the chain kernels (ALU ops, mma.sync dtypes, the global-memory chase, the
+shared-memory conflict loads, wgmma; issue 10): each chain is a true dependency chain, as compiled,
+on every arch (the launched builds' regions are checked by test_static.py through specs.launched())."""
+
+import re
+from pathlib import Path
+
+import pytest
+import specs
+
+from pytest_gpuprops import sass
+from pytest_gpuprops.compile import compile_cuda
+
+pytestmark = pytest.mark.static
+KERNELS = Path(__file__).parent.parent / "kernels"
+ARCHES = ["sm_80", "sm_86", "sm_89", "sm_90"]
+_REG = re.compile(r"\bR(\d+)\b")
+
+
+def region(source: str, kernel: str, arch: str, **defines) -> list[sass.Instruction]:
+    cubin = sass.Cubin(compile_cuda(KERNELS / source, arch, defines).cubin, arch, name=source)
+    _, between, _ = sass.timed_region(cubin.instructions(kernel))
+    return [i for i in between if not sass.is_filler(i)]
+
+
+def regs(operand: str) -> list[int]:
+    return [int(r) for r in _REG.findall(operand)]
+
+
+def dest(i: sass.Instruction) -> int:
+    """The destination register: the first register operand (SHFL's first operand is a predicate)."""
+    return next(r for o in i.operands for r in regs(o))
+
+
+def sources(i: sass.Instruction) -> set[int]:
+    first = True
+    out = set()
+    for o in i.operands:
+        rs = regs(o)
+        if rs and first:
+            first = False
+            continue
+        out.update(rs)
+    return out
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("op", sorted(specs.ALU_OPS))
+def test_alu_chain_reads_only_the_previous_result(arch, op):
+    """Each step's only register source is the previous step's result (DFMA: the pair it starts)."""
+    code, _, opcodes = specs.ALU_OPS[op]
+    ins = region("alu_chain.cu", "alu_chain", arch, OP=code, ILP=1, UNROLL=16)
+    assert [i.opcode for i in ins] == list(opcodes) * 16
+    for prev, cur in zip(ins, ins[1:]):
+        assert sources(cur) == {dest(prev)}, f"{cur.text} does not read only {prev.text}'s result"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("dtype", sorted(specs.MMA_DTYPES))
+def test_mma_chain_accumulates_into_the_previous_result(arch, dtype):
+    code, opcode, _ = specs.MMA_DTYPES[dtype]
+    ins = region("mma_sync.cu", "mma_sync", arch, DTYPE=code, ILP=1, UNROLL=16)
+    assert [i.opcode for i in ins] == [opcode] * 16
+    for prev, cur in zip(ins, ins[1:]):
+        assert regs(cur.operands[-1]) == [dest(prev)], f"{cur.text} does not accumulate into {prev.text}'s result"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("cache", sorted(specs.CHASE_CACHE))
+def test_chase_each_address_is_the_previous_result(arch, cache):
+    define, opcode = specs.CHASE_CACHE[cache]
+    ins = region("global_chase.cu", "global_chase", arch, CACHE=define, UNROLL=64)
+    assert [i.opcode for i in ins] == [opcode] * 64
+    for prev, cur in zip(ins, ins[1:]):
+        address = cur.operands[1]  # desc[URx][Ry.64]
+        assert regs(address) == [dest(prev)], f"{cur.text} does not load from {prev.text}'s result"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("vec", [1, 2, 4])
+def test_conflict_loads_all_read_one_address_register(arch, vec):
+    """Every LDS of the loop reads the same address, set before the start read: the bank pattern is
+    the lane stride alone."""
+    ins = [i for i in region("smem_conflict.cu", "smem_conflict", arch, VEC=vec, UNROLL=32)
+           if i.base_opcode == "LDS"]
+    assert len(ins) == 32 and len({i.operands[1] for i in ins}) == 1
+
+
+WGMMA = specs.wgmma_builds()
+
+
+@pytest.mark.parametrize("arch", [specs.WGMMA_ARCH])  # wgmma.mma_async exists only there
+@pytest.mark.parametrize("build_id", sorted(WGMMA))
+def test_wgmma_region_holds_the_intended_hgmma(arch, build_id):
+    """The timed region is WARPGROUP.ARRIVE, UNROLL HGMMA.64xNx16.F32[.BF16] on one accumulator chain,
+    WARPGROUP.DEPBAR.LE, clean at both ends as launched."""
+    from pytest_gpuprops.measure import build_for_timing
+    spec = WGMMA[build_id]
+    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, arch, spec.defines).cubin, arch, name=spec.source)
+    _, instrs = build_for_timing(cubin, spec)
+    assert sass.region_hazards(instrs) == []
+    assert sass.region_mismatch(instrs, spec.region, spec.region_other) == []
+    _, between, _ = sass.timed_region(instrs)
+    hgmma = [i for i in between if i.base_opcode == "HGMMA"]
+    accumulate = [[o for o in i.operands if o != "gsb0"][-1] for i in hgmma]  # C, before the group flag
+    for prev, cur, c in zip(hgmma, hgmma[1:], accumulate[1:]):
+        assert regs(c) == [dest(prev)], f"{cur.text} does not accumulate into {prev.text}'s result"
+    assert [i.operands[-1] == "gsb0" for i in hgmma] == [False] * (len(hgmma) - 1) + [True]  # the last arms the group
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("op", sorted(specs.ALU_OPS))
+@pytest.mark.parametrize("ilp, warps, timed_pass", [(1, 1, "second"), (8, 4, "only")])
+def test_alu_latency_shape_times_its_second_pass_and_throughput_shapes_their_only_one(arch, op, ilp, warps, timed_pass):
+    """As launched: the dependent-latency build loops back over its timed region once (the first pass
+    warms the instruction caches); a throughput build has no such branch, since a second pass would
+    start its warps out of step (kernels/alu_chain.cu, hwtests/specs.py)."""
+    spec = specs.alu(op, ilp, warps)
+    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, arch, spec.defines).cubin, arch, name=spec.source)
+    ins = cubin.instructions(spec.kernel)
+    start, _, stop = sass.timed_region(ins)
+    back = [i for i in ins if i.offset > stop.offset and i.base_opcode == "BRA"
+            and int(i.operands[-1], 16) <= start.offset]
+    assert len(back) == (1 if timed_pass == "second" else 0), [i.text for i in back]

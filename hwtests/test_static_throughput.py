@@ -1,0 +1,120 @@
+"""Static checks of the whole-GPU validation kernels (hwtests/test_throughput_and_clocks.py), without
+a GPU: the loop each kernel spends its time in holds exactly the work pytest_gpuprops/throughput.py
+counts per launch (FFMAs, HGMMA / QGMMA of the intended shape and type, 16-byte global accesses) and
+little else, on every arch the GPU facts run on."""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprops import sass
+from pytest_gpuprops import throughput as tp
+from pytest_gpuprops.compile import compile_cuda
+
+pytestmark = pytest.mark.static
+KERNELS = Path(__file__).parent.parent / "kernels"
+ARCHES = ["sm_80", "sm_86", "sm_89", "sm_90"]
+THREAD_SLOTS = {"sm_80": 2048, "sm_86": 1536, "sm_89": 1536, "sm_90": 2048}  # per SM (CUDA C++ Programming Guide, compute capabilities)
+#: the counter's add and compare, the branch back, and on sm_80 .. sm_89 a CALL.REL.NOINC out and a MOV
+LOOP_CONTROL = 5
+#: memory accesses (constant-bank LDC aside: the compiler reloads kernel parameters in a loop)
+MEMORY = {"LD", "ST", "LDG", "STG", "LDS", "STS", "LDL", "STL", "ATOM", "ATOMG", "ATOMS", "RED"}
+
+
+def memory_ops(counts: dict) -> dict:
+    return {op: n for op, n in counts.items() if op.split(".")[0] in MEMORY}
+
+
+def listing(source: str, arch: str, kernel: str, defines: dict):
+    compiled = compile_cuda(KERNELS / source, arch, defines)
+    return compiled, sass.Cubin(compiled.cubin, arch, name=f"{source} {defines}").instructions(kernel)
+
+
+def others(counts: dict, intended: set) -> dict:
+    return {op: n for op, n in counts.items() if op not in intended}
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_stress_ffma_loop_is_the_counted_ffmas(arch):
+    d = tp.FFMA_DEFINES
+    _, instrs = listing("stress_ffma.cu", arch, "stress_ffma", d)
+    loop = tp.innermost_loop(instrs, "FFMA")
+    counts = tp.opcode_counts(loop)
+    assert counts.get("FFMA") == d["UNROLL"] * d["ILP"], counts
+    rest = others(counts, {"FFMA"})
+    assert sum(rest.values()) <= LOOP_CONTROL, rest
+    assert memory_ops(rest) == {}, rest
+    # every FFMA is x = x * a + b: the same a and b, x written by an FFMA of the loop (a chain carried
+    # around the loop; the compiler may rotate a chain's register at the loop edge), ILP chains or more
+    ffmas = [i for i in loop if i.base_opcode == "FFMA"]
+    plain = [[o.replace(".reuse", "") for o in i.operands] for i in ffmas]
+    assert len({(ops[2], ops[3]) for ops in plain}) == 1, {(ops[2], ops[3]) for ops in plain}
+    written = {ops[0] for ops in plain}
+    assert all(ops[1] in written for ops in plain)
+    assert len(written) >= d["ILP"]
+    assert tp.ffma_flops(1, 1, 1, 1, d["UNROLL"], d["ILP"]) == 2 * counts["FFMA"]
+
+
+@pytest.mark.parametrize("dtype", list(tp.WGMMA_DTYPES))
+def test_stress_wgmma_loop_is_the_counted_gmma(dtype):
+    code, k, opcode = tp.WGMMA_DTYPES[dtype]
+    compiled, instrs = listing("stress_ffma.cu", "sm_90a", "stress_wgmma", tp.wgmma_defines(dtype))
+    loop = tp.innermost_loop(instrs, opcode.split(".")[0])
+    counts = tp.opcode_counts(loop)
+    assert counts.get(opcode) == tp.WGMMA_UNROLL, counts
+    assert counts.get("WARPGROUP.ARRIVE") == 1 and counts.get("WARPGROUP.DEPBAR.LE") == 1, counts
+    rest = others(counts, {opcode, "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE"})
+    assert sum(rest.values()) <= LOOP_CONTROL, rest
+    assert memory_ops(rest) == {} and not any("GMMA" in op for op in rest), rest
+    # one accumulator chain: every instruction adds into the same 128 registers
+    gmma = [i for i in loop if i.opcode == opcode]
+    assert {(i.operands[0], i.operands[2]) for i in gmma} == {(gmma[0].operands[0],) * 2}
+    assert "serializ" not in compiled.log.lower(), compiled.log  # ptxas did not serialize the wgmma chain
+    assert tp.wgmma_flops(1, 1, 1, 1, 1, tp.WGMMA_N, k) == 2 * 64 * 256 * k
+
+
+def test_stress_wgmma_fits_one_block_per_sm_with_all_its_warpgroups():
+    """154 registers a thread (2 warpgroups, 256 threads: 39 424 of the SM's 65 536): every block of
+    the one-per-SM grid is resident at once."""
+    compiled, _ = listing("stress_ffma.cu", "sm_90a", "stress_wgmma", tp.wgmma_defines("bf16"))
+    regs = sass.Cubin(compiled.cubin, "sm_90a").nvinfo_register_count("stress_wgmma")
+    assert regs is not None and regs * 128 * tp.WGMMA_WARPGROUPS <= 65536, regs
+
+
+def test_stress_wgmma_is_empty_below_sm_90a():
+    _, instrs = listing("stress_ffma.cu", "sm_90", "stress_wgmma", tp.wgmma_defines("bf16"))
+    assert not any("GMMA" in i.opcode for i in instrs)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("source, kernel, defines", [
+    ("stress_ffma.cu", "stress_ffma", tp.FFMA_DEFINES),
+    *[("stream_bandwidth.cu", k, tp.STREAM_DEFINES) for k in sorted(tp.STREAM_KERNELS.values())],
+])
+def test_full_grid_kernels_fit_every_thread_slot(arch, source, kernel, defines):
+    """The grid is SMs x (thread slots / block): every block of it is resident at once (one wave),
+    registers allocated per warp in units of 256."""
+    compiled, _ = listing(source, arch, kernel, defines)
+    regs = sass.Cubin(compiled.cubin, arch).nvinfo_register_count(kernel)
+    warps = THREAD_SLOTS[arch] // defines["BLOCK"] * defines["BLOCK"] // 32
+    assert regs is not None and warps * -(-regs * 32 // 256) * 256 <= 65536, regs
+
+
+STREAM = {  # kernel -> the loop's global accesses, sm_80 .. sm_90
+    "stream_read": {"LDG.E.128": 4},
+    "stream_read_cg": {"LDG.E.128.STRONG.GPU": 4},
+    "stream_copy": {"LDG.E.128": 4, "STG.E.128": 4},
+}
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("kernel", sorted(STREAM))
+def test_stream_loop_makes_the_counted_16_byte_accesses(arch, kernel):
+    _, instrs = listing("stream_bandwidth.cu", arch, kernel, tp.STREAM_DEFINES)
+    loop = tp.innermost_loop(instrs, "LDG")
+    counts = tp.opcode_counts(loop)
+    memory = memory_ops(counts)
+    assert memory == STREAM[kernel], counts
+    unroll = tp.STREAM_DEFINES["UNROLL"]
+    kind = {v: k for k, v in tp.STREAM_KERNELS.items()}[kernel]
+    assert tp.stream_bytes(kind, unroll, 1) == tp.VEC_BYTES * sum(memory.values())

@@ -1,0 +1,127 @@
+// Bulk copies global -> shared (sm_90), completed through an mbarrier: lane 0 of one warp arms the
+// barrier with the bytes to expect (mbarrier.arrive.expect_tx) and issues the copy; every lane then
+// waits for the barrier's phase (mbarrier.try_wait.parity in a loop until it returns true). The
+// copy completes through the barrier's transaction count, not a register scoreboard, so the timed
+// region ends when the wait returns: issue -> data in shared memory.
+//
+//   bulk_copy   cp.async.bulk (non-tensor): ``bytes`` contiguous bytes (a multiple of 16, at most
+//               SMEM_BYTES), from ``src``
+//   tma_tensor  cp.async.bulk.tensor.DIMd.tile through the tensor map ``tmap`` (built on the host
+//               with cuTensorMapEncodeTiled, passed by value as a __grid_constant__ 128-byte
+//               parameter): the box at coordinate 0 of every dimension
+//
+// The copy runs PASSES times and the last is timed: the first brings the region into the
+// instruction caches and the source into L2 (bulk copies do not allocate in L1), so the timed copy
+// reads L2 hits. Each pass has its own mbarrier, initialised before the first pass and used once
+// (phase 0), so the wait's parity is the constant 0 and no phase arithmetic sits in the region.
+// Lane 0 alone arms and copies: ptxas branches around the two for the other lanes and issues the
+// copy (uniform-register operands) inside its ELECT loop, which runs once; that is the code one
+// thread's bulk copy is, and it is timed with the copy.
+//
+// SASS (NVRTC 13.5, sm_90): SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), UBLKCP.S.G / UTMALDG.1D /
+// UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT, with ELECT, BRA.U.ANY and the wait loop's branch.
+// Below sm_90 the kernels are empty (they compile, for the checks that read every kernel on every arch).
+#include "gpuprops.cuh"
+
+#ifndef PASSES
+#define PASSES 2
+#endif
+#ifndef DIM
+#define DIM 2
+#endif
+#define SMEM_BYTES 16384
+
+struct __align__(64) gp_tensor_map {
+    unsigned long long words[16];  // CUtensorMap: 128 opaque bytes, 64-byte aligned
+};
+
+__device__ __forceinline__ void gp_wait_phase0(unsigned bar) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n"
+        "GP_WAIT_%=:\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t"
+        "@!p bra GP_WAIT_%=;\n}" ::"r"(bar) : "memory");
+}
+
+// One mbarrier per pass, each expecting one arrival (lane 0's arrive.expect_tx).
+__device__ __forceinline__ void gp_init_bars(unsigned long long* bars) {
+    if (threadIdx.x < PASSES)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((unsigned)__cvta_generic_to_shared(&bars[threadIdx.x]))
+                     : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+}
+
+extern "C" __global__ void bulk_copy(unsigned long long* cycles, const uint4* src, unsigned bytes, unsigned* sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __shared__ __align__(128) unsigned char dst[SMEM_BYTES];
+    __shared__ __align__(8) unsigned long long bars[PASSES];
+    __shared__ unsigned slot[32];
+    gp_init_bars(bars);
+    unsigned lane = threadIdx.x & 31;
+    // Shared addresses and the byte count are warp-uniform (uniform registers): only the leader
+    // test is per lane, and it is pinned before the start read.
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst), n = bytes;
+    unsigned leader = gp_opaque(lane, &slot[lane], sink);
+    unsigned long long t0 = 0, t1 = 0;
+#pragma unroll 1
+    for (int pass = 0; pass < PASSES; ++pass) {
+        unsigned bar = (unsigned)__cvta_generic_to_shared(&bars[pass]);
+        t0 = gp_clock();
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t.reg .b64 st;\n\t"
+            "setp.eq.u32 p, %3, 0;\n\t"
+            "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %2;\n\t"
+            "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%1], [%4], %2, [%0];\n}"
+            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(src) : "memory");
+        gp_wait_phase0(bar);
+        t1 = gp_clock();
+    }
+    sink[32 + lane] = reinterpret_cast<volatile unsigned*>(dst)[lane];
+    gp_record(cycles, t0, t1);
+#endif
+}
+
+extern "C" __global__ void tma_tensor(unsigned long long* cycles, const __grid_constant__ gp_tensor_map tmap,
+                                      unsigned bytes, unsigned* sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __shared__ __align__(128) unsigned char dst[SMEM_BYTES];
+    __shared__ __align__(8) unsigned long long bars[PASSES];
+    __shared__ unsigned slot[32];
+    gp_init_bars(bars);
+    unsigned lane = threadIdx.x & 31;
+    // Shared addresses and the byte count are warp-uniform (uniform registers): only the leader
+    // test is per lane, and it is pinned before the start read.
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst), n = bytes;
+    unsigned leader = gp_opaque(lane, &slot[lane], sink);
+    unsigned x = 0u;  // the box's coordinates
+    unsigned long long map = reinterpret_cast<unsigned long long>(&tmap);
+    unsigned long long t0 = 0, t1 = 0;
+#pragma unroll 1
+    for (int pass = 0; pass < PASSES; ++pass) {
+        unsigned bar = (unsigned)__cvta_generic_to_shared(&bars[pass]);
+        t0 = gp_clock();
+#if DIM == 1
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t.reg .b64 st;\n\t"
+            "setp.eq.u32 p, %3, 0;\n\t"
+            "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %2;\n\t"
+            "@p cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%1], [%4, {%5}], [%0];\n}"
+            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(map), "r"(x) : "memory");
+#elif DIM == 2
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t.reg .b64 st;\n\t"
+            "setp.eq.u32 p, %3, 0;\n\t"
+            "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %2;\n\t"
+            "@p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%1], [%4, {%5, %5}], [%0];\n}"
+            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(map), "r"(x) : "memory");
+#else
+#error "DIM must be 1 or 2"
+#endif
+        gp_wait_phase0(bar);
+        t1 = gp_clock();
+    }
+    sink[32 + lane] = reinterpret_cast<volatile unsigned*>(dst)[lane];
+    gp_record(cycles, t0, t1);
+#endif
+}

@@ -1,0 +1,671 @@
+"""measure layer, whole GPU and time units: the SM clock a GPU sustains under load, and what every
+SM together does per second (FLOP/s, bytes/s), beside measure.py's cycle counts on one SM.
+
+Method (hwtests/test_throughput_and_clocks.py states each fact's):
+
+* a *workload* is one kernel on every SM (``kernels/stress_ffma.cu``, ``kernels/stream_bandwidth.cu``)
+  whose thread 0 per block stamps (clock64, %globaltimer) at its start, at its end and, in the
+  stresses, at SAMPLES - 1 points between: cycles / nanoseconds is the SM clock that block ran at,
+  over time, with no host in the loop;
+* **throughput** (:func:`measure_rate`): the launch length is calibrated (the kernel's loop count
+  scaled to ``target_launch_s``), one warm-up launch, then repeats of ``launches`` back-to-back
+  launches between two CUDA events until the stop rule ends it (:func:`measure.stop_reason`, min 5
+  repeats); a repeat's value is the work of its launches over the events' elapsed time (the gaps
+  between launches included). It carries the SM clock the kernels saw (the last launch of each repeat,
+  median over repeats), and NVML's SM clock and clock-event reasons, sampled by a thread every 50 ms;
+* **sustained clock** (:func:`stress_clock`): after 0.25 s idle, launches of ~50 ms kept two deep in
+  the stream for ``duration_s`` (the GPU never waits for the host). The kernel-side clock of every
+  block's intervals, in 10 ms bins over the whole GPU, is the clock over time: sustained = the median
+  of the medians of 5 consecutive windows of its second half (those 5 are the measurement's values),
+  min = the lowest bin from the ramp on, ramp = the time from the first launch until a bin first
+  reaches 95 % of sustained. NVML's samples give the same three and the throttle reasons seen.
+
+Every Measurement has ``remeasure`` set (the same workload measured again, fresh launches), so a
+failing fact is confirmed before it is reported. No pytest in this module; the pure arithmetic is
+tested in tests/test_throughput.py with given numbers.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from . import measure
+from .measure import Measurement, StopRule
+
+# ----------------------------------------------------------------------------------------------
+# datasheets
+
+
+@dataclasses.dataclass(frozen=True)
+class Datasheet:
+    """One SKU's published peaks (dense: tensor figures without 2:4 sparsity)."""
+
+    sku: str
+    sms: int
+    max_sm_clock_mhz: int
+    fp32_tflops: float
+    bf16_dense_tflops: float
+    fp8_dense_tflops: float
+    dram_gbps: float
+    source: str
+
+
+_H100_DS = ("NVIDIA H100 Tensor Core GPU datasheet (SXM and PCIe columns; BF16 and FP8 tensor figures are "
+            "printed with sparsity, the dense ones are half) and the NVIDIA H100 Tensor Core GPU Architecture "
+            "whitepaper (dense FP16/BF16 989.4 TFLOPS for H100 SXM5, 756.5 for H100 PCIe)")
+_H200_DS = ("NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column: the H100 SXM's compute, 4.8 TB/s HBM3e; "
+            "tensor figures printed with sparsity, the dense ones are half)")
+
+#: Keyed by the name CUDA reports (cudaDeviceProp.name, GpuInfo.name), matched case and spacing aside.
+DATASHEETS: dict[str, Datasheet] = {
+    "NVIDIA H100 80GB HBM3": Datasheet("H100 SXM5 80GB", 132, 1980, 67.0, 989.4, 1978.9, 3350.0, _H100_DS),
+    "NVIDIA H100 PCIe": Datasheet("H100 PCIe 80GB", 114, 1755, 51.0, 756.5, 1513.0, 2000.0, _H100_DS),
+    "NVIDIA H200": Datasheet("H200 SXM 141GB", 132, 1980, 67.0, 989.4, 1978.9, 4800.0, _H200_DS),
+}
+
+#: FLOPs per SM per cycle at full rate (FFMA: FP32 lanes x 2, 64 lanes on sm_80, 128 on sm_86 .. sm_90;
+#: wgmma dense: the sm_90 facts wgmma_m64n256k16_*_sm_cycles = 128 cycles for 64 x 256 x 16 x 2 FLOPs;
+#: e4m3 twice bf16).
+PER_SM_CYCLE: dict[str, dict[str, int]] = {
+    "sm_80": {"ffma": 128},
+    "sm_86": {"ffma": 256},
+    "sm_89": {"ffma": 256},
+    "sm_90": {"ffma": 256, "wgmma_bf16": 4096, "wgmma_e4m3": 8192},
+}
+
+#: Which datasheet figure a workload is compared with.
+PEAK_FIELD = {"ffma": "fp32_tflops", "wgmma_bf16": "bf16_dense_tflops", "wgmma_e4m3": "fp8_dense_tflops",
+              "dram_read": "dram_gbps", "dram_copy": "dram_gbps"}
+
+
+def _key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def datasheet_for(gpu_name: str) -> Datasheet | None:
+    """The datasheet of the GPU CUDA names ``gpu_name``; None for a GPU not tabulated here."""
+    return next((d for n, d in DATASHEETS.items() if _key(n) == _key(gpu_name)), None)
+
+
+def implied_clock_mhz(peak_tflops: float, sms: int, flops_per_sm_cycle: int) -> float:
+    """The SM clock at which ``sms`` SMs doing ``flops_per_sm_cycle`` make the datasheet's peak."""
+    return peak_tflops * 1e12 / (sms * flops_per_sm_cycle) / 1e6
+
+
+def clock_peak_tflops(sms: int, flops_per_sm_cycle: int, mhz: float) -> float:
+    """The peak at the clock a measurement ran at: sms x FLOP per SM per cycle x clock."""
+    return sms * flops_per_sm_cycle * mhz * 1e6 / 1e12
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel build parameters (the kernels' defines) and what one launch does
+
+#: kernels/stress_ffma.cu, stress_ffma: 8 chains x 64 steps per loop trip = 512 FFMAs, 8 samples;
+#: blocks of 512 (launch bounds: 32 registers, so every thread slot of an SM is filled).
+FFMA_BLOCK = 512
+FFMA_DEFINES = {"ILP": 8, "UNROLL": 64, "SAMPLES": 8, "BLOCK": FFMA_BLOCK}
+#: kernels/stress_ffma.cu, stress_wgmma (sm_90a): 16 wgmma m64n256 per loop trip, 2 warpgroups per block.
+WGMMA_DTYPES = {"bf16": (0, 16, "HGMMA.64x256x16.F32.BF16"), "e4m3": (1, 32, "QGMMA.64x256x32.F32.E4M3.E4M3")}
+WGMMA_N = 256
+WGMMA_UNROLL, WGMMA_WARPGROUPS, WGMMA_SAMPLES = 16, 2, 8
+
+
+def wgmma_defines(dtype: str) -> dict:
+    return {"WGMMA_DTYPE": WGMMA_DTYPES[dtype][0], "UNROLL": WGMMA_UNROLL, "WARPGROUPS": WGMMA_WARPGROUPS,
+            "SAMPLES": WGMMA_SAMPLES}
+
+
+#: kernels/stream_bandwidth.cu: 4 independent 16-byte accesses per thread per loop trip, blocks of
+#: 256 (launch bounds: 32 registers, every thread slot of an SM filled).
+STREAM_BLOCK = 256
+STREAM_DEFINES = {"UNROLL": 4, "BLOCK": STREAM_BLOCK}
+VEC_BYTES = 16
+STREAM_KERNELS = {"dram_read": "stream_read", "l2_read": "stream_read_cg", "dram_copy": "stream_copy"}
+
+UNIT_SCALE = {"TFLOP/s": 1e12, "GB/s": 1e9}
+MAX_SCALE = 2**31 - 1
+
+
+def ffma_flops(grid: int, block: int, samples: int, iters: int, unroll: int, ilp: int) -> int:
+    """FLOPs of one stress_ffma launch: every thread runs samples x iters loop trips of unroll x ilp FFMAs."""
+    return 2 * grid * block * samples * iters * unroll * ilp
+
+
+def wgmma_flops(grid: int, warpgroups: int, samples: int, iters: int, unroll: int, n: int, k: int, m: int = 64) -> int:
+    """FLOPs of one stress_wgmma launch: every warpgroup runs samples x iters x unroll m x n x k MMAs."""
+    return 2 * m * n * k * grid * warpgroups * samples * iters * unroll
+
+
+def stream_bytes(kind: str, n16: int, reps: int) -> int:
+    """Bytes one stream launch moves: reads (and, for a copy, as many writes) of n16 16-byte vectors, reps times."""
+    if kind not in STREAM_KERNELS:
+        raise ValueError(f"kind must be one of {', '.join(STREAM_KERNELS)}, not {kind!r}")
+    return VEC_BYTES * n16 * (2 if kind == "dram_copy" else 1) * reps
+
+
+def dram_buffer_bytes(l2_bytes: int, free_bytes: int, *, floor: int = 1 << 30) -> int:
+    """The DRAM buffer: 8 x L2 or 1 GiB, whichever is larger, at most a quarter of free memory
+    (the copy needs two), in whole 16-byte vectors."""
+    want = max(8 * l2_bytes, floor)
+    nbytes = min(want, free_bytes // 4) // VEC_BYTES * VEC_BYTES
+    if nbytes < 4 * l2_bytes:
+        raise ValueError(f"only {free_bytes} bytes of device memory free: a DRAM buffer of {nbytes} bytes would "
+                         f"not be 4 x the {l2_bytes}-byte L2")
+    return nbytes
+
+
+def l2_buffer_bytes(l2_bytes: int) -> int:
+    """The L2 buffer: a quarter of the L2, in whole 16-byte vectors."""
+    return l2_bytes // 4 // VEC_BYTES * VEC_BYTES
+
+
+def blocks_per_sm(max_threads_per_sm: int, block: int) -> int:
+    """Resident blocks of ``block`` threads that fill an SM's thread slots (at least one)."""
+    return max(1, max_threads_per_sm // block)
+
+
+def per_second(work: float, seconds: float, unit: str) -> float:
+    """``work`` (FLOPs or bytes) over ``seconds``, in ``unit`` (TFLOP/s, GB/s)."""
+    if seconds <= 0:
+        raise ValueError(f"elapsed time must be > 0, not {seconds}")
+    return work / seconds / UNIT_SCALE[unit]
+
+
+def scale_for(scale: int, seconds: float, target_s: float) -> int:
+    """The loop count that makes a launch that took ``seconds`` at ``scale`` last ``target_s``."""
+    if seconds <= 0:
+        raise ValueError(f"elapsed time must be > 0, not {seconds}")
+    return int(max(1, min(MAX_SCALE, round(scale * target_s / seconds))))
+
+
+# ----------------------------------------------------------------------------------------------
+# the SM clock from kernel stamps, and clock series
+
+
+def block_intervals(stamps: Sequence[Sequence[Sequence[int]]]) -> list[tuple[int, int, int]]:
+    """(start ns, end ns, cycles) of every interval between consecutive stamps of every block.
+
+    ``stamps``: per block, its (clock64, globaltimer) stamps in order. An interval in which
+    %globaltimer did not move is left out (its clock is unknown); one that runs backwards is an error.
+    """
+    out = []
+    for b, block in enumerate(stamps):
+        for k in range(1, len(block)):
+            (c0, g0), (c1, g1) = block[k - 1], block[k]
+            if c1 < c0 or g1 < g0:
+                raise ValueError(f"block {b}: stamp {k} ({c1}, {g1}) is before stamp {k - 1} ({c0}, {g0})")
+            if g1 > g0:
+                out.append((int(g0), int(g1), int(c1 - c0)))
+    return out
+
+
+def clock_mhz(intervals: Sequence[tuple[int, int, int]]) -> float:
+    """The SM clock over ``intervals``: all their cycles over all their nanoseconds, in MHz."""
+    ns = sum(b - a for a, b, _ in intervals)
+    if ns <= 0:
+        raise ValueError("no interval with elapsed %globaltimer time: the clock is unknown")
+    return sum(c for _, _, c in intervals) / ns * 1e3
+
+
+def clock_series(intervals: Sequence[tuple[int, int, int]], *, t0_ns: int, bin_ns: int) -> list[tuple[float, float]]:
+    """The clock over time: intervals binned by their midpoint (``bin_ns`` wide from ``t0_ns``),
+    each bin's cycles over its nanoseconds; [(bin centre in seconds from t0, MHz)] in time order."""
+    if bin_ns <= 0:
+        raise ValueError(f"bin_ns must be > 0, not {bin_ns}")
+    bins: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for a, b, c in intervals:
+        k = int(((a + b) / 2 - t0_ns) // bin_ns)
+        bins[k][0] += c
+        bins[k][1] += b - a
+    return [((k + 0.5) * bin_ns / 1e9, cyc / ns * 1e3) for k, (cyc, ns) in sorted(bins.items())]
+
+
+def second_half(series: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points of a time series from the middle of its time span on."""
+    if not series:
+        return []
+    mid = (series[0][0] + series[-1][0]) / 2
+    return [p for p in series if p[0] >= mid]
+
+
+def window_medians(values: Sequence[float], windows: int = 5) -> list[float]:
+    """The medians of ``windows`` consecutive, near-equal runs of ``values`` (each value alone when
+    there are fewer)."""
+    if not values:
+        return []
+    if len(values) <= windows:
+        return [float(v) for v in values]
+    edges = [round(i * len(values) / windows) for i in range(windows + 1)]
+    return [float(statistics.median(values[a:b])) for a, b in zip(edges, edges[1:])]
+
+
+def ramp_time_s(series: Sequence[tuple[float, float]], target_mhz: float, frac: float = 0.95) -> float | None:
+    """The first time the series reaches ``frac`` of ``target_mhz``; None if it never does."""
+    return next((t for t, mhz in series if mhz >= frac * target_mhz), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockSummary:
+    sustained_mhz: float  # median of the window medians of the second half
+    windows_mhz: list[float]
+    min_mhz: float  # lowest point from the ramp on (from the second half if it never ramps)
+    ramp_s: float | None  # first time at 95 % of sustained
+    start_mhz: float  # the first point
+    points: int
+
+    def as_dict(self) -> dict:
+        return {"sustained_mhz": round(self.sustained_mhz, 1), "windows_mhz": [round(w, 1) for w in self.windows_mhz],
+                "min_mhz": round(self.min_mhz, 1), "ramp_s": None if self.ramp_s is None else round(self.ramp_s, 4),
+                "start_mhz": round(self.start_mhz, 1), "points": self.points}
+
+
+def summarize_clock(series: Sequence[tuple[float, float]], *, windows: int = 5, frac: float = 0.95) -> ClockSummary:
+    """Sustained, minimum and ramp of a clock series [(seconds from the first launch, MHz)]."""
+    if not series:
+        raise ValueError("an empty clock series has no sustained clock")
+    late = second_half(series)
+    wins = window_medians([mhz for _, mhz in late], windows)
+    sustained = float(statistics.median(wins))
+    ramp = ramp_time_s(series, sustained, frac)
+    loaded = [mhz for t, mhz in series if t >= ramp] if ramp is not None else [mhz for _, mhz in late]
+    return ClockSummary(sustained, wins, float(min(loaded)), ramp, float(series[0][1]), len(series))
+
+
+# ----------------------------------------------------------------------------------------------
+# NVML sampling
+
+
+class ClockSampler:
+    """Reads (throttle reasons, SM clock MHz) every ``period_s`` from a thread while in use.
+
+    ``read`` is :func:`measure.throttle_reasons` bound to a GPU (``lambda: throttle_reasons(info)``),
+    or any function returning ``(reasons, mhz or None)``. Times are ``time.monotonic()``; :meth:`mark`
+    sets the origin that :meth:`series` counts from.
+    """
+
+    def __init__(self, read: Callable[[], tuple[list[str], int | float | None]], period_s: float = 0.05):
+        self.read = read
+        self.period_s = period_s
+        self.samples: list[tuple[float, float | None, tuple[str, ...]]] = []
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.period_s)
+
+    def sample(self) -> None:
+        try:
+            reasons, mhz = self.read()
+        except Exception:  # NVML went away mid-run: no sample, the kernel-side clock still stands
+            return
+        with self._lock:
+            self.samples.append((time.monotonic(), None if mhz is None else float(mhz), tuple(reasons)))
+
+    def mark(self) -> float:
+        self.t0 = time.monotonic()
+        return self.t0
+
+    def __enter__(self) -> ClockSampler:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="gpuprops-clock-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self.sample()  # one more at the end: a reason that came up in the last period is seen
+
+    def series(self, start_s: float = -math.inf, end_s: float = math.inf) -> list[tuple[float, float]]:
+        """[(seconds from the mark, MHz)] of the samples in [start_s, end_s] that have a clock."""
+        with self._lock:
+            return [(t - self.t0, mhz) for t, mhz, _ in self.samples
+                    if mhz is not None and start_s <= t - self.t0 <= end_s]
+
+    def reasons(self, start_s: float = -math.inf, end_s: float = math.inf) -> list[str]:
+        """Every throttle reason any sample in [start_s, end_s] saw."""
+        with self._lock:
+            return sorted({r for t, _, rs in self.samples if start_s <= t - self.t0 <= end_s for r in rs})
+
+
+def nvml_reader(info: measure.GpuInfo) -> Callable[[], tuple[list[str], int | None]]:
+    return lambda: measure.throttle_reasons(info)
+
+
+# ----------------------------------------------------------------------------------------------
+# workloads and method text
+
+
+@dataclasses.dataclass
+class Workload:
+    """One kernel on every SM, how to launch it and what one launch does.
+
+    ``args(stamps, scale)`` builds a launch's arguments; ``scale`` is the loop count that sets its
+    length (iters for the compute kernels, reps for the stream kernels) and ``work(scale)`` is what
+    one launch then does (FLOPs or bytes, in ``unit``'s numerator).
+    """
+
+    kind: str  # "ffma", "wgmma_bf16", "wgmma_e4m3", "dram_read", "dram_copy", "l2_read"
+    kernel: str
+    source: str
+    defines: dict
+    fn: object
+    grid: int
+    block: int
+    stamps_per_block: int
+    args: Callable[[object, int], tuple]
+    work: Callable[[int], float]
+    unit: str
+    scale: int = 1  # the first guess; calibration replaces it
+    smids: object | None = None  # the kernel writes each block's SM id here (the stresses)
+    extra: dict = dataclasses.field(default_factory=dict)  # buffer sizes and the like, for the record
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "kernel": self.kernel, "source": self.source, "defines": dict(self.defines),
+                "grid": self.grid, "block": self.block, **self.extra}
+
+
+def ffma_workload(cp, fn, *, sms: int, max_threads_per_sm: int) -> Workload:
+    d = FFMA_DEFINES
+    grid = sms * blocks_per_sm(max_threads_per_sm, FFMA_BLOCK)
+    smids, out = cp.zeros(grid, dtype=cp.uint32), cp.zeros(grid * FFMA_BLOCK, dtype=cp.float32)
+    return Workload("ffma", "stress_ffma", "stress_ffma.cu", dict(d), fn, grid, FFMA_BLOCK, d["SAMPLES"] + 1,
+                    lambda st, s: (st, smids, out, cp.int32(s), cp.float32(-1.0), cp.float32(0.5)),
+                    lambda s: ffma_flops(grid, FFMA_BLOCK, d["SAMPLES"], s, d["UNROLL"], d["ILP"]), "TFLOP/s",
+                    scale=16, smids=smids)
+
+
+def wgmma_workload(cp, fn, dtype: str, *, sms: int) -> Workload:
+    _, k, _ = WGMMA_DTYPES[dtype]
+    block, grid = 128 * WGMMA_WARPGROUPS, sms  # 154 registers a thread: one block per SM
+    smids, out = cp.zeros(grid, dtype=cp.uint32), cp.zeros(grid * block, dtype=cp.float32)
+    return Workload(f"wgmma_{dtype}", "stress_wgmma", "stress_ffma.cu", wgmma_defines(dtype), fn, grid, block,
+                    WGMMA_SAMPLES + 1, lambda st, s: (st, smids, out, cp.int32(s)),
+                    lambda s: wgmma_flops(grid, WGMMA_WARPGROUPS, WGMMA_SAMPLES, s, WGMMA_UNROLL, WGMMA_N, k),
+                    "TFLOP/s", scale=16, smids=smids)
+
+
+def stream_workload(cp, fn, kind: str, *, sms: int, max_threads_per_sm: int, nbytes: int, src=None, dst=None) -> Workload:
+    """``src`` / ``dst``: CuPy buffers of at least ``nbytes`` to reuse (allocated, zeroed, when None)."""
+    n16 = nbytes // VEC_BYTES
+    grid = sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK)
+    src = src if src is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
+    if kind == "dram_copy":
+        dst = dst if dst is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
+        third = dst
+    else:
+        third = cp.zeros(grid * STREAM_BLOCK, dtype=cp.uint32)  # the never-written sink
+    return Workload(kind, STREAM_KERNELS[kind], "stream_bandwidth.cu", dict(STREAM_DEFINES), fn, grid, STREAM_BLOCK,
+                    2, lambda st, s: (st, src, third, cp.uint64(n16), cp.int32(s)),
+                    lambda s: stream_bytes(kind, n16, s), "GB/s", scale=1, extra={"buffer_bytes": n16 * VEC_BYTES})
+
+
+def fraction_text(kind: str, value: float, arch: str, sm_count: int, clock_mhz: float | None,
+                  sheet: Datasheet | None) -> str:
+    """How a throughput compares with the SKU's datasheet peak and with the peak at the clock it ran at."""
+    parts = []
+    field = PEAK_FIELD.get(kind)
+    if sheet is not None and field is not None:
+        peak = getattr(sheet, field)
+        unit = "GB/s" if field == "dram_gbps" else "TFLOP/s"
+        text = f"{value / peak:.3f} of the {sheet.sku} datasheet's {peak:g} {unit}"
+        rate = PER_SM_CYCLE.get(arch, {}).get(kind)
+        if rate is not None and unit == "TFLOP/s":
+            text += f" (which implies {implied_clock_mhz(peak, sheet.sms, rate):.0f} MHz)"
+        parts.append(text)
+    elif field is not None:
+        parts.append("no datasheet tabulated for this GPU (throughput.DATASHEETS)")
+    rate = PER_SM_CYCLE.get(arch, {}).get(kind)
+    if rate is not None and clock_mhz:
+        peak = clock_peak_tflops(sm_count, rate, clock_mhz)
+        parts.append(f"{value / peak:.3f} of {sm_count} SMs x {rate} FLOP/cycle at the {clock_mhz:.0f} MHz it ran "
+                     f"at ({peak:.1f} TFLOP/s)")
+    return "; ".join(parts)
+
+
+def _mib(ln: dict) -> float:
+    return ln.get("buffer_bytes", 0) / 2**20
+
+
+#: What one launch does, per workload kind, for the method text.
+_WHAT: dict[str, Callable[[dict], str]] = {
+    "ffma": lambda ln: f"{ln['defines']['ILP']} FFMA chains x {ln['defines']['UNROLL']} steps per loop trip per thread",
+    "wgmma_bf16": lambda ln: f"{WGMMA_WARPGROUPS} warpgroups per SM, each one chain of {WGMMA_UNROLL} wgmma "
+                             "m64n256k16 bf16 -> f32 (A, B in shared memory) per loop trip",
+    "wgmma_e4m3": lambda ln: f"{WGMMA_WARPGROUPS} warpgroups per SM, each one chain of {WGMMA_UNROLL} wgmma "
+                             "m64n256k32 e4m3 -> f32 (A, B in shared memory) per loop trip",
+    "dram_read": lambda ln: f"16-byte loads (LDG.E.128) over a {_mib(ln):.0f} MiB buffer",
+    "dram_copy": lambda ln: f"16-byte loads and stores over two {_mib(ln):.0f} MiB buffers; bytes read + written",
+    "l2_read": lambda ln: f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB buffer (L2 / 4), "
+                          "read again and again",
+}
+
+
+def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | None) -> str:
+    """A throughput fact's method text: what one launch does, the timing, the clock, the datasheet fraction."""
+    ln = m.launch
+    what = _WHAT[ln["kind"]](ln)
+    text = (f"{ln['kernel']} ({ln['source']}) on every SM: grid {ln['grid']} x {ln['block']} threads, {what}; "
+            f"launches of ~{ln['launch_s'] * 1e3:.1f} ms, {ln['launches']} back to back between CUDA events per "
+            f"repeat, median of {m.n} repeats; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block; "
+            f"NVML {ln.get('nvml_mhz')} MHz)")
+    frac = fraction_text(ln["kind"], m.median, arch, sm_count, m.sm_clock_mhz, sheet)
+    return text + (f"; {frac}" if frac else "")
+
+
+def clock_method(m: Measurement, sheet: Datasheet | None) -> str:
+    """A sustained-clock fact's method text."""
+    ln = m.launch
+    k, n = ln["kernel_clock"], ln.get("nvml_clock") or {}
+    text = (f"{ln['kernel']} ({ln['source']}, {ln['kind']}) on all {ln['sms_covered']} SMs, grid {ln['grid']} x "
+            f"{ln['block']}, launches of ~{ln['launch_s'] * 1e3:.0f} ms two deep for {ln['duration_s']:g} s after "
+            f"{ln['idle_s']:g} s idle; clock64 / %globaltimer per block between {ln['samples']} stamps, "
+            f"{ln['bin_s'] * 1e3:g} ms bins; sustained = median of the medians of 5 windows of the second half "
+            f"({m.median:.0f} MHz; min {k['min_mhz']:.0f}, ramp to 95 % "
+            f"{'never' if k['ramp_s'] is None else format(k['ramp_s'], '.3f') + ' s'}); NVML every "
+            f"{ln['period_s'] * 1e3:.0f} ms: sustained {n.get('sustained_mhz')} MHz, min {n.get('min_mhz')}, "
+            f"ramp {n.get('ramp_s')} s, idle {ln.get('idle_mhz')} MHz; throttle reasons: "
+            f"{', '.join(m.throttle) or 'none'}")
+    if sheet is not None:
+        text += f"; {m.median / sheet.max_sm_clock_mhz:.3f} of the {sheet.sku}'s {sheet.max_sm_clock_mhz} MHz max SM clock"
+    return text
+
+
+# ----------------------------------------------------------------------------------------------
+# launching (GPU only)
+
+#: Throughput repeats: the usual noise target, at least 5 and at most 20 repeats, 0.6 s each.
+RATE_STOP = StopRule(noise_target=0.01, min_samples=5, max_samples=20, time_budget_s=0.6)
+#: A sustained clock's window medians may differ by this much before it is NOISY.
+CLOCK_NOISE = 0.02
+
+
+def _new_stamps(cp, wl: Workload):  # pragma: no mutate block  (GPU only)
+    return cp.zeros(wl.grid * wl.stamps_per_block * 2, dtype=cp.uint64)
+
+
+def _read_stamps(stamps, wl: Workload) -> list:  # pragma: no mutate block  (GPU only)
+    return stamps.get().reshape(wl.grid, wl.stamps_per_block, 2).tolist()
+
+
+def _launch(wl: Workload, stamps, scale: int) -> None:  # pragma: no mutate block  (GPU only)
+    try:
+        wl.fn((wl.grid,), (wl.block,), wl.args(stamps, scale))
+    except Exception as exc:
+        raise measure.KernelLaunchError(f"{wl.kernel} from {wl.source} {wl.defines} grid={wl.grid} "
+                                        f"block={wl.block} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _wait(event, timeout_s: float, wl: Workload) -> None:  # pragma: no mutate block  (GPU only)
+    deadline = time.monotonic() + timeout_s
+    while not event.done:
+        if time.monotonic() > deadline:
+            raise measure.KernelLaunchError(f"{wl.kernel} from {wl.source} {wl.defines} grid={wl.grid} did not "
+                                            f"finish within {timeout_s:.0f} s")
+        time.sleep(0.0002)
+
+
+def timed_launches(cp, wl: Workload, scale: int, launches: int, stamps, timeout_s: float = 30.0
+                   ) -> float:  # pragma: no mutate block  (GPU only)
+    """Seconds between CUDA events around ``launches`` back-to-back launches at ``scale``."""
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(launches):
+        _launch(wl, stamps, scale)
+    end.record()
+    _wait(end, timeout_s, wl)
+    return cp.cuda.get_elapsed_time(start, end) / 1e3
+
+
+def calibrate(cp, wl: Workload, target_s: float, timeout_s: float = 30.0) -> int:  # pragma: no mutate block
+    """The loop count that makes one launch last about ``target_s``. The first launch also loads the
+    module; the last one, at the count found, is timed again (the first ran at whatever clock the GPU
+    idled at), and the count scaled once more."""
+    stamps = _new_stamps(cp, wl)
+    scale = wl.scale
+    seconds = timed_launches(cp, wl, scale, 1, stamps, timeout_s)
+    for _ in range(6):  # too short to time well: grow it first
+        if seconds >= target_s / 20 or scale >= MAX_SCALE:
+            break
+        scale = min(MAX_SCALE, scale * 10)
+        seconds = timed_launches(cp, wl, scale, 1, stamps, timeout_s)
+    scale = scale_for(scale, seconds, target_s)
+    return scale_for(scale, timed_launches(cp, wl, scale, 1, stamps, timeout_s), target_s)
+
+
+def kernel_clock(stamps_list: Sequence) -> float:
+    """The SM clock of a launch from its stamps (all blocks, all intervals)."""
+    return clock_mhz(block_intervals(stamps_list))
+
+
+def measure_rate(cp, wl: Workload, *, name: str, info: measure.GpuInfo, target_launch_s: float = 0.005,
+                 launches: int = 4, stop: StopRule = RATE_STOP, period_s: float = 0.05,
+                 read: Callable | None = None) -> Measurement:  # pragma: no mutate block  (GPU only)
+    """Throughput of ``wl`` in its unit: repeats of ``launches`` timed launches until ``stop`` ends it."""
+    read = read or nvml_reader(info)
+    with measure.gpu_lock(info.index):
+        scale = calibrate(cp, wl, target_launch_s)
+        stamps = _new_stamps(cp, wl)
+        timeout = max(30.0, 20 * target_launch_s * launches)
+        timed_launches(cp, wl, scale, 1, stamps, timeout)  # warm-up at the calibrated length
+        values: list[float] = []
+        clocks: list[float] = []
+        lengths: list[float] = []
+        with ClockSampler(read, period_s) as nvml:
+            nvml.mark()
+            t_start, reason = time.monotonic(), None
+            while reason is None:
+                seconds = timed_launches(cp, wl, scale, launches, stamps, timeout)
+                values.append(per_second(wl.work(scale) * launches, seconds, wl.unit))
+                lengths.append(seconds / launches)
+                clocks.append(kernel_clock(_read_stamps(stamps, wl)))
+                reason = measure.stop_reason(values, stop, time.monotonic() - t_start)
+        nvml_mhz = [mhz for _, mhz in nvml.series(0.0)]
+    launch = dict(wl.describe(), scale=scale, launches=launches, work_per_launch=wl.work(scale),
+                  launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
+                  nvml_mhz=round(statistics.median(nvml_mhz), 1) if nvml_mhz else None)
+    m = Measurement(name=name, unit=wl.unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
+                    overhead_cycles=0.0, sm_clock_mhz=round(statistics.median(clocks), 1), throttle=nvml.reasons(),
+                    kernel=wl.kernel, launch=launch)
+    m.remeasure = lambda: measure_rate(cp, wl, name=name, info=info, target_launch_s=target_launch_s,
+                                       launches=launches, stop=stop, period_s=period_s, read=read)
+    return m
+
+
+def stress_clock(cp, wl: Workload, *, name: str, info: measure.GpuInfo, duration_s: float = 2.0,
+                 launch_s: float = 0.05, idle_s: float = 0.25, bin_s: float = 0.01, period_s: float = 0.05,
+                 read: Callable | None = None) -> Measurement:  # pragma: no mutate block  (GPU only)
+    """The SM clock ``wl`` sustains on every SM: ``duration_s`` of launches kept two deep, the clock
+    sampled in the kernels (every block, SAMPLES intervals a launch) and by NVML (every ``period_s``)."""
+    read = read or nvml_reader(info)
+    timeout = max(30.0, 40 * launch_s)
+    with measure.gpu_lock(info.index):
+        scale = calibrate(cp, wl, launch_s)
+        # every launch's stamps in one buffer allocated up front (an allocation in the loop may wait on
+        # the GPU); room for launches 8 x shorter than calibrated, then more rows if it runs out
+        rows = math.ceil(duration_s / launch_s * 8) + 8
+        pool = [cp.zeros((rows, wl.grid * wl.stamps_per_block * 2), dtype=cp.uint64)]
+        launched = 0
+        with ClockSampler(read, period_s) as nvml:
+            time.sleep(idle_s)
+            idle = [mhz for _, mhz in nvml.series()]
+            nvml.mark()
+            pending: collections.deque = collections.deque()
+            while True:
+                while len(pending) >= 2:  # one running, one queued: the GPU never waits for the host
+                    _wait(pending.popleft(), timeout, wl)
+                if time.monotonic() - nvml.t0 >= duration_s:
+                    break
+                if launched == rows * len(pool):
+                    pool.append(cp.zeros((rows, wl.grid * wl.stamps_per_block * 2), dtype=cp.uint64))
+                _launch(wl, pool[-1][launched % rows], scale)
+                done = cp.cuda.Event()
+                done.record()
+                pending.append(done)
+                launched += 1
+            while pending:
+                _wait(pending.popleft(), timeout, wl)
+            end_s = time.monotonic() - nvml.t0
+        shape = (wl.grid, wl.stamps_per_block, 2)
+        per_launch = [row.reshape(shape).tolist() for block in pool for row in block.get()][:launched]
+        sms = len(set(wl.smids.get().tolist())) if wl.smids is not None else None
+    try:
+        intervals = [iv for stamps in per_launch for iv in block_intervals(stamps)]
+    except ValueError as exc:
+        raise measure.KernelLaunchError(f"{wl.kernel}: the clock stamps are not in order: {exc}") from exc
+    t0_ns = min(block[0][1] for block in per_launch[0])
+    series = clock_series(intervals, t0_ns=t0_ns, bin_ns=int(bin_s * 1e9))
+    kernel = summarize_clock(series)
+    nvml_series = nvml.series(0.0, end_s)
+    nvml_summary = summarize_clock(nvml_series).as_dict() if len(nvml_series) >= 2 else None
+    launch = dict(wl.describe(), scale=scale, launches=launched, launch_s=end_s / max(1, launched),
+                  duration_s=duration_s, idle_s=idle_s, bin_s=bin_s, period_s=period_s,
+                  samples=wl.stamps_per_block, sms_covered=sms, sm_count=info.sm_count,
+                  kernel_clock=kernel.as_dict(), nvml_clock=nvml_summary,
+                  idle_mhz=round(statistics.median(idle), 1) if idle else None,
+                  series_mhz=[(round(t, 3), round(mhz, 1)) for t, mhz in series])
+    m = Measurement(name=name, unit="MHz", values=kernel.windows_mhz, stop_reason="time budget",
+                    noise_target=CLOCK_NOISE, overhead_cycles=0.0, sm_clock_mhz=round(kernel.sustained_mhz, 1),
+                    throttle=nvml.reasons(0.0, end_s), kernel=wl.kernel, launch=launch)
+    m.remeasure = lambda: stress_clock(cp, wl, name=name, info=info, duration_s=duration_s, launch_s=launch_s,
+                                       idle_s=idle_s, bin_s=bin_s, period_s=period_s, read=read)
+    return m
+
+
+# ----------------------------------------------------------------------------------------------
+# SASS: the loop a stress or stream kernel spends its time in
+
+
+def innermost_loop(instrs: Sequence, opcode: str) -> list:
+    """The instructions of the shortest loop (a backward BRA and everything from its target to it)
+    that holds an instruction whose opcode starts with ``opcode``; [] when none does."""
+    best: list = []
+    for br in instrs:
+        if br.base_opcode != "BRA" or not br.operands:
+            continue
+        try:
+            target = int(br.operands[-1], 16)
+        except ValueError:
+            continue
+        if target > br.offset:
+            continue
+        body = [i for i in instrs if target <= i.offset <= br.offset]
+        if any(i.opcode.startswith(opcode) for i in body) and (not best or len(body) < len(best)):
+            best = body
+    return best
+
+
+def opcode_counts(instrs: Sequence) -> dict[str, int]:
+    """How many of each opcode, NOPs aside."""
+    return dict(collections.Counter(i.opcode for i in instrs if i.base_opcode != "NOP"))

@@ -1,0 +1,152 @@
+"""CPU tests of the helpers in hwtests/ (smem_banks.py, memory_levels.py, specs.py): the
+bank-conflict model, the footprint each memory level is chased over, the chase's layout, the sweep
+grid and how its knees are read."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "hwtests"))
+import memory_levels as ml  # noqa: E402
+import specs  # noqa: E402
+from smem_banks import bank_wavefronts, check_access, lane_words  # noqa: E402
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+# ---------------------------------------------------------------------------------------------- banks
+
+@pytest.mark.parametrize("stride_words, vec, wavefronts", [
+    (1, 1, 1),    # lane l -> bank l
+    (0, 1, 1),    # one word for all lanes: a broadcast
+    (2, 1, 2),    # lanes l and l + 16 share bank 2l % 32 with different words
+    (3, 1, 1),    # 3 is odd: 32 lanes on 32 banks
+    (16, 1, 16),  # banks 0 and 16 only, 16 words each
+    (32, 1, 32),  # every lane in bank 0
+    (33, 1, 1),
+    (2, 2, 2),    # float2 contiguous: 64 words, 2 per bank
+    (0, 2, 1),    # one 8-byte word for the whole warp: a broadcast (H100: 1.006 cycles)
+    (4, 2, 4),    # lanes l, l + 8, l + 16, l + 24 share banks 4l % 32 and 4l % 32 + 1
+    (64, 2, 32),  # banks 0 and 1 only, 32 words each
+    (4, 4, 4),    # float4 contiguous: 64 words per half-warp, 2 per bank, 2 + 2
+    (0, 4, 2),    # broadcast, once per half-warp (H100: 2.005 cycles)
+    (8, 4, 8),    # per half-warp: lanes l, l + 4, l + 8, l + 12 start in the same bank: 4 + 4
+    (12, 4, 4),   # per half-warp: 12 l % 32 repeats every 8 lanes: 2 words per bank, 2 + 2
+    (128, 4, 32),  # banks 0-3 only, 16 words each per half-warp
+])
+def test_bank_wavefronts_hand_computed(stride_words, vec, wavefronts):
+    assert bank_wavefronts(stride_words, vec) == wavefronts
+
+
+def test_lane_words_and_access_limits():
+    assert lane_words(3, 8, 4) == [24, 25, 26, 27]
+    for stride, vec, msg in ((1, 3, "vec must be"), (2, 4, "multiple of vec"), (260, 4, "over the kernel")):
+        with pytest.raises(ValueError, match=msg):
+            check_access(stride, vec)
+    with pytest.raises(ValueError, match="multiple of vec"):
+        specs.smem_conflict(2, 3)
+
+
+@pytest.mark.parametrize("vec", [1, 2, 4])
+def test_odd_element_strides_are_conflict_free(vec):
+    for s in range(1, 34, 2):
+        assert bank_wavefronts(s * vec, vec) == vec
+
+
+# ---------------------------------------------------------------------------------------------- levels
+
+H100 = {"l2CacheSize": 50 * MIB, "sharedMemPerMultiprocessor": 228 * KIB}
+RTX3060 = {"l2CacheSize": 3 * MIB, "sharedMemPerMultiprocessor": 100 * KIB}
+
+
+def test_h100_footprints():
+    s = ml.cache_sizes("sm_90", H100)
+    assert (s.l1_min_bytes, s.l1_max_bytes) == (28 * KIB, 256 * KIB)
+    assert ml.footprint("l1", s) == 14 * KIB
+    assert ml.footprint("l2", s) == 50 * MIB // 8
+    assert ml.footprint("dram", s) == 200 * MIB
+    assert [ml.level_of(ml.footprint(lv, s), s) for lv in ml.LEVELS] == list(ml.LEVELS)
+
+
+def test_small_l2_takes_four_times_the_largest_l1():
+    s = ml.cache_sizes("sm_86", RTX3060)
+    assert ml.footprint("l2", s) == 512 * KIB  # 4 x 128 KiB, over L2/8 = 384 KiB, under L2/2
+
+
+def test_footprints_outside_their_level_are_refused():
+    s = ml.cache_sizes("sm_90", H100)
+    for level, nbytes in (("l1", 64 * KIB), ("l2", 512 * KIB), ("l2", 40 * MIB), ("dram", 100 * MIB)):
+        with pytest.raises(ValueError, match=f"does not measure {level}"):
+            ml.check_footprint(level, nbytes, s)
+    assert ml.level_of(100 * KIB, s) is None  # between the smallest and the largest L1: a knee
+    tiny = ml.cache_sizes("sm_90", {"l2CacheSize": 1 * MIB, "sharedMemPerMultiprocessor": 228 * KIB})
+    with pytest.raises(ValueError, match="does not measure l2"):
+        ml.footprint("l2", tiny)  # 4 x 256 KiB is over half of a 1 MiB L2: no footprint is only L2
+
+
+def test_sizes_need_the_documented_arch_and_the_reported_properties():
+    with pytest.raises(ValueError, match="no documented"):
+        ml.cache_sizes("sm_100", H100)
+    with pytest.raises(ValueError, match="lack l2CacheSize"):
+        ml.cache_sizes("sm_90", {"sharedMemPerMultiprocessor": 1})
+    with pytest.raises(ValueError, match="leaves no L1"):
+        ml.cache_sizes("sm_90", {"l2CacheSize": MIB, "sharedMemPerMultiprocessor": 256 * KIB})
+
+
+def test_chain_is_one_cycle_over_every_line():
+    base, nbytes = 0x7F0000000000, 64 * KIB
+    words = np.zeros(nbytes // 8, dtype=np.uint64)
+    start = ml.fill_chain(np, words, base, seed=3)
+    n = nbytes // ml.NODE_STRIDE
+    seen, p = [], start
+    for _ in range(n):
+        assert (p - base) % ml.NODE_STRIDE == 0 and base <= p < base + nbytes
+        seen.append(p)
+        p = int(words[(p - base) // 8])
+    assert p == start and len(set(seen)) == n
+    steps = np.diff(np.array(seen, dtype=np.int64))
+    assert (np.abs(steps) >= ml.NODE_STRIDE).all() and (np.abs(steps) == ml.NODE_STRIDE).mean() < 0.05
+
+
+def test_sweep_grid_is_logarithmic_up_to_four_times_l2():
+    s = ml.cache_sizes("sm_90", H100)
+    grid = ml.sweep_footprints(s)
+    assert grid[0] == 4 * KIB and grid[-1] == 200 * MIB
+    assert all(b > a for a, b in zip(grid, grid[1:])) and all(f % ml.NODE_STRIDE == 0 for f in grid)
+    ratios = [b / a for a, b in zip(grid, grid[1:-1])]
+    assert all(abs(r - 2 ** 0.5) < 0.01 for r in ratios)  # line rounding aside
+
+
+def test_capacity_knees_from_a_synthetic_sweep():
+    s = ml.cache_sizes("sm_90", H100)
+
+    def latency(f):
+        return 35.0 if f <= 192 * KIB else 270.0 if f <= 40 * MIB else 700.0
+    points = [(f, latency(f)) for f in ml.sweep_footprints(s)]
+    l1, l2 = ml.capacity_knees(points, s)
+    assert 192 * KIB < l1 <= 272 * KIB and 40 * MIB < l2 <= 57 * MIB
+
+
+def test_percentiles():
+    assert ml.percentile([4, 1, 3, 2], 50) == 2.5 and ml.percentile([1, 2, 3], 100) == 3
+    vals = list(range(100))
+    assert ml.batch_percentiles(vals, 50, 4) == [48.0, 49.0, 50.0, 51.0]
+    with pytest.raises(ValueError, match="too few"):
+        ml.batch_percentiles([1, 2, 3], 50, 2)
+
+
+# ---------------------------------------------------------------------------------------------- specs
+
+def test_shuffle_index_inputs_are_lane_numbers():
+    x = specs._alu_inputs("shfl_idx", 3).reshape(3, 32)
+    assert x.dtype == np.uint32 and all(sorted(row) == list(range(32)) for row in x.tolist())
+    assert specs._alu_inputs("dfma", 2).dtype == np.float64
+
+
+def test_chase_specs_take_their_footprint_from_the_level():
+    s = ml.cache_sizes("sm_90", H100)
+    assert specs.chase_level("l1", s).defines["CACHE"] == 0
+    assert specs.chase_level("dram", s, unroll=1).region == {"LDG.E.64.STRONG.GPU": 1}
+    assert specs.chase_sweep_point(8 * MIB, s).defines["CACHE"] == 0
