@@ -205,9 +205,11 @@ def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...]) -> TensorMapArg
         n *= s
     tensor = cp.zeros(n, dtype=cp.float32)
     req = tensor_map_request(int(tensor.data.ptr), shape, box)
+    u32, u64 = d.cuuint32_t, d.cuuint64_t
     err, tmap = d.cuTensorMapEncodeTiled(
-        d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, req["tensorRank"], req["globalAddress"],
-        req["globalDim"], req["globalStrides"], req["boxDim"], req["elementStrides"],
+        d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, u32(req["tensorRank"]), req["globalAddress"],
+        [u64(x) for x in req["globalDim"]], [u64(x) for x in req["globalStrides"]],
+        [u32(x) for x in req["boxDim"]], [u32(x) for x in req["elementStrides"]],
         d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
         d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)

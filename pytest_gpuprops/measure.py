@@ -371,7 +371,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
         bytes, e.g. a CUtensorMap, included) and, for a cluster spec, the cluster dimension."""
         import ctypes
         driver = cuda_driver()
-        f = driver.CUfunction(int(fn.ptr))
+        f = driver.CUfunction(function_handle(fn))
         self._allow(driver, f, spec)
         params, _keep = kernel_params(args)
         config = launch_config(driver, spec, self.cp.cuda.get_current_stream().ptr)
@@ -401,7 +401,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
         check_cluster(spec)
         driver = cuda_driver()
         cubin, _ = built or self.build(spec)
-        f = driver.CUfunction(int(self.load(cubin, spec.kernel).ptr))
+        f = driver.CUfunction(function_handle(self.load(cubin, spec.kernel)))
         k = spec.cluster
         try:
             self._allow(driver, f, spec)
@@ -745,6 +745,13 @@ def encode_args(spec: KernelSpec) -> list[dict]:
         else:
             out.append({"scalar": type(a).__name__, "value": a.item() if hasattr(a, "item") else a})
     return out
+
+
+def function_handle(fn) -> int:
+    """The CUfunction of a CuPy kernel: a cupy.cuda.Function has ``ptr``; CuPy 13+'s RawModule hands
+    out a RawKernel, whose Function is ``kernel``."""
+    ptr = getattr(fn, "ptr", None)
+    return int(ptr if ptr is not None else fn.kernel.ptr)
 
 
 def visible_gpu_count() -> int:
