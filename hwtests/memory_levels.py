@@ -176,6 +176,37 @@ def batch_percentiles(values, q: float, batches: int) -> list[float]:
     return [percentile(values[i::batches], q) for i in range(batches)]
 
 
+def near_group(values, *, split: float = 0.05) -> list[float]:
+    """The values of the nearer of two groups (an L2 line's partition: near or far), in their order.
+
+    The groups are split at the midpoint between the 10th and 90th percentiles; when those are within
+    ``split`` (relative) of each other there is one group, and every value is returned."""
+    lo, hi = percentile(values, 10), percentile(values, 90)
+    if hi - lo <= split * lo:
+        return list(values)
+    cut = (lo + hi) / 2
+    return [v for v in values if v <= cut]
+
+
+def near_group_batches(values, batches: int, *, split: float = 0.05) -> list[float]:
+    """The median of the near group (:func:`near_group`) of each of ``batches`` interleaved batches of
+    ``values`` (values[i::batches], the split made once over all values): their median is the near
+    group's typical value, their spread its sampling noise."""
+    if len(values) < 2 * batches:
+        raise ValueError(f"{len(values)} values are too few for {batches} batches")
+    near = set(range(len(values)))
+    lo, hi = percentile(values, 10), percentile(values, 90)
+    if hi - lo > split * lo:
+        near = {i for i, v in enumerate(values) if v <= (lo + hi) / 2}
+    out = []
+    for b in range(batches):
+        mine = [values[i] for i in range(b, len(values), batches) if i in near]
+        if not mine:
+            raise ValueError(f"batch {b} of {batches} holds no value of the near group: too few values")
+        out.append(percentile(mine, 50))
+    return out
+
+
 def first_rise(points, reference: float, factor: float, after: int = 0) -> int | None:
     """The smallest footprint above ``after`` whose latency exceeds ``factor`` x ``reference``;
     ``points`` are (footprint, latency) pairs."""

@@ -58,6 +58,29 @@ def smem_bytes(vec: int, unroll: int = 32) -> int:
     return 1024 * vec * 4 * unroll * SMEM_ITERS
 
 
+L1_BW_UNROLL, L1_BW_ITERS, L1_BW_STRIDE = 32, 64, 1024
+#: kernels/l1_bandwidth.cu: two LOP3 per load fold its four words into one register (and one makes
+#: the trip's half, it & 1); loop control: the counter, the half's address, the compare and branch,
+#: YIELD, BSSY/BSYNC
+L1_BW_LOOP = 9
+
+
+def l1_bandwidth() -> KernelSpec:
+    """One 1024-thread block loading 16 bytes per thread per instruction from lines in its SM's L1."""
+    footprint = 2 * (16384 + (L1_BW_UNROLL - 1) * L1_BW_STRIDE)
+    return KernelSpec("l1_bandwidth.cu", "l1_bandwidth", {"UNROLL": L1_BW_UNROLL, "STRIDE": L1_BW_STRIDE},
+                      grid=1, block=1024,
+                      args=lambda cp: (cp.zeros(footprint // 4, dtype=cp.uint32), cp.zeros(1024, dtype=cp.uint32),
+                                       cp.int32(L1_BW_ITERS)),
+                      region={"LDG.E.128.STRONG.SM": L1_BW_UNROLL, "LOP3.LUT": 2 * L1_BW_UNROLL + 1},
+                      region_other=L1_BW_LOOP)
+
+
+def l1_bytes() -> int:
+    """Bytes the block of :func:`l1_bandwidth` loads in its timed region."""
+    return 1024 * 16 * L1_BW_UNROLL * L1_BW_ITERS
+
+
 HMMA_UNROLL = 64
 #: loop trips of the unrolled HMMA body: long enough that the block's start skew (up to ~230 cycles
 #: for 16 warps, measured on the H100) is under 1 % of the span. With one trip of 64 HMMAs it was
@@ -108,16 +131,17 @@ def launched() -> dict[str, KernelSpec]:
     out.update({"sts_chain_50": sts_chain(50), "sts_then_lds": sts_chain(1, then_lds=True),
                 "lds_alone": sts_chain(0, then_lds=True)})
     out.update({f"smem_{'lds' if ld else 'sts'}_vec{v}": smem_bandwidth(v, ld) for v in (1, 2, 4) for ld in (0, 1)})
+    out["l1_bandwidth"] = l1_bandwidth()
     out.update({f"hmma_ilp{i}": hmma(i, 1) for i in range(1, 9)})
     out.update({f"hmma_ncu_ilp{i}": hmma(i, 1, HMMA_NCU_ITERS) for i in (1, 2, 3)})
     out.update({f"ffma_ilp{i}": ffma(i, 1) for i in (1, 8)})
-    out.update(issue10_launched())
-    out.update(issue10_memory_launched())
+    out.update(chains_launched())
+    out.update(memory_launched())
     return out
 
 
 # ----------------------------------------------------------------------------------------------
-# Issue 10: ALU / SFU / shuffle chains, mma.sync per input type, the memory hierarchy by pointer
+# ALU / SFU / shuffle chains, mma.sync per input type, the memory hierarchy by pointer
 # chase, shared-memory bank conflicts.
 
 ALU_UNROLL = 128
@@ -183,7 +207,7 @@ def mma(dtype: str, ilp: int, warps_per_smsp: int, unroll: int = MMA_UNROLL, ite
                       region={opcode: unroll * ilp}, region_other=0 if iters == 1 else 12)
 
 
-def issue10_launched() -> dict[str, KernelSpec]:
+def chains_launched() -> dict[str, KernelSpec]:
     """The issue-10 kernels' launched builds (latency and saturated shapes of each)."""
     out = {f"alu_{op}_ilp{i}": alu(op, i, 1) for op in ALU_OPS for i in (1, 8)}
     out.update({f"mma_{d}_ilp{i}": mma(d, i, 1) for d in MMA_DTYPES for i in range(1, 9)})
@@ -264,7 +288,7 @@ def conflict_accesses(unroll: int = CONFLICT_UNROLL) -> int:
     return CONFLICT_WARPS * unroll * CONFLICT_ITERS
 
 
-def issue10_memory_launched() -> dict[str, KernelSpec]:
+def memory_launched() -> dict[str, KernelSpec]:
     """The chase and bank-conflict builds (the code does not depend on footprint or stride)."""
     out = {f"chase_{c}_u{u}": global_chase(c, 16384, unroll=u) for c in CHASE_CACHE for u in (1, CHASE_UNROLL)}
     out.update({f"smem_conflict_vec{v}": smem_conflict(v, v) for v in (1, 2, 4)})

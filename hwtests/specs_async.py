@@ -164,6 +164,32 @@ class TensorMapArg(bytes):
     tensor = None
 
 
+#: TMA stores (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group), by wait: (the PTX wait, the SASS
+#: beside the store). Lane 0 alone stores, commits and waits, the other lanes branch round it (BRA,
+#: BSYNC); ptxas sets up the store's uniform operands in the region (4 instructions: UIADD3, 2 UMOV,
+#: UIADD3.X). Waiting for the writes (wait_group 0) invalidates L1 after the DEPBAR (CCTL.IVALL) so
+#: that later loads see them; waiting for the source read (wait_group.read 0) does not.
+TMA_STORE_WAITS = {
+    "written": ("cp.async.bulk.wait_group 0", {"UTMASTG.2D": 1, "UTMACMDFLUSH": 1, "DEPBAR.LE": 1, "CCTL.IVALL": 1,
+                                              "BRA": 1, "BSYNC": 1}),
+    "source_read": ("cp.async.bulk.wait_group.read 0", {"UTMASTG.2D": 1, "UTMACMDFLUSH": 1, "DEPBAR.LE": 1,
+                                                        "BRA": 1, "BSYNC": 1}),
+}
+TMA_STORE_DIM = 2
+
+
+def tma_store(wait: str) -> KernelSpec:
+    """A TMA store of the TMA_SHAPES[2] box from shared memory to the origin of an fp32 tensor, timed
+    until ``wait`` (TMA_STORE_WAITS) returns."""
+    import numpy as np  # noqa: F401  (the args build CuPy arrays only)
+    _, region = TMA_STORE_WAITS[wait]
+    shape, box = TMA_SHAPES[TMA_STORE_DIM]
+    return KernelSpec("tma_load.cu", "tma_store", {"PASSES": 2, "DIM": TMA_STORE_DIM,
+                                                   "WAIT_READ": int(wait == "source_read")}, grid=1, block=32,
+                      args=lambda cp: (tensor_map(cp, shape, box), cp.zeros(64, dtype=cp.uint32)),
+                      region=dict(region), region_other=4)
+
+
 def tensor_map_request(address: int, shape: tuple[int, ...], box: tuple[int, ...], elem_bytes: int = 4) -> dict:
     """cuTensorMapEncodeTiled's arguments (the enums aside) for a dense row-major tensor of
     ``shape`` (innermost dimension first) at ``address``, copying ``box``; refuses what the driver
@@ -187,6 +213,16 @@ def tensor_map_request(address: int, shape: tuple[int, ...], box: tuple[int, ...
             "boxDim": list(box), "elementStrides": [1] * rank}
 
 
+def stride_argument(req: dict) -> list[int]:
+    """The globalStrides array to pass: the rank - 1 strides, or for a rank-1 tensor one unread
+    placeholder (the tensor's size in bytes). An empty list reaches the driver as a null pointer, which
+    drivers since early 2024 refuse with CUDA_ERROR_INVALID_VALUE even where no stride is read (NVIDIA/cccl
+    pull request 1567 works round the same change); the driver reads only rank - 1 entries."""
+    if req["globalStrides"]:
+        return list(req["globalStrides"])
+    return [req["globalDim"][0] * 4]
+
+
 def tensor_map_bytes(words) -> bytes:
     """The 128 bytes of a CUtensorMap from its 16 opaque 64-bit words (cuda-python's ``.opaque``)."""
     words = [int(w) for w in words]
@@ -208,7 +244,7 @@ def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...]) -> TensorMapArg
     u32, u64 = d.cuuint32_t, d.cuuint64_t
     err, tmap = d.cuTensorMapEncodeTiled(
         d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, u32(req["tensorRank"]), req["globalAddress"],
-        [u64(x) for x in req["globalDim"]], [u64(x) for x in req["globalStrides"]],
+        [u64(x) for x in req["globalDim"]], [u64(x) for x in stride_argument(req)],
         [u32(x) for x in req["boxDim"]], [u32(x) for x in req["elementStrides"]],
         d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
         d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
@@ -233,4 +269,5 @@ def builds() -> dict[str, KernelSpec]:
     out.update({f"cluster_barrier_{'relaxed' if r else 'release'}": cluster_barrier(2, r) for r in (True, False)})
     out["bulk_copy"] = bulk_copy(BULK_BYTES[0])
     out.update({f"tma_{d}d": tma_tensor(d) for d in TMA_SHAPES})
+    out.update({f"tma_store_{w}": tma_store(w) for w in TMA_STORE_WAITS})
     return out

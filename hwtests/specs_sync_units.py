@@ -108,7 +108,8 @@ ATOMIC_LINES = 64
 ATOMIC_LINE_STRIDE = 4095 * 128  # 524160 bytes: 64 lines cover 31.5 MiB of the 32 MiB buffer
 #: percentiles over lines: near partition (the fact), far partition (the report only)
 ATOMIC_NEAR_Q, ATOMIC_FAR_Q = 10, 90
-ATOMIC_LINE_BATCHES = 8  # interleaved batches of 8 lines; their p10s' spread is the fact's noise
+#: interleaved batches of lines: the near group's median in each, their spread is the fact's noise
+ATOMIC_NEAR_BATCHES = 4
 
 
 def atomic_iters(kind: str, pattern: str) -> int:

@@ -28,6 +28,10 @@ GPC not free) skips with the driver's reason.
 * cluster_barrier_cluster<k>_cycles: barrier.cluster.arrive.relaxed + barrier.cluster.wait, 16 in a
   row, clusters of k; cluster_barrier_release_cluster2_cycles: the default (release) arrive, which
   puts MEMBAR.ALL.GPU before it, as cooperative_groups' cluster.sync() does.
+* tma_2d_store_4k_latency_cycles, tma_2d_store_4k_source_read_cycles: one TMA store
+  (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group, UTMASTG.2D) of the 4 KiB box from shared
+  memory, issued, committed and waited for by lane 0: until cp.async.bulk.wait_group 0 returns (the
+  writes done) or wait_group.read 0 (the shared source read, so it may be written again).
 * cp_async_bulk_<1k|4k>_latency_cycles, tma_1d_1k_latency_cycles, tma_2d_4k_latency_cycles: one bulk
   copy (cp.async.bulk; cp.async.bulk.tensor.1d / .2d through a tensor map) of 1 or 4 KiB from L2
   (warmed by a first pass) issued by lane 0, completed through the mbarrier it armed with
@@ -37,9 +41,16 @@ GPC not free) skips with the driver's reason.
 import pytest
 import specs_async as sa
 
+from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops import measure
 
 pytestmark = [pytest.mark.gpu, pytest.mark.arch("sm_90")]
+# These move with the memory system and the clocks of the GPU model (H100 and H200 differ), so they
+# are facts of the GPU's section: an L2 read (.cg), a 4 KiB bulk copy, a release fence that waits
+# for memory, and the TMA stores (their writes reach L2).
+gp_facts.register_gpu_scoped("cp_async_cg16_latency_cycles", "cp_async_bulk_4k_latency_cycles",
+                             "cluster_barrier_release_cluster2_cycles", "tma_2d_store_4k_latency_cycles",
+                             "tma_2d_store_4k_source_read_cycles")
 MBARRIER_FACT = {"parity": "mbarrier_arrive_wait_cycles", "token": "mbarrier_arrive_token_wait_cycles"}
 KIB = {1024: "1k", 4096: "4k"}
 
@@ -87,6 +98,7 @@ def test_dsmem_chase_latency(gpuprops, cluster, benchmark):
     spec = sa.dsmem_chase(cluster, 1)
     _skip_if_cluster_refused(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
+    gpuprops.plot_point("dsmem_latency", cluster=cluster, cycles=m.median)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"one cluster of {cluster} CTAs, one warp each, one CTA per SM; every CTA chases {sa.DSMEM_UNROLL} "
                           "dependent 8-byte generic loads (LD.E.64) through the shared memory of the next "
@@ -100,6 +112,7 @@ def test_dsmem_chase_own_shared_memory(gpuprops, benchmark):
     spec = sa.dsmem_chase(2, 0)
     _skip_if_cluster_refused(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
+    gpuprops.plot_point("dsmem_latency", cluster=None, cycles=m.median)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"as dsmem_latency_cluster2_cycles, every CTA chasing its own shared memory through "
                           f"the same generic loads (LD.E.64 of its mapa addresses), {sa.DSMEM_UNROLL} hops; cycles "
@@ -174,3 +187,21 @@ def test_tma_tensor_latency(gpuprops, dim, benchmark):
                           f"at the origin of an fp32 tensor {shape} (innermost first; {sa.tma_bytes(dim)} bytes; "
                           "tensor map from cuTensorMapEncodeTiled, no swizzle, passed as a __grid_constant__ "
                           "parameter)")
+
+
+STORE_FACT = {"written": "tma_2d_store_4k_latency_cycles", "source_read": "tma_2d_store_4k_source_read_cycles"}
+
+
+@pytest.mark.fact(lambda wait: STORE_FACT[wait])
+@pytest.mark.parametrize("wait", sorted(sa.TMA_STORE_WAITS))
+def test_tma_store_latency(gpuprops, wait, benchmark):
+    name = gpuprops.fact_name
+    shape, box = sa.TMA_SHAPES[sa.TMA_STORE_DIM]
+    ptx_wait, _ = sa.TMA_STORE_WAITS[wait]
+    m = gpuprops.measure(name, sa.tma_store(wait), divisor=1)
+    gpuprops.check(name, m, benchmark=benchmark,
+                   method=f"one warp; lane 0 issues cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (UTMASTG.2D) "
+                          f"of the {box} box of an fp32 tensor {shape} from shared memory (written and fenced for the "
+                          f"async proxy before the start read) to the tensor's origin, cp.async.bulk.commit_group "
+                          f"(UTMACMDFLUSH) and {ptx_wait} (DEPBAR.LE SB, 0x0{' + CCTL.IVALL' if wait == 'written' else ''}); "
+                          "cycles of lane 0 from the issue to the wait's return, pass 2 of 2 timed (the lines in L2)")

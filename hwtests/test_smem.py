@@ -1,4 +1,4 @@
-"""Shared memory: LDS and STS latency, bandwidth per access width (the original sm_86 notes, shared memory)."""
+"""Shared memory and L1: LDS and STS latency, bandwidth per access width (the original sm_86 notes, shared memory), and the L1 hit bandwidth of global loads."""
 
 import pytest
 import specs
@@ -52,3 +52,20 @@ def test_smem_bandwidth(gpuprops, load, vec, width, benchmark):
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"one 1024-thread block on one SM, 2048 conflict-free {op.upper()} of {width} per "
                           "thread; bytes / (last stop - first start)")
+
+
+@pytest.mark.fact("l1_load_bytes_per_cycle")
+def test_l1_load_bandwidth(gpuprops, benchmark):
+    """The global-load path's bandwidth from L1 hits, beside the LDS one above: the same SM, the same
+    16-byte vectors, the data in L1 instead of shared memory."""
+    name = gpuprops.fact_name
+    nbytes = specs.l1_bytes()
+    m = gpuprops.measure(name, specs.l1_bandwidth(), divisor=1, mode="span", unit="B/clk",
+                         transform=lambda cycles: nbytes / cycles)
+    gpuprops.plot_point("smem_bandwidth", label="LDG.128 L1 hit", bytes_per_cycle=m.median)
+    gpuprops.check(name, m, benchmark=benchmark,
+                   method=f"one 1024-thread block on one SM, {specs.L1_BW_UNROLL * specs.L1_BW_ITERS} ld.global.ca.v4 "
+                          f"(LDG.E.128.STRONG.SM) per thread, load u of thread t at 16 t + {specs.L1_BW_STRIDE} u "
+                          f"bytes (odd trips the next {(16384 + (specs.L1_BW_UNROLL - 1) * specs.L1_BW_STRIDE) >> 10} "
+                          "KiB), all L1 hits (one untimed trip over both halves first); each load's words folded "
+                          "by two LOP3; bytes / (last stop - first start)")

@@ -31,8 +31,10 @@ ORDER = {
     "cluster_barrier_release": list(sa.CLUSTER_BARRIER_STEP[False]) * sa.CLUSTER_BARRIER_UNROLL,
     **{b: ["SYNCS.ARRIVE.TRANS64", "ELECT", sa.BULK_COPIES[b if b != "bulk_copy" else "bulk"][0], "BRA.U.ANY",
            "SYNCS.PHASECHK.TRANS64.TRYWAIT", "BRA"] for b in ("bulk_copy", "tma_1d", "tma_2d")},
+    "tma_store_written": ["UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE", "CCTL.IVALL", "BSYNC"],
+    "tma_store_source_read": ["UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE", "BSYNC"],
 }
-WAIT_LOOPS = sorted(b for b in BUILDS if b.startswith(("mbarrier_", "bulk_", "tma_")))
+WAIT_LOOPS = sorted(b for b in BUILDS if b.startswith(("mbarrier_", "bulk_", "tma_")) and "store" not in b)
 TWO_PASSES = sorted(b for b, s in BUILDS.items() if s.defines.get("PASSES") == 2)
 
 
@@ -127,6 +129,20 @@ def test_cp_async_waits_for_every_group(variant):
     depbar = next(i for i in ins if i.base_opcode == "LDGDEPBAR")
     wait = next(i for i in ins if i.opcode == "DEPBAR.LE")
     assert depbar.control.write_barrier == 0 and wait.operands == ["SB0", "0x0"], (depbar.line(), wait.text)
+
+
+@pytest.mark.parametrize("wait", sorted(sa.TMA_STORE_WAITS))
+def test_tma_store_waits_for_its_bulk_group(wait):
+    """The store's commit (UTMACMDFLUSH) counts on scoreboard 0 (its read barrier; the store's own is 1)
+    and the wait is a DEPBAR until that scoreboard is 0, inside
+    the branch only lane 0 takes (lane 0's clock pair is recorded): the region ends when lane 0's bulk
+    group is done."""
+    ins = region(f"tma_store_{wait}")
+    flush = next(i for i in ins if i.opcode == "UTMACMDFLUSH")
+    depbar = next(i for i in ins if i.opcode == "DEPBAR.LE")
+    assert flush.control.read_barrier == 0 and depbar.operands == ["SB0", "0x0"], (flush.line(), depbar.text)
+    skip = next(i for i in ins if i.base_opcode == "BRA")
+    assert skip.predicate and skip.offset < flush.offset < depbar.offset < _target(skip)
 
 
 def test_dsmem_chase_each_address_is_the_previous_result():

@@ -133,7 +133,7 @@ def test_global_atomic_latency_lines_are_one_build_on_spread_lines(pattern):
     checked = BUILDS[f"atom_global_{pattern}_latency"]
     offsets = su.atomic_line_offsets()
     stride = su.ATOMIC_LINE_STRIDE
-    assert len(set(offsets)) == su.ATOMIC_LINES >= 4 * su.ATOMIC_LINE_BATCHES
+    assert len(set(offsets)) == su.ATOMIC_LINES >= 8 * su.ATOMIC_NEAR_BATCHES
     assert stride % 128 == 0 and stride & (stride - 1) != 0 and (stride // 128) % 2 == 1
     assert su.ATOMIC_SPREAD_BYTES >= 4 << 20 and offsets[-1] + 128 <= su.ATOMIC_SPREAD_BYTES
     assert offsets[-1] >= su.ATOMIC_SPREAD_BYTES * 3 // 4  # the lines span the buffer, not a corner of it

@@ -104,6 +104,7 @@ STREAM = {  # kernel -> the loop's global accesses, sm_80 .. sm_90
     "stream_read": {"LDG.E.128": 4},
     "stream_read_cg": {"LDG.E.128.STRONG.GPU": 4},
     "stream_copy": {"LDG.E.128": 4, "STG.E.128": 4},
+    "stream_write": {"STG.E.128": 4},
 }
 
 
@@ -111,7 +112,7 @@ STREAM = {  # kernel -> the loop's global accesses, sm_80 .. sm_90
 @pytest.mark.parametrize("kernel", sorted(STREAM))
 def test_stream_loop_makes_the_counted_16_byte_accesses(arch, kernel):
     _, instrs = listing("stream_bandwidth.cu", arch, kernel, tp.STREAM_DEFINES)
-    loop = tp.innermost_loop(instrs, "LDG")
+    loop = tp.innermost_loop(instrs, "STG" if kernel == "stream_write" else "LDG")
     counts = tp.opcode_counts(loop)
     memory = memory_ops(counts)
     assert memory == STREAM[kernel], counts

@@ -127,8 +127,12 @@ def _check_model(gpuprops, name: str, sparse: bool):
             got.append((label, wd.model_flop_per_clk(dtype, n, a_regs, bw), wd.flop(dtype, n) / m.median))
         return got
 
+    got = measure_all()
+    for (label, (dtype, n, a_regs), _), (_, model, measured) in zip(cases, got):
+        gpuprops.plot_point("wgmma_flop_per_clk", dtype=f"{dtype}{' sparse' if sparse else ''}", n=n,
+                            operands="rs" if a_regs else "ss", measured=measured, model=model)
     gpuprops.check_model(
-        name, measure_all(), tolerance_rel=MODEL_TOLERANCE, unit="FLOP/clk/SM", remeasure=measure_all,
+        name, got, tolerance_rel=MODEL_TOLERANCE, unit="FLOP/clk/SM", remeasure=measure_all,
         method=f"2 x 64 x N x K / cycles per instruction per SM ({WG} warpgroups, one accumulator chain each, "
                "span) against 2 x 64 x N x K / max(2 x 64 x N x K / peak(type), operand bytes read from shared "
                f"memory / {bw} B/clk ({SMEM_BANDWIDTH_FACT})); operand bytes: B = N x 32 (sparse: N x 64), plus "

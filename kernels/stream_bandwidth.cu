@@ -9,6 +9,8 @@
 //                 over a buffer a quarter of the L2, read reps times per launch.
 // stream_copy     dst[i] = src[i] over n16 vectors, reps times (LDG.E.128 + STG.E.128): copy
 //                 bandwidth, bytes read + bytes written.
+// stream_write    dst[i] = (i, reps, 0, 0) over n16 vectors, reps times (STG.E.128): write bandwidth
+//                 (the values depend on the index, so nothing is a memset the hardware could skip).
 //
 // Every access past n16 is skipped (the last loop trip of some threads is partial), so a launch makes
 // exactly n16 * reps 16-byte reads (and as many writes for the copy). Each read's words are
@@ -97,6 +99,26 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 2048 / BLOCK) stream_copy(un
             for (int u = 0; u < UNROLL; ++u) {
                 const unsigned long long j = i + u * stride;
                 if (j < n16) dst[j] = v[u];
+            }
+        }
+    }
+    __syncthreads();
+    tp_stamp(stamps, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK, 2048 / BLOCK) stream_write(unsigned long long* stamps, const uint4* src,
+                                        uint4* dst, unsigned long long n16, int reps) {
+    tp_stamp(stamps, 0);
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    const unsigned long long first = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+#pragma unroll 1
+    for (int r = 0; r < reps; ++r) {
+#pragma unroll 1
+        for (unsigned long long i = first; i < n16; i += stride * UNROLL) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const unsigned long long j = i + u * stride;
+                if (j < n16) dst[j] = make_uint4((unsigned)j, (unsigned)r, 0u, 0u);
             }
         }
     }

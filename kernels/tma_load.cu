@@ -1,4 +1,4 @@
-// Bulk copies global -> shared (sm_90), completed through an mbarrier: lane 0 of one warp arms the
+// Bulk copies global <-> shared (sm_90). Loads (global -> shared) complete through an mbarrier: lane 0 of one warp arms the
 // barrier with the bytes to expect (mbarrier.arrive.expect_tx) and issues the copy; every lane then
 // waits for the barrier's phase (mbarrier.try_wait.parity in a loop until it returns true). The
 // copy completes through the barrier's transaction count, not a register scoreboard, so the timed
@@ -18,6 +18,15 @@
 // copy (uniform-register operands) inside its ELECT loop, which runs once; that is the code one
 // thread's bulk copy is, and it is timed with the copy.
 //
+//   tma_store   cp.async.bulk.tensor.DIMd.global.shared::cta.bulk_group (a TMA store, shared ->
+//               global) of the box at the origin, then cp.async.bulk.commit_group and
+//               cp.async.bulk.wait_group 0 (WAIT_READ 0: until the writes are done) or
+//               cp.async.bulk.wait_group.read 0 (WAIT_READ 1: until the source has been read, when the
+//               shared memory may be written again). A store completes through the issuing thread's
+//               bulk-async group, so lane 0 alone issues, commits and waits, and lane 0's clock pair is
+//               the one recorded (gp_record). The shared source is written and fenced for the async
+//               proxy (fence.proxy.async.shared::cta) before the start read.
+//
 // SASS (NVRTC 13.5, sm_90): SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), UBLKCP.S.G / UTMALDG.1D /
 // UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT, with ELECT, BRA.U.ANY and the wait loop's branch.
 // Below sm_90 the kernels are empty (they compile, for the checks that read every kernel on every arch).
@@ -30,6 +39,9 @@
 #define DIM 2
 #endif
 #define SMEM_BYTES 16384
+#ifndef WAIT_READ
+#define WAIT_READ 0
+#endif
 
 struct __align__(64) gp_tensor_map {
     unsigned long long words[16];  // CUtensorMap: 128 opaque bytes, 64-byte aligned
@@ -122,6 +134,46 @@ extern "C" __global__ void tma_tensor(unsigned long long* cycles, const __grid_c
         t1 = gp_clock();
     }
     sink[32 + lane] = reinterpret_cast<volatile unsigned*>(dst)[lane];
+    gp_record(cycles, t0, t1);
+#endif
+}
+
+extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_constant__ gp_tensor_map tmap,
+                                     unsigned* sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __shared__ __align__(128) unsigned char src[SMEM_BYTES];
+    __shared__ unsigned slot[32];
+    unsigned lane = threadIdx.x & 31;
+    for (unsigned i = lane; i < SMEM_BYTES / 4; i += 32) reinterpret_cast<unsigned*>(src)[i] = i;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    unsigned s = (unsigned)__cvta_generic_to_shared(src);
+    unsigned leader = gp_opaque(lane, &slot[lane], sink);
+    unsigned x = 0u;
+    unsigned long long map = reinterpret_cast<unsigned long long>(&tmap);
+    unsigned long long t0 = 0, t1 = 0;
+#pragma unroll 1
+    for (int pass = 0; pass < PASSES; ++pass) {
+        t0 = gp_clock();
+        if (leader == 0) {
+#if DIM == 1
+            asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];"
+                         ::"l"(map), "r"(s), "r"(x) : "memory");
+#elif DIM == 2
+            asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %2}], [%1];"
+                         ::"l"(map), "r"(s), "r"(x) : "memory");
+#else
+#error "DIM must be 1 or 2"
+#endif
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#if WAIT_READ
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#else
+            asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+        }
+        t1 = gp_clock();
+    }
     gp_record(cycles, t0, t1);
 #endif
 }

@@ -19,8 +19,22 @@ UNSTABLE = "UNSTABLE"
 #: a test that failed or errored outside the verdict layer (a plain assert, a launch error)
 ERROR = "ERROR"
 SKIPPED = "SKIPPED"
+#: a fact in time units (MHz, TFLOP/s, GB/s) that failed while NVML reported the clocks held down
+#: (power cap, thermal or hardware slowdown): red like FAIL, but it says the clock may be the cause
+THROTTLED = "THROTTLED"
 #: statuses that make a run red; the report and pytest's exit status agree on them
-NOT_OK = (FAIL, NOISY, SCHEDULE_CHANGED, UNSTABLE, ERROR)
+NOT_OK = (FAIL, THROTTLED, NOISY, SCHEDULE_CHANGED, UNSTABLE, ERROR)
+#: units whose values move with the clock the GPU ran at (the SKU's facts); cycle counts do not
+TIME_UNITS = ("MHz", "TFLOP/s", "GB/s")
+#: what to look at when a fact in a time unit fails, by unit
+CHECK_HINTS = {
+    "MHz": "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE on this GPU: clock-event reasons, the enforced "
+           "power limit, application clocks, temperature; the health_* verdicts of this run",
+    "TFLOP/s": "the SM clock it ran at (in the measured text) against the sustained-clock facts; nvidia-smi -q -d "
+               "PERFORMANCE,POWER for power capping; other processes on the GPU (nvidia-smi)",
+    "GB/s": "nvidia-smi -q -d CLOCK,ECC,PERFORMANCE: the memory clock, ECC and row-remap state (health_* verdicts); "
+            "other processes on the GPU",
+}
 #: how many times a failing measurement is measured again (fresh launches) before it is reported
 CONFIRMATIONS = 2
 
@@ -69,6 +83,15 @@ class Verdict:
     def ok(self) -> bool:
         return self.status in (PASS, RECORDED, SKIPPED)
 
+    @property
+    def gpu_text(self) -> str:
+        """"GPU 0 NVIDIA H100 80GB HBM3 (GPU-7ef69811...)", or "" for a compile-time verdict."""
+        if not self.gpu:
+            return ""
+        g = self.gpu
+        host = f" on {g['host']}" if g.get("host") else ""
+        return f"GPU {g.get('index', '?')} {g.get('name', '?')} ({g.get('uuid') or g.get('pci_bus_id') or 'no UUID'}){host}"
+
     @classmethod
     def from_dict(cls, d: dict) -> Verdict:
         names = {f.name for f in dataclasses.fields(cls)}
@@ -81,15 +104,20 @@ class Verdict:
     def message(self) -> str:
         head = {FAIL: "does not hold", NOISY: "could not be measured reliably",
                 SCHEDULE_CHANGED: "compiler schedule changed", ERROR: "errored",
-                UNSTABLE: "failed once but did not fail again when measured again"}.get(self.status, self.status)
-        lines = [f"fact {self.fact} on {self.arch} {head}:",
-                 f"  expected: {self.expected}",
-                 f"  measured: {self.measured_text}"]
+                UNSTABLE: "failed once but did not fail again when measured again",
+                THROTTLED: "does not hold, measured while the GPU's clocks were held down"}.get(self.status, self.status)
+        lines = [f"fact {self.fact} on {self.arch} {head}:"]
+        if self.gpu:
+            lines.append(f"  GPU:      {self.gpu_text}")
+        lines += [f"  expected: {self.expected}",
+                  f"  measured: {self.measured_text}"]
         if self.flags:
             lines.append(f"  flags:    {', '.join(self.flags)}")
         for n, a in enumerate(self.attempts, 1):
             lines.append(f"  attempt {n}: {a['measured_text']} -> {a['status']}")
         lines += [f"  method:   {self.method}", f"  source:   {self.source}"]
+        if self.status in (FAIL, THROTTLED) and self.unit in CHECK_HINTS:
+            lines.append(f"  check:    {CHECK_HINTS[self.unit]}")
         if self.reproduce:
             lines.append(f"  reproduce: {self.reproduce}")
         return "\n".join(lines)
@@ -108,8 +136,10 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
     if not m.settled:
         status = NOISY
         flags.append(f"noise {m.noise:.2%} over target {m.noise_target:.2%} ({m.stop_reason})")
+    elif fact.accepts(m.median):
+        status = PASS
     else:
-        status = PASS if fact.accepts(m.median) else FAIL
+        status = THROTTLED if m.throttle and fact.unit in TIME_UNITS else FAIL
     return Verdict(fact=fact.name, arch=fact.arch, status=status, expected=fact.expected_text(),
                    measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
                    f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz)",
@@ -164,13 +194,13 @@ def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: 
     says so instead of passing it. Passing verdicts, and verdicts that cannot be measured again,
     are returned as they are.
     """
-    if first.status not in (FAIL, NOISY) or measure_again is None:
+    if first.status not in (FAIL, THROTTLED, NOISY) or measure_again is None:
         return first
     runs = [first] + [measure_again() for _ in range(times)]
     attempts = [{"measured": r.measured, "measured_text": r.measured_text.split("\n")[0], "status": r.status}
                 for r in runs]
     statuses = {r.status for r in runs}
-    if statuses <= {FAIL, NOISY}:
+    if statuses <= {FAIL, THROTTLED, NOISY}:
         final = dataclasses.replace(first, attempts=attempts)
         final.flags = [*first.flags, f"confirmed: failed {len(runs)} of {len(runs)} measurements"]
         return final
@@ -180,7 +210,7 @@ def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: 
 
 
 def raise_for(v: Verdict) -> None:
-    if v.status == FAIL:
+    if v.status in (FAIL, THROTTLED):
         raise FactMismatch(v.message())
     if v.status == NOISY:
         raise NoisyMeasurement(v.message())

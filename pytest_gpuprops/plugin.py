@@ -521,4 +521,10 @@ def write_plots(state: GpuPropsState, meta: dict) -> list[Path]:
     if pts.get("smem_bandwidth"):
         vals = {p["label"]: p["bytes_per_cycle"] for p in pts["smem_bandwidth"]}
         made.append(report.plot_bandwidth(vals, 128.0, out / "smem_bandwidth.png", title))
+    if pts.get("dsmem_latency"):
+        made.append(report.plot_dsmem(pts["dsmem_latency"], out / "dsmem_latency_vs_cluster_size.png", title))
+    if pts.get("wgmma_flop_per_clk"):
+        made.append(report.plot_wgmma_rate(pts["wgmma_flop_per_clk"], out / "wgmma_flop_per_clk_vs_n.png", title))
+    if pts.get("sustained_clock"):
+        made.append(report.plot_clock(pts["sustained_clock"], out / "sm_clock_under_stress.png", title))
     return made

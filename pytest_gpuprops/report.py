@@ -192,3 +192,81 @@ def plot_bandwidth(values: dict[str, float], peak: float, path: Path, title: str
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_dsmem(points: list[dict], path: Path, title: str) -> Path:
+    """Cycles per hop of the distributed-shared-memory chase against the cluster size, with the same
+    chase through the CTA's own shared memory (points with ``cluster`` None) as a line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    remote = sorted((p["cluster"], p["cycles"]) for p in points if p.get("cluster") is not None)
+    if remote:
+        ax.plot([c for c, _ in remote], [y for _, y in remote], marker="o", label="neighbour CTA's shared memory")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([c for c, _ in remote], [str(c) for c, _ in remote])
+    for p in points:
+        if p.get("cluster") is None:
+            ax.axhline(p["cycles"], color="k", ls="--", lw=1, label=f"own shared memory ({p['cycles']:.1f})")
+    ax.set_xlabel("CTAs per cluster")
+    ax.set_ylabel("cycles per dependent 8-byte load")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_wgmma_rate(points: list[dict], path: Path, title: str) -> Path:
+    """FLOP (OP) per clock per SM against N, one colour per type (ss solid, rs dotted), each with the
+    model's value dashed: what the wgmma model facts assert, case by case."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    dtypes = sorted({p["dtype"] for p in points})
+    for k, dtype in enumerate(dtypes):
+        color = f"C{k % 10}"
+        for operands, style in (("ss", "-"), ("rs", ":")):
+            pts = sorted((p["n"], p["measured"], p["model"]) for p in points
+                         if p["dtype"] == dtype and p["operands"] == operands)
+            if not pts:
+                continue
+            ax.plot([n for n, _, _ in pts], [y for _, y, _ in pts], marker="o", ms=3, ls=style, color=color,
+                    label=f"{dtype} {operands}")
+            ax.plot([n for n, _, _ in pts], [m for _, _, m in pts], ls="--", lw=0.8, color=color)
+    ax.plot([], [], ls="--", color="k", lw=0.8, label="model")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("N (wgmma m64nNk*)")
+    ax.set_ylabel("FLOP (OP) per clock per SM")
+    ax.set_title(title)
+    ax.legend(fontsize=6, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_clock(points: list[dict], path: Path, title: str) -> Path:
+    """The SM clock over each whole-GPU stress (kernel-side bins), with its sustained value dashed and
+    the throttle reasons NVML reported in the legend."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    for k, p in enumerate(points):
+        color = f"C{k % 10}"
+        series = p.get("series") or []
+        why = f"; {'+'.join(p['throttle'])}" if p.get("throttle") else ""
+        ax.plot([t for t, _ in series], [mhz for _, mhz in series], lw=1, color=color,
+                label=f"{p['load']} (sustained {p['sustained']:.0f} MHz{why})")
+        ax.axhline(p["sustained"], color=color, ls="--", lw=0.8)
+    ax.set_xlabel("seconds since the first launch")
+    ax.set_ylabel("SM clock, MHz (clock64 / %globaltimer, 10 ms bins)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -81,7 +81,7 @@ PER_SM_CYCLE: dict[str, dict[str, int]] = {
 
 #: Which datasheet figure a workload is compared with.
 PEAK_FIELD = {"ffma": "fp32_tflops", "wgmma_bf16": "bf16_dense_tflops", "wgmma_e4m3": "fp8_dense_tflops",
-              "dram_read": "dram_gbps", "dram_copy": "dram_gbps"}
+              "dram_read": "dram_gbps", "dram_copy": "dram_gbps", "dram_write": "dram_gbps"}
 
 
 def _key(name: str) -> str:
@@ -126,7 +126,8 @@ def wgmma_defines(dtype: str) -> dict:
 STREAM_BLOCK = 256
 STREAM_DEFINES = {"UNROLL": 4, "BLOCK": STREAM_BLOCK}
 VEC_BYTES = 16
-STREAM_KERNELS = {"dram_read": "stream_read", "l2_read": "stream_read_cg", "dram_copy": "stream_copy"}
+STREAM_KERNELS = {"dram_read": "stream_read", "l2_read": "stream_read_cg", "dram_copy": "stream_copy",
+                  "dram_write": "stream_write"}
 
 UNIT_SCALE = {"TFLOP/s": 1e12, "GB/s": 1e9}
 MAX_SCALE = 2**31 - 1
@@ -401,7 +402,7 @@ def stream_workload(cp, fn, kind: str, *, sms: int, max_threads_per_sm: int, nby
     n16 = nbytes // VEC_BYTES
     grid = sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK)
     src = src if src is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
-    if kind == "dram_copy":
+    if kind in ("dram_copy", "dram_write"):
         dst = dst if dst is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
         third = dst
     else:
@@ -447,6 +448,7 @@ _WHAT: dict[str, Callable[[dict], str]] = {
                              "m64n256k32 e4m3 -> f32 (A, B in shared memory) per loop trip",
     "dram_read": lambda ln: f"16-byte loads (LDG.E.128) over a {_mib(ln):.0f} MiB buffer",
     "dram_copy": lambda ln: f"16-byte loads and stores over two {_mib(ln):.0f} MiB buffers; bytes read + written",
+    "dram_write": lambda ln: f"16-byte stores (STG.E.128) of index-dependent values over a {_mib(ln):.0f} MiB buffer",
     "l2_read": lambda ln: f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB buffer (L2 / 4), "
                           "read again and again",
 }
@@ -456,8 +458,9 @@ def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | Non
     """A throughput fact's method text: what one launch does, the timing, the clock, the datasheet fraction."""
     ln = m.launch
     what = _WHAT[ln["kind"]](ln)
+    heat = f"after {ln['preheat_s']:g} s of the same load (the power cap settled), " if ln.get("preheat_s") else ""
     text = (f"{ln['kernel']} ({ln['source']}) on every SM: grid {ln['grid']} x {ln['block']} threads, {what}; "
-            f"launches of ~{ln['launch_s'] * 1e3:.1f} ms, {ln['launches']} back to back between CUDA events per "
+            f"{heat}launches of ~{ln['launch_s'] * 1e3:.1f} ms, {ln['launches']} back to back between CUDA events per "
             f"repeat, median of {m.n} repeats; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block; "
             f"NVML {ln.get('nvml_mhz')} MHz)")
     frac = fraction_text(ln["kind"], m.median, arch, sm_count, m.sm_clock_mhz, sheet)
@@ -550,15 +553,21 @@ def kernel_clock(stamps_list: Sequence) -> float:
 
 
 def measure_rate(cp, wl: Workload, *, name: str, info: measure.GpuInfo, target_launch_s: float = 0.005,
-                 launches: int = 4, stop: StopRule = RATE_STOP, period_s: float = 0.05,
+                 launches: int = 4, stop: StopRule = RATE_STOP, period_s: float = 0.05, preheat_s: float = 0.0,
                  read: Callable | None = None) -> Measurement:  # pragma: no mutate block  (GPU only)
-    """Throughput of ``wl`` in its unit: repeats of ``launches`` timed launches until ``stop`` ends it."""
+    """Throughput of ``wl`` in its unit: repeats of ``launches`` timed launches until ``stop`` ends it.
+    ``preheat_s``: run the workload that long first, so that a load that reaches the power limit is
+    measured at the clock the power cap settles to, not on the way down (a dense tensor-core load on
+    an H100 SXM: 1.98 GHz for the first ~0.1 s, then capped)."""
     read = read or nvml_reader(info)
     with measure.gpu_lock(info.index):
         scale = calibrate(cp, wl, target_launch_s)
         stamps = _new_stamps(cp, wl)
         timeout = max(30.0, 20 * target_launch_s * launches)
         timed_launches(cp, wl, scale, 1, stamps, timeout)  # warm-up at the calibrated length
+        heated = time.monotonic()
+        while time.monotonic() - heated < preheat_s:
+            timed_launches(cp, wl, scale, launches, stamps, timeout)
         values: list[float] = []
         clocks: list[float] = []
         lengths: list[float] = []
@@ -572,14 +581,15 @@ def measure_rate(cp, wl: Workload, *, name: str, info: measure.GpuInfo, target_l
                 clocks.append(kernel_clock(_read_stamps(stamps, wl)))
                 reason = measure.stop_reason(values, stop, time.monotonic() - t_start)
         nvml_mhz = [mhz for _, mhz in nvml.series(0.0)]
-    launch = dict(wl.describe(), scale=scale, launches=launches, work_per_launch=wl.work(scale),
+    launch = dict(wl.describe(), scale=scale, launches=launches, work_per_launch=wl.work(scale), preheat_s=preheat_s,
                   launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
                   nvml_mhz=round(statistics.median(nvml_mhz), 1) if nvml_mhz else None)
     m = Measurement(name=name, unit=wl.unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
                     overhead_cycles=0.0, sm_clock_mhz=round(statistics.median(clocks), 1), throttle=nvml.reasons(),
                     kernel=wl.kernel, launch=launch)
     m.remeasure = lambda: measure_rate(cp, wl, name=name, info=info, target_launch_s=target_launch_s,
-                                       launches=launches, stop=stop, period_s=period_s, read=read)
+                                       launches=launches, stop=stop, period_s=period_s, preheat_s=preheat_s,
+                                       read=read)
     return m
 
 

@@ -59,6 +59,50 @@ def test_throttled_measurement_is_flagged_in_the_verdict():
     assert v.status == A.PASS and "throttled: sw_power_cap" in v.verdict_text
 
 
+CLOCK = Fact(name="sustained_sm_clock_ffma_mhz", arch="sm_90", unit="MHz", method="stress", source="measured",
+             value=1980.0, tolerance_abs=20.0, scope="gpu")
+H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-7ef69811", "pci_bus_id": "0000:19:00.0",
+        "host": "node7"}
+
+
+def test_a_time_unit_fact_below_its_value_at_a_held_down_clock_is_throttled_not_failed():
+    v = A.evaluate(CLOCK, Measurement.given("clk", [1755.0] * 5, unit="MHz", throttle=["sw_power_cap"]))
+    assert v.status == A.THROTTLED and not v.ok and A.THROTTLED in A.NOT_OK
+    v.gpu = H100
+    with pytest.raises(A.FactMismatch) as e:
+        A.raise_for(v)
+    msg = str(e.value)
+    for part in ("held down", "GPU 0 NVIDIA H100 80GB HBM3 (GPU-7ef69811) on node7", "1980 ± 20 MHz", "1755.000 MHz",
+                 "throttled: sw_power_cap", "check:    nvidia-smi -q -d PERFORMANCE"):
+        assert part in msg, part
+
+
+def test_a_time_unit_fact_that_fails_at_full_clock_is_a_plain_failure_with_what_to_check():
+    v = A.evaluate(CLOCK, Measurement.given("clk", [1755.0] * 5, unit="MHz"))
+    assert v.status == A.FAIL and "check:" in v.message() and "GPU" not in v.message().split("\n")[1][:5]
+
+
+@pytest.mark.parametrize("median", [1960.0, 2000.0])
+def test_a_throttled_time_unit_fact_inside_its_tolerance_passes_flagged(median):
+    v = A.evaluate(CLOCK, Measurement.given("clk", [median] * 5, unit="MHz", throttle=["hw_slowdown"]))
+    assert v.status == A.PASS and "throttled: hw_slowdown" in v.verdict_text
+
+
+def test_a_cycle_fact_is_never_excused_by_throttling():
+    wrong = Fact(**{**LDS.__dict__, "value": 30.0})
+    v = A.evaluate(wrong, Measurement.given("lds", [23.0] * 3, throttle=["sw_thermal_slowdown"]))
+    assert v.status == A.FAIL and "check:" not in v.message()
+
+
+def test_a_throttled_failure_is_confirmed_like_a_failure():
+    first = A.evaluate(CLOCK, Measurement.given("clk", [1700.0] * 5, unit="MHz", throttle=["sw_power_cap"]))
+    again = A.confirm(first, lambda: A.evaluate(CLOCK, Measurement.given("clk", [1701.0] * 5, unit="MHz",
+                                                                          throttle=["sw_power_cap"])))
+    assert again.status == A.THROTTLED and "confirmed: failed 3 of 3" in again.verdict_text
+    recovered = A.confirm(first, lambda: A.evaluate(CLOCK, Measurement.given("clk", [1980.0] * 5, unit="MHz")))
+    assert recovered.status == A.UNSTABLE
+
+
 def test_static_fact_per_compiler_and_schedule_drift():
     f = Fact(name="dep", arch="sm_90", unit="cycles", method="m", source="s", kind="static",
              by_compiler={"nvrtc 13.5": 24})

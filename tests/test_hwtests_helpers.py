@@ -137,6 +137,23 @@ def test_percentiles():
         ml.batch_percentiles([1, 2, 3], 50, 2)
 
 
+def test_near_group_is_the_lower_of_two_partitions_or_everything_when_there_is_one():
+    two = [280.0, 313.0, 281.0, 279.0, 312.0, 314.0, 282.0, 311.0, 280.5, 313.5]
+    assert ml.near_group(two) == [280.0, 281.0, 279.0, 282.0, 280.5]
+    one = [280.0, 283.0, 281.0, 279.0, 282.0, 284.0]  # 10th to 90th percentile within 5 %
+    assert ml.near_group(one) == one
+    assert ml.near_group([280.0, 330.0] * 5, split=0.2) == [280.0, 330.0] * 5
+
+
+def test_near_group_batches_take_each_batch_median_of_the_near_lines():
+    lines = [280.0, 282.0, 313.0, 310.0, 284.0, 286.0, 312.0, 311.0]
+    assert ml.near_group_batches(lines, 2) == [282.0, 284.0]  # batch 0: near 280, 284; batch 1: near 282, 286
+    with pytest.raises(ValueError, match="too few"):
+        ml.near_group_batches(lines[:3], 2)
+    with pytest.raises(ValueError, match="no value of the near group"):
+        ml.near_group_batches([280.0, 313.0, 282.0, 310.0, 284.0, 312.0], 2)  # batch 1 is all far
+
+
 # ---------------------------------------------------------------------------------------------- specs
 
 def test_shuffle_index_inputs_are_lane_numbers():

@@ -63,7 +63,8 @@ def test_wgmma_flops_per_launch():
     assert tp.wgmma_flops(1, 1, 1, 1, 1, 256, 32) == 2 * tp.wgmma_flops(1, 1, 1, 1, 1, 256, 16)
 
 
-@pytest.mark.parametrize("kind, expected", [("dram_read", 48_000), ("l2_read", 48_000), ("dram_copy", 96_000)])
+@pytest.mark.parametrize("kind, expected", [("dram_read", 48_000), ("l2_read", 48_000), ("dram_copy", 96_000),
+                                            ("dram_write", 48_000)])
 def test_stream_bytes_count_reads_and_for_a_copy_writes(kind, expected):
     assert tp.stream_bytes(kind, 1000, 3) == expected
 
@@ -466,7 +467,7 @@ class SimCupy(SimGpu):
     loaded cubins simulated (one loop trip: 20 us)."""
 
     ARGS = {"stress_ffma": (3, 1), "stress_wgmma": (3, 1), "stream_read": (4, None), "stream_read_cg": (4, None),
-            "stream_copy": (4, None)}
+            "stream_copy": (4, None), "stream_write": (4, None)}
 
     def __init__(self):
         super().__init__(132, 1755.0, 20_000.0, real_s_per_launch=0.003)
@@ -528,11 +529,11 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester):
     pytester.makepyfile(test_tp=(KERNELS.parent / "hwtests" / "test_throughput_and_clocks.py").read_text())
     common = ["-p", "no:randomly", "-p", "no:cacheprovider", "--gpuprops-kernels", str(KERNELS)]
     r = pytester.runpytest_inprocess(*common, "--gpuprops-record", "rec.toml")
-    r.assert_outcomes(passed=8)
+    r.assert_outcomes(passed=9)
     facts = tomllib.loads((pytester.path / "rec.toml").read_text())["gpus"]["NVIDIA H100 80GB HBM3"]
     assert sorted(facts) == sorted(["sustained_sm_clock_ffma_mhz", "sustained_sm_clock_tensor_mhz", "ffma_fp32_tflops",
                                     "wgmma_bf16_dense_tflops", "wgmma_e4m3_dense_tflops", "dram_read_gbps",
-                                    "dram_copy_gbps", "l2_read_gbps"])
+                                    "dram_write_gbps", "dram_copy_gbps", "l2_read_gbps"])
     assert facts["sustained_sm_clock_ffma_mhz"]["value"] == pytest.approx(1755.0, abs=0.01)
     assert facts["sustained_sm_clock_ffma_mhz"]["unit"] == "MHz"
     assert "of the H100 SXM5 80GB's 1980 MHz max SM clock" in facts["sustained_sm_clock_tensor_mhz"]["method"]
@@ -543,5 +544,6 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester):
     assert "of the H100 SXM5 80GB datasheet's 1978.9 TFLOP/s" in facts["wgmma_e4m3_dense_tflops"]["method"]
     assert facts["dram_copy_gbps"]["value"] == pytest.approx(2 * 16 * 2**20 / 20e-6 / 1e9, abs=1e-3)
     assert "two 16 MiB buffers" in facts["dram_copy_gbps"]["method"]
+    assert facts["dram_write_gbps"]["value"] == pytest.approx(16 * 2**20 / 20e-6 / 1e9, abs=1e-3)
     r = pytester.runpytest_inprocess(*common, "--gpuprops-facts", "rec.toml")
-    r.assert_outcomes(passed=8)
+    r.assert_outcomes(passed=9)
