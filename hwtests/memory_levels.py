@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from pytest_gpuprops.measure import TIER_BAND, lowest_tier
+
 KIB, MIB = 1024, 1024 * 1024
 #: L1 data cache + shared memory per SM, by arch (CUDA C++ Programming Guide, compute capabilities).
 L1_SMEM_PER_SM_KIB = {"sm_75": 96, "sm_80": 192, "sm_86": 128, "sm_87": 192, "sm_89": 128, "sm_90": 256,
@@ -176,33 +178,24 @@ def batch_percentiles(values, q: float, batches: int) -> list[float]:
     return [percentile(values[i::batches], q) for i in range(batches)]
 
 
-def near_group(values, *, split: float = 0.05) -> list[float]:
-    """The values of the nearer of two groups (an L2 line's partition: near or far), in their order.
-
-    The groups are split at the midpoint between the 10th and 90th percentiles; when those are within
-    ``split`` (relative) of each other there is one group, and every value is returned."""
-    lo, hi = percentile(values, 10), percentile(values, 90)
-    if hi - lo <= split * lo:
-        return list(values)
-    cut = (lo + hi) / 2
-    return [v for v in values if v <= cut]
+def near_group(values, *, band: float = TIER_BAND) -> list[float]:
+    """The lowest tier of ``values`` (an L2 line's slice: the nearest ones), in their order
+    (measure.lowest_tier: within ``band`` of the smallest)."""
+    return lowest_tier(list(values), band)
 
 
-def near_group_batches(values, batches: int, *, split: float = 0.05) -> list[float]:
-    """The median of the near group (:func:`near_group`) of each of ``batches`` interleaved batches of
-    ``values`` (values[i::batches], the split made once over all values): their median is the near
-    group's typical value, their spread its sampling noise."""
+def near_group_batches(values, batches: int, *, band: float = TIER_BAND) -> list[float]:
+    """The median of the lowest tier (:func:`near_group`, chosen once over all values) in each of
+    ``batches`` interleaved batches of ``values`` (values[i::batches]): their median is the tier's
+    typical value, their spread its sampling noise."""
     if len(values) < 2 * batches:
         raise ValueError(f"{len(values)} values are too few for {batches} batches")
-    near = set(range(len(values)))
-    lo, hi = percentile(values, 10), percentile(values, 90)
-    if hi - lo > split * lo:
-        near = {i for i, v in enumerate(values) if v <= (lo + hi) / 2}
+    top = min(values) * (1 + band)
     out = []
     for b in range(batches):
-        mine = [values[i] for i in range(b, len(values), batches) if i in near]
+        mine = [v for v in values[b::batches] if v <= top]
         if not mine:
-            raise ValueError(f"batch {b} of {batches} holds no value of the near group: too few values")
+            raise ValueError(f"batch {b} of {batches} holds no value of the lowest tier: too few values")
         out.append(percentile(mine, 50))
     return out
 

@@ -61,8 +61,9 @@ def smem_bytes(vec: int, unroll: int = 32) -> int:
 L1_BW_UNROLL, L1_BW_ITERS, L1_BW_STRIDE = 32, 64, 1024
 #: kernels/l1_bandwidth.cu: two LOP3 per load fold its four words into one register (and one makes
 #: the trip's half, it & 1); loop control: the counter, the half's address, the compare and branch,
-#: YIELD, BSSY/BSYNC
-L1_BW_LOOP = 9
+#: YIELD, BSSY/BSYNC: 9 with NVRTC 13.5, 10 with the device's NVRTC (CUDA 13.0 image, 2026-11-25),
+#: which sets the trip counter to 0 after the start read (IMAD.MOV.U32), once, not per trip
+L1_BW_LOOP = 10
 
 
 def l1_bandwidth() -> KernelSpec:

@@ -50,10 +50,25 @@ CP_ASYNC = {
 }
 
 
+#: An L2 hit's latency depends on the slice that owns the line and on the SM asking (a single line
+#: read 304 cycles in one process and 317 in the next on one H100, 2026-11-25). So the L2 copies run
+#: as SPREAD_CTAS CTAs of one warp, each reading its own line, SPREAD_BYTES apart (an odd number of
+#: 128-byte lines, as the atomics' lines: the line addresses run through every low bit pattern), and
+#: a launch's value is the lowest tier's median over the CTAs (measure mode "lowest_tier").
+SPREAD_CTAS = 64
+SPREAD_BYTES = 4095 * 128
+#: the .ca copies read L1 hits: one CTA, one line
+L2_COPIES = {"cg16"}
+
+
 def cp_async(variant: str) -> KernelSpec:
     cg, size, opcode, _ = CP_ASYNC[variant]
-    return KernelSpec("cp_async_latency.cu", "cp_async_latency", {"CG": cg, "SIZE": size, "PASSES": 2}, grid=1,
-                      block=32, args=lambda cp: (cp.zeros(4096, dtype=cp.uint32), cp.zeros(64, dtype=cp.uint32)),
+    spread = variant in L2_COPIES
+    grid = SPREAD_CTAS if spread else 1
+    words = (grid * SPREAD_BYTES if spread else 16384) // 4
+    return KernelSpec("cp_async_latency.cu", "cp_async_latency",
+                      {"CG": cg, "SIZE": size, "PASSES": 2, "SPREAD": SPREAD_BYTES if spread else 0}, grid=grid,
+                      block=32, args=lambda cp: (cp.zeros(words, dtype=cp.uint32), cp.zeros(64 * grid, dtype=cp.uint32)),
                       region={opcode: 1, "LDGDEPBAR": 1, "DEPBAR.LE": 1})
 
 
@@ -117,8 +132,10 @@ def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
 # bulk copies: cp.async.bulk and cp.async.bulk.tensor (TMA)
 
 BULK_BYTES = (1024, 4096)
-#: dim -> (tensor shape in fp32 elements, innermost first; the box copied)
-TMA_SHAPES = {1: ((4096,), (256,)), 2: ((64, 64), (32, 32))}
+#: dim -> (tensor shape in fp32 elements, innermost first; the box copied). The bulk and tensor loads
+#: run as SPREAD_CTAS CTAs, CTA b at b x TMA_SPREAD[dim] of the outermost dimension: SPREAD_BYTES apart.
+TMA_SPREAD = {1: SPREAD_BYTES // 4, 2: SPREAD_BYTES // 256}
+TMA_SHAPES = {1: ((SPREAD_CTAS * TMA_SPREAD[1],), (256,)), 2: ((64, SPREAD_CTAS * TMA_SPREAD[2] + 32), (32, 32))}
 #: the region of one copy by one thread: lane 0 arms the barrier (SYNCS.ARRIVE.TRANS64) and issues
 #: the copy inside ptxas's ELECT loop (ELECT, BRA.U.ANY: one trip), the other lanes branch round it;
 #: then every lane's try_wait loop. Beside them, uniform-register set-up of the copy's operands and
@@ -133,8 +150,9 @@ def bulk_copy(nbytes: int) -> KernelSpec:
     """cp.async.bulk of ``nbytes`` (a runtime argument: one build for every size)."""
     import numpy as np
     opcode, other = BULK_COPIES["bulk"]
-    return KernelSpec("tma_load.cu", "bulk_copy", {"PASSES": 2}, grid=1, block=32,
-                      args=lambda cp: (cp.zeros(4096, dtype=cp.uint32), np.uint32(nbytes), cp.zeros(64, dtype=cp.uint32)),
+    return KernelSpec("tma_load.cu", "bulk_copy", {"PASSES": 2, "SPREAD": SPREAD_BYTES}, grid=SPREAD_CTAS, block=32,
+                      args=lambda cp: (cp.zeros(SPREAD_CTAS * SPREAD_BYTES // 4, dtype=cp.uint32), np.uint32(nbytes),
+                                       cp.zeros(64 * SPREAD_CTAS, dtype=cp.uint32)),
                       region={**BULK_REGION, opcode: 1}, region_other=other)
 
 
@@ -151,9 +169,10 @@ def tma_tensor(dim: int) -> KernelSpec:
     import numpy as np
     opcode, other = BULK_COPIES[f"tma_{dim}d"]
     shape, box = TMA_SHAPES[dim]
-    return KernelSpec("tma_load.cu", "tma_tensor", {"PASSES": 2, "DIM": dim}, grid=1, block=32,
+    return KernelSpec("tma_load.cu", "tma_tensor", {"PASSES": 2, "DIM": dim, "SPREAD": TMA_SPREAD[dim]},
+                      grid=SPREAD_CTAS, block=32,
                       args=lambda cp: (tensor_map(cp, shape, box), np.uint32(tma_bytes(dim)),
-                                       cp.zeros(64, dtype=cp.uint32)),
+                                       cp.zeros(64 * SPREAD_CTAS, dtype=cp.uint32)),
                       region={**BULK_REGION, opcode: 1}, region_other=other)
 
 

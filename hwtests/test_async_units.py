@@ -53,6 +53,9 @@ gp_facts.register_gpu_scoped("cp_async_cg16_latency_cycles", "cp_async_bulk_4k_l
                              "tma_2d_store_4k_source_read_cycles")
 MBARRIER_FACT = {"parity": "mbarrier_arrive_wait_cycles", "token": "mbarrier_arrive_token_wait_cycles"}
 KIB = {1024: "1k", 4096: "4k"}
+#: how the L2-hit copies are spread and summarized (specs_async.SPREAD_CTAS)
+SPREAD_TEXT = (f"{sa.SPREAD_CTAS} CTAs of one warp, CTA b copying from b x {sa.SPREAD_BYTES} bytes, the median of the "
+               f"CTAs in the lowest tier (within {measure.TIER_BAND:.0%} of the fastest: the nearest L2 slices)")
 
 
 def _skip_if_cluster_refused(gpuprops, spec):
@@ -83,12 +86,16 @@ def test_mbarrier_round_trip(gpuprops, wait, benchmark):
 def test_cp_async_latency(gpuprops, variant, benchmark):
     name = gpuprops.fact_name
     cg, size, opcode, hit = sa.CP_ASYNC[variant]
-    m = gpuprops.measure(name, sa.cp_async(variant), divisor=1)
+    spread = variant in sa.L2_COPIES
+    m = gpuprops.measure(name, sa.cp_async(variant), divisor=1, mode="lowest_tier" if spread else "warp")
+    where = (f"; {sa.SPREAD_CTAS} CTAs of one warp, each its own line {sa.SPREAD_BYTES} bytes from the next, "
+             f"the median of the CTAs in the lowest tier (within {measure.TIER_BAND:.0%} of the fastest: the "
+             "nearest L2 slices)") if spread else ""
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"one warp, one cp.async.{'cg' if cg else 'ca'} of {size} bytes per lane ({opcode}; "
                           f"{32 * size} contiguous bytes per warp) global -> shared, then commit_group + "
                           f"wait_group 0 (LDGDEPBAR, DEPBAR.LE SB0, 0x0); the source warmed by pass 1, so pass "
-                          f"2 (timed) reads {hit}")
+                          f"2 (timed) reads {hit}{where}")
 
 
 @pytest.mark.fact(lambda cluster: f"dsmem_latency_cluster{cluster}_cycles")
@@ -167,12 +174,12 @@ def test_cluster_barrier_release(gpuprops, benchmark):
 @pytest.mark.parametrize("nbytes", sa.BULK_BYTES)
 def test_bulk_copy_latency(gpuprops, nbytes, benchmark):
     name = gpuprops.fact_name
-    m = gpuprops.measure(name, sa.bulk_copy(nbytes), divisor=1)
+    m = gpuprops.measure(name, sa.bulk_copy(nbytes), divisor=1, mode="lowest_tier")
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"one warp; lane 0 arms a fresh mbarrier with mbarrier.arrive.expect_tx {nbytes} and "
                           f"issues cp.async.bulk of {nbytes} contiguous bytes global -> shared (UBLKCP.S.G, in "
                           "ptxas's one-trip ELECT loop), then the warp's try_wait.parity loop until true; the "
-                          "source in L2 from pass 1, pass 2 timed")
+                          f"source in L2 from pass 1, pass 2 timed; {SPREAD_TEXT}")
 
 
 @pytest.mark.fact(lambda dim: f"tma_{dim}d_{KIB[sa.tma_bytes(dim)]}_latency_cycles")
@@ -181,10 +188,11 @@ def test_tma_tensor_latency(gpuprops, dim, benchmark):
     name = gpuprops.fact_name
     shape, box = sa.TMA_SHAPES[dim]
     opcode, _ = sa.BULK_COPIES[f"tma_{dim}d"]
-    m = gpuprops.measure(name, sa.tma_tensor(dim), divisor=1)
+    m = gpuprops.measure(name, sa.tma_tensor(dim), divisor=1, mode="lowest_tier")
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"as the bulk copy, with cp.async.bulk.tensor.{dim}d.tile ({opcode}) of the {box} box "
-                          f"at the origin of an fp32 tensor {shape} (innermost first; {sa.tma_bytes(dim)} bytes; "
+                          f"at outermost coordinate {sa.TMA_SPREAD[dim]} x the CTA's index of an fp32 tensor "
+                          f"{shape} (innermost first; {sa.tma_bytes(dim)} bytes; "
                           "tensor map from cuTensorMapEncodeTiled, no swizzle, passed as a __grid_constant__ "
                           "parameter)")
 

@@ -16,11 +16,11 @@
   in L2 (hits), never in DRAM.
 * Global atomic latency depends on which L2 partition owns the line (H100/H200: two; the far one
   costs ~34 cycles more per atomic), and one line lands in either, run to run. The chain runs on
-  each of 64 lines spread over a 32 MiB buffer; the fact is the near partition's latency: the lines
-  are split into two groups at the midpoint of their 10th and 90th percentiles, and the fact is the
-  median of the near group (atom_global_add_<pattern>_near_latency_cycles); the far group goes to
-  the report only (the measurement's launch info and a plot point), not asserted. An L2 latency, so a
-  fact of the GPU model (its section of the facts file).
+  each of 64 lines spread over a 32 MiB buffer; the lines' latencies fall in tiers (the slice's
+  distance), and the fact is the lowest tier's: the median of the lines within 8 % of the fastest
+  line (atom_global_add_<pattern>_near_latency_cycles); the rest go to the report only (the
+  measurement's launch info and a plot point), not asserted. An L2 latency, so a fact of the GPU
+  model (its section of the facts file).
 """
 
 import pytest
@@ -36,10 +36,11 @@ U = su.DPX_UNROLL
 ILP, WARPS = su.DPX_THROUGHPUT_ILP, su.DPX_THROUGHPUT_WARPS
 #: each line's chain: steady to 0.02 % on the H200, so a few launches settle it
 LINE_STOP = StopRule(noise_target=0.01, min_samples=5, max_samples=20, time_budget_s=0.3)
-#: the near group's median in each of 4 interleaved batches of 16 lines: their spread. The earlier
-#: statistic, the 10th percentile of each of 8 batches of 8 lines (about each batch's lowest line),
-#: spread 3.4 % on the H100 (2026-11-24): a batch minimum follows its one fastest slice.
-NEAR_NOISE = 0.01
+#: the lowest tier's median in each of 4 interleaved batches of 16 lines: their spread, 0.34-1.22 %
+#: in six measurements on the H100 (GPU-7ebe9dba, 2026-11-25; the values 275.4-276.1 distinct,
+#: 339.7-341.2 same address). Splitting at the midpoint of p10 and p90 took two tiers and read 3.3-4.0 %;
+#: the 10th percentile of 8 lines, 3.4 % (2026-11-24).
+NEAR_NOISE = 0.02
 ATOM_THROUGHPUT = [(k, p) for k in su.ATOMIC_KINDS for p in su.ATOMIC_PATTERNS]
 PATTERN = {"distinct": "every lane on its own word of one 128-byte line",
            "same_address": "all 32 lanes on one word"}
@@ -119,7 +120,7 @@ def near_latency(gpuprops, pattern: str) -> Measurement:
 
 
 # One line per run read 278.9, 312.97, 277.7 cycles (distinct) on the H200: the line's L2 partition,
-# not noise. The near partition's latency is asserted; the far one only reported.
+# not noise. The lowest tier's latency is asserted; the slower tiers only reported.
 @pytest.mark.fact("atom_global_add_{pattern}_near_latency_cycles")
 @pytest.mark.parametrize("pattern", sorted(su.ATOMIC_PATTERNS))
 def test_atomic_global_add_near_latency(gpuprops, pattern):
@@ -133,10 +134,9 @@ def test_atomic_global_add_near_latency(gpuprops, pattern):
         f"{su.ATOMIC_LATENCY_UNROLL} {opcode} in one warp, each adding the value the previous one returned, "
         f"{PATTERN[pattern]}, on each of {su.ATOMIC_LINES} lines {su.ATOMIC_LINE_STRIDE} B apart in a "
         f"{su.ATOMIC_SPREAD_BYTES >> 20} MiB buffer (in L2), one line per measurement; cycles per atomic, pass "
-        f"{su.ATOMIC_LATENCY_PASSES} of {su.ATOMIC_LATENCY_PASSES} timed; the lines split into near and far at the "
-        f"midpoint of their p{su.ATOMIC_NEAR_Q} and p{su.ATOMIC_FAR_Q}, the near group's median in each of "
-        f"{su.ATOMIC_NEAR_BATCHES} interleaved batches of lines, their median: the latency in the near L2 partition (the "
-        "far partition's is reported, not asserted)"))
+        f"{su.ATOMIC_LATENCY_PASSES} of {su.ATOMIC_LATENCY_PASSES} timed; the lowest tier: lines within 8 % of the "
+        f"fastest, their median in each of {su.ATOMIC_NEAR_BATCHES} interleaved batches of lines, the median of those "
+        "(the slower tiers are reported, not asserted)"))
 
 
 @pytest.mark.fact("{kind}_add_{pattern}_sm_cycles")

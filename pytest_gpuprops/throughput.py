@@ -235,15 +235,17 @@ def second_half(series: Sequence[tuple[float, float]]) -> list[tuple[float, floa
     return [p for p in series if p[0] >= mid]
 
 
-def window_medians(values: Sequence[float], windows: int = 5) -> list[float]:
-    """The medians of ``windows`` consecutive, near-equal runs of ``values`` (each value alone when
-    there are fewer)."""
+def window_means(values: Sequence[float], windows: int = 5) -> list[float]:
+    """The means of ``windows`` consecutive, near-equal runs of ``values`` (each value alone when
+    there are fewer). A mean, not a median: under a power cap the clock cycles between a plateau and
+    dips (on the H100 under dense wgmma, 2026-11-25: ~1650 MHz with a dip to ~1400 every second), and
+    the work a load does follows the time-averaged clock."""
     if not values:
         return []
     if len(values) <= windows:
         return [float(v) for v in values]
     edges = [round(i * len(values) / windows) for i in range(windows + 1)]
-    return [float(statistics.median(values[a:b])) for a, b in zip(edges, edges[1:])]
+    return [float(statistics.fmean(values[a:b])) for a, b in zip(edges, edges[1:])]
 
 
 def ramp_time_s(series: Sequence[tuple[float, float]], target_mhz: float, frac: float = 0.95) -> float | None:
@@ -253,7 +255,7 @@ def ramp_time_s(series: Sequence[tuple[float, float]], target_mhz: float, frac: 
 
 @dataclasses.dataclass(frozen=True)
 class ClockSummary:
-    sustained_mhz: float  # median of the window medians of the second half
+    sustained_mhz: float  # median of the window means of the second half
     windows_mhz: list[float]
     min_mhz: float  # lowest point from the ramp on (from the second half if it never ramps)
     ramp_s: float | None  # first time at 95 % of sustained
@@ -271,7 +273,7 @@ def summarize_clock(series: Sequence[tuple[float, float]], *, windows: int = 5, 
     if not series:
         raise ValueError("an empty clock series has no sustained clock")
     late = second_half(series)
-    wins = window_medians([mhz for _, mhz in late], windows)
+    wins = window_means([mhz for _, mhz in late], windows)
     sustained = float(statistics.median(wins))
     ramp = ramp_time_s(series, sustained, frac)
     loaded = [mhz for t, mhz in series if t >= ramp] if ramp is not None else [mhz for _, mhz in late]
@@ -474,7 +476,7 @@ def clock_method(m: Measurement, sheet: Datasheet | None) -> str:
     text = (f"{ln['kernel']} ({ln['source']}, {ln['kind']}) on all {ln['sms_covered']} SMs, grid {ln['grid']} x "
             f"{ln['block']}, launches of ~{ln['launch_s'] * 1e3:.0f} ms two deep for {ln['duration_s']:g} s after "
             f"{ln['idle_s']:g} s idle; clock64 / %globaltimer per block between {ln['samples']} stamps, "
-            f"{ln['bin_s'] * 1e3:g} ms bins; sustained = median of the medians of 5 windows of the second half "
+            f"{ln['bin_s'] * 1e3:g} ms bins; sustained = median of the means of 5 windows of the second half "
             f"({m.median:.0f} MHz; min {k['min_mhz']:.0f}, ramp to 95 % "
             f"{'never' if k['ramp_s'] is None else format(k['ramp_s'], '.3f') + ' s'}); NVML every "
             f"{ln['period_s'] * 1e3:.0f} ms: sustained {n.get('sustained_mhz')} MHz, min {n.get('min_mhz')}, "
@@ -490,7 +492,7 @@ def clock_method(m: Measurement, sheet: Datasheet | None) -> str:
 
 #: Throughput repeats: the usual noise target, at least 5 and at most 20 repeats, 0.6 s each.
 RATE_STOP = StopRule(noise_target=0.01, min_samples=5, max_samples=20, time_budget_s=0.6)
-#: A sustained clock's window medians may differ by this much before it is NOISY.
+#: A sustained clock's window means may differ by this much before it is NOISY.
 CLOCK_NOISE = 0.02
 
 

@@ -137,21 +137,20 @@ def test_percentiles():
         ml.batch_percentiles([1, 2, 3], 50, 2)
 
 
-def test_near_group_is_the_lower_of_two_partitions_or_everything_when_there_is_one():
-    two = [280.0, 313.0, 281.0, 279.0, 312.0, 314.0, 282.0, 311.0, 280.5, 313.5]
-    assert ml.near_group(two) == [280.0, 281.0, 279.0, 282.0, 280.5]
-    one = [280.0, 283.0, 281.0, 279.0, 282.0, 284.0]  # 10th to 90th percentile within 5 %
-    assert ml.near_group(one) == one
-    assert ml.near_group([280.0, 330.0] * 5, split=0.2) == [280.0, 330.0] * 5
+def test_near_group_is_the_lowest_tier_within_the_band_of_the_smallest():
+    tiers = [280.0, 313.0, 281.0, 279.0, 460.0, 314.0, 282.0, 500.0, 280.5, 313.5]
+    assert ml.near_group(tiers) == [280.0, 281.0, 279.0, 282.0, 280.5]  # up to 279 x 1.08 = 301.3
+    assert ml.near_group(tiers, band=0.13) == [280.0, 313.0, 281.0, 279.0, 314.0, 282.0, 280.5, 313.5]
+    assert ml.near_group([]) == []
 
 
-def test_near_group_batches_take_each_batch_median_of_the_near_lines():
+def test_near_group_batches_take_each_batch_median_of_the_lowest_tier():
     lines = [280.0, 282.0, 313.0, 310.0, 284.0, 286.0, 312.0, 311.0]
-    assert ml.near_group_batches(lines, 2) == [282.0, 284.0]  # batch 0: near 280, 284; batch 1: near 282, 286
+    assert ml.near_group_batches(lines, 2) == [282.0, 284.0]  # batch 0: 280, 284; batch 1: 282, 286
     with pytest.raises(ValueError, match="too few"):
         ml.near_group_batches(lines[:3], 2)
-    with pytest.raises(ValueError, match="no value of the near group"):
-        ml.near_group_batches([280.0, 313.0, 282.0, 310.0, 284.0, 312.0], 2)  # batch 1 is all far
+    with pytest.raises(ValueError, match="no value of the lowest tier"):
+        ml.near_group_batches([280.0, 313.0, 282.0, 310.0, 284.0, 312.0], 2)  # batch 1 is all slower
 
 
 # ---------------------------------------------------------------------------------------------- specs

@@ -148,14 +148,16 @@ def test_clock_series_bins_intervals_by_their_midpoint():
         tp.clock_series(intervals, t0_ns=0, bin_ns=0)
 
 
-def test_second_half_and_window_medians():
+def test_second_half_and_window_means():
     series = [(t / 10, 1000 + t) for t in range(11)]  # 0 .. 1 s
     assert [t for t, _ in tp.second_half(series)] == [0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     assert tp.second_half([]) == []
-    assert tp.window_medians([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 5) == [1.5, 3.5, 5.5, 7.5, 9.5]
-    assert tp.window_medians([3, 1], 5) == [3.0, 1.0]
-    assert tp.window_medians([], 5) == []
-    assert tp.window_medians([5, 1, 9, 7, 3, 8, 2], 2) == [6.0, 3.0]  # [5, 1, 9, 7] and [3, 8, 2]
+    assert tp.window_means([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 5) == [1.5, 3.5, 5.5, 7.5, 9.5]
+    assert tp.window_means([3, 1], 5) == [3.0, 1.0]
+    assert tp.window_means([], 5) == []
+    assert tp.window_means([5, 1, 9, 7, 3, 8, 3], 2) == [5.5, pytest.approx(14 / 3)]  # [5, 1, 9, 7], [3, 8, 3]
+    # a plateau with a dip: the mean counts the dip's time, a median would not
+    assert tp.window_means([1650, 1650, 1650, 1400, 1400], 1) == [1550.0]
 
 
 def test_ramp_time_is_the_first_point_at_95_percent():
@@ -521,6 +523,8 @@ def pytest_unconfigure(config):
 @pytest.fixture(autouse=True)
 def _short(request, monkeypatch):
     monkeypatch.setattr(request.module, "STRESS_S", 0.1)
+    monkeypatch.setattr(request.module, "TENSOR_STRESS_S", 0.1)
+    monkeypatch.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
 '''
 
 

@@ -7,6 +7,15 @@
 #                                                         BUDGET_S: start no run after this many seconds
 #   tools/device_validation.sh fleet                      every GPU of the node in one xdist run, the
 #                                                         same on GPU 0 alone, and a planted outlier
+#   tools/device_validation.sh new "<-k expression>"    record the facts the -k expression selects that FACTS
+#                                                         lacks, merge them into FACTS ($OUT/merged.toml), then
+#                                                         the whole suite cold (empty kernel cache) and warm
+#                                                         against the merged file, with report, plots and
+#                                                         --durations; NEW_RUNS more warm GPU-suite runs
+#   tools/device_validation.sh planted                    a planted 5 % shift of each new kind of fact against
+#                                                         FACTS: a TMA latency, the atomic near-partition
+#                                                         statistic, the wgmma FLOP/clk model (its shared-
+#                                                         memory bandwidth 5 % low), a sustained clock 5 % low
 #   tools/device_validation.sh trust                      RUNS (default 3) GPU-suite runs, then one planted
 #                                                         5 % shift of each kind of fact (scalar, per-hop
 #                                                         percentile, model): each must FAIL confirmed; an
@@ -101,7 +110,55 @@ PY
   timed "missing GPU (--gpu 3)" "$LOGS/missing.log" $RUN -m "not static" --gpu 3
   grep -a "asks for GPU" "$LOGS/missing.log" | head -2
   ;;
+new)
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.mem,power.limit --format=csv
+  timed "record new" "$LOGS/record.log" $RUN -m "not static" -k "$2" --gpuprops-facts "$FACTS" \
+    --gpuprops-record "$LOGS/recorded.toml" --gpuprops-report "$LOGS/recorded.json"
+  grep -aE "RECORDED|NOISY|FAIL|ERROR" "$LOGS/record.log" | head -60
+  python3 tools/merge_facts.py "$FACTS" "$LOGS/recorded.toml" -o "$OUT/merged.toml" | tail -2
+  cp "$LOGS/recorded.toml" "$OUT/recorded.toml"
+  export GPUPROPS_CACHE_DIR=$(mktemp -d)
+  timed "full cold" "$LOGS/full_cold.log" $RUN --gpuprops-facts "$OUT/merged.toml" --durations=25 \
+    --gpuprops-report "$LOGS/full_cold.json"
+  timed "full warm" "$LOGS/full_warm.log" $RUN --gpuprops-facts "$OUT/merged.toml" --durations=25 \
+    --gpuprops-report "$OUT/full_warm.json" --gpuprops-plots "$OUT/plots"
+  grep -aE "^(FAILED|ERROR)" "$LOGS/full_warm.log" | head -20
+  for i in $(seq 1 "${NEW_RUNS:-0}"); do
+    timed "gpu warm $i" "$LOGS/gpu$i.log" $RUN -m "not static" --gpuprops-facts "$OUT/merged.toml" \
+      --gpuprops-report "$LOGS/gpu$i.json"
+    grep -aE "^(FAILED|ERROR)" "$LOGS/gpu$i.log" | head -20
+  done
+  timed "validation marker" "$LOGS/validation.log" $RUN -m validation --gpuprops-facts "$OUT/merged.toml"
+  grep -a -A30 "slowest" "$LOGS/full_warm.log" | head -32
+  ;;
+planted)
+  python3 - "$FACTS" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+# the wgmma model's shared-memory bandwidth 5 % low: its bandwidth-bound cases (ss, N < 64) predict 5 % less
+m = re.search(r"(\[smem_lds_float4_bytes_per_cycle\]\nvalue = )([0-9.]+)", text)
+open("/tmp/planted_wgmma.toml", "w").write(text.replace(m.group(0), m.group(1) + f"{float(m.group(2)) * 0.95:.3f}"))
+PY
+  for shift in "tma_2d_store_4k_latency_cycles:+5%" "atom_global_add_distinct_near_latency_cycles:-5%" \
+               "sustained_sm_clock_ffma_mhz:-5%" "dsmem_latency_cluster4_cycles:+5%"; do
+    name=${shift%%:*}
+    value=$(python3 - "$FACTS" "$name" "${shift##*:}" <<'PY'
+import sys, tomllib
+facts = tomllib.load(open(sys.argv[1], "rb"))
+sections = [facts] + list(facts.get("gpus", {}).values())
+value = next(s[sys.argv[2]]["value"] for s in sections if sys.argv[2] in s)
+print(f"{value * float(sys.argv[3].rstrip('%')) / 100:+.3f}")
+PY
+)
+    GPUPROPS_PLANT_SHIFT="0:$name:$value" timed "planted $name $value" "$LOGS/planted_$name.log" \
+      $RUN -m "not static" -k "$name" --gpuprops-facts "$FACTS"
+    grep -a -m1 -A16 "does not hold" "$LOGS/planted_$name.log"
+  done
+  timed "planted wgmma model (smem bandwidth 5 % low)" "$LOGS/planted_wgmma.log" $RUN -m "not static" \
+    -k "wgmma_dense_flop_rate" --gpuprops-facts /tmp/planted_wgmma.toml
+  grep -a -m1 -A10 "does not hold" "$LOGS/planted_wgmma.log"
+  ;;
 *)
-  echo "usage: $0 record <-k expr> | validate | fleet | trust" >&2; exit 2;;
+  echo "usage: $0 record <-k expr> | new <-k expr> | planted | validate | fleet | trust" >&2; exit 2;;
 esac
 tar -C "$LOGS" -czf "$OUT/${1}.tar.gz" .

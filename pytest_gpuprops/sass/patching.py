@@ -7,6 +7,7 @@ exactly as intended and every other instruction exactly as before; otherwise it 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 from collections.abc import Iterable
 
@@ -81,34 +82,100 @@ def usable_registers(instrs: list[Instruction], kinfo: KernelInfo) -> int:
 _REG_TOKEN = re.compile(r"\bR(\d+)\b")
 
 
-def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozenset[int] | None,
-              usable: int) -> tuple[int, int, str]:
-    """New (lo, hi) and the text nvdisasm must print for them, or PatchRefused."""
-    where = f"{kinfo.name}+{ins.offset:#06x} ({ins.text})"
-    if ins.base_opcode in _CONTROL_FLOW:
-        raise PatchRefused(f"{where}: control-flow instructions are never patched (branch offsets differ by arch)")
-    if ins.offset in kinfo.protected_offsets:
-        raise PatchRefused(f"{where}: listed in .nv.info.{kinfo.name} or relocated; the driver may rewrite it")
-    lo, hi = ins.lo, ins.hi
-    ctrl = ins.control
-    text = ins.text
-    fields = {}
-    for name in ("reuse", "stall", "yield_flag", "read_barrier", "write_barrier", "wait_mask"):
-        v = getattr(edit, name)
-        if v is not _KEEP:
-            fields[name] = v
-    new_ctrl = dataclasses.replace(ctrl, **fields)
+class _Static:
+    """What planning needs of one instruction that no edit changes, read off the kernel's listing
+    once per :class:`_KernelFacts` (not once per edit)."""
 
-    ops = ins.operands
-    regs_edit = edit.regs is not _KEEP
-    reuse_edit = "reuse" in fields
-    if regs_edit or reuse_edit:
+    __slots__ = ("where", "refusal", "ffma_refusal", "cur", "opcode", "predicate", "ctrl", "c")
+
+    def __init__(self, ins: Instruction, kinfo: KernelInfo):
+        self.where = where = f"{kinfo.name}+{ins.offset:#06x} ({ins.text})"
+        self.refusal = None
+        if ins.base_opcode in _CONTROL_FLOW:
+            self.refusal = f"{where}: control-flow instructions are never patched (branch offsets differ by arch)"
+        elif ins.offset in kinfo.protected_offsets:
+            self.refusal = f"{where}: listed in .nv.info.{kinfo.name} or relocated; the driver may rewrite it"
+        ops = ins.operands
+        self.ffma_refusal = None
+        self.cur: tuple[int, ...] = ()
         if ins.opcode_bits != FFMA_RRRR_OPCODE or ins.base_opcode != "FFMA" or len(ops) != 4 \
                 or not all(_PLAIN_REG.match(o) for o in ops):
-            raise PatchRefused(f"{where}: register and reuse fields are encoded only for plain FFMA R, R, R, R "
-                               f"(opcode 0x{FFMA_RRRR_OPCODE:03x}); this is opcode 0x{ins.opcode_bits:03x}")
-        cur = [RZ if o.split(".")[0] == "RZ" else int(o.split(".")[0][1:]) for o in ops]
-        regs = list(edit.regs) if regs_edit else cur
+            self.ffma_refusal = (f"{where}: register and reuse fields are encoded only for plain FFMA R, R, R, R "
+                                 f"(opcode 0x{FFMA_RRRR_OPCODE:03x}); this is opcode 0x{ins.opcode_bits:03x}")
+        else:
+            self.cur = tuple(RZ if o.split(".")[0] == "RZ" else int(o.split(".")[0][1:]) for o in ops)
+        self.opcode = ins.opcode
+        self.predicate = ins.predicate
+        self.ctrl = ins.control
+        self.c = ins.hi >> 41  # the control bits ``ctrl`` was decoded from
+
+
+class _KernelFacts:
+    """One kernel as planning reads it: its info, listing (by offset), code bytes and usable
+    registers, read once for all the patches that one call plans (``patch_many``: hundreds of
+    register-bank variants of one kernel), with each instruction's :class:`_Static` read the first
+    time an edit names it. ``memo`` keeps, for (old control bits, control fields asked for, their
+    types), the new ControlCode and its bits: ControlCode arithmetic, a pure function of that key;
+    never a verdict on a patch (every patch is verified against nvdisasm's reading of its bytes)."""
+
+    __slots__ = ("kinfo", "text", "usable", "by_off", "statics", "memo")
+
+    def __init__(self, cubin: Cubin, kernel: str):
+        self.kinfo = cubin.kernel(kernel)
+        instrs = cubin.instructions(kernel)
+        self.usable = usable_registers(instrs, self.kinfo)
+        self.text = cubin.text(kernel)
+        self.by_off = {i.offset: i for i in instrs}
+        self.statics: dict[int, _Static] = {}
+        self.memo: dict = {}
+
+    def static(self, ins: Instruction) -> _Static:
+        s = self.statics.get(ins.offset)
+        if s is None:
+            s = self.statics[ins.offset] = _Static(ins, self.kinfo)
+        return s
+
+
+_CONTROL_FIELDS = ("reuse", "stall", "yield_flag", "read_barrier", "write_barrier", "wait_mask")
+_asked = operator.attrgetter(*_CONTROL_FIELDS)
+#: what :func:`_reg_name` prints for each register number a patch may name (0..254 and RZ)
+_REG_NAMES = tuple(_reg_name(r) for r in range(RZ + 1))
+_REUSE = ("", ".reuse")
+_LOW41 = (1 << 41) - 1
+_MEMO_LIMIT = 1 << 12
+
+
+def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozenset[int] | None,
+              usable: int, static: _Static | None = None, memo: dict | None = None) -> tuple[int, int, str]:
+    """New (lo, hi) and the text nvdisasm must print for them, or PatchRefused.
+
+    ``static``: :class:`_Static` of ``ins`` (read here where not given); ``memo``: the kernel facts'
+    memo of control codes (:class:`_KernelFacts`), or None."""
+    s = static if static is not None else _Static(ins, kinfo)
+    if s.refusal is not None:
+        raise PatchRefused(s.refusal)
+    lo, hi = ins.lo, ins.hi
+    text = ins.text
+    asked = _asked(edit)
+    known = key = None
+    if memo is not None:
+        key = (s.c, asked, tuple(map(type, asked)))
+        try:
+            known = memo.get(key)
+        except TypeError:  # an unhashable field value: computed, not remembered
+            key = None
+    if known is not None:
+        new_ctrl = known[0]
+    else:
+        fields = {name: v for name, v in zip(_CONTROL_FIELDS, asked) if v is not _KEEP}
+        new_ctrl = dataclasses.replace(s.ctrl, **fields)
+
+    if edit.regs is not _KEEP or asked[0] is not _KEEP:  # registers or reuse flags
+        if s.ffma_refusal is not None:
+            raise PatchRefused(s.ffma_refusal)
+        where = s.where
+        cur = s.cur
+        regs = list(edit.regs) if edit.regs is not _KEEP else list(cur)
         if len(regs) != 4:
             raise PatchRefused(f"{where}: regs must be (Rd, Ra, Rb, Rc), got {regs}")
         regs = [cur[i] if r is None else int(r) for i, r in enumerate(regs)]
@@ -122,36 +189,46 @@ def _plan_one(ins: Instruction, edit: Edit, kinfo: KernelInfo, scratch: frozense
             if regs[0] not in allowed:
                 raise PatchRefused(f"{where}: writing R{regs[0]} would clobber a live register; only the "
                                    f"designated scratch register(s) {sorted(allowed)} may be written")
-        if new_ctrl.reuse and new_ctrl.yield_flag:
+        reuse = new_ctrl.reuse
+        if reuse and new_ctrl.yield_flag:
             raise PatchRefused(f"{where}: reuse flags are ignored (and not printed) on an instruction with the "
                                "yield flag set; clear yield (yield_flag=False) to use reuse")
         for i, r in enumerate(regs[1:]):
-            if r == RZ and new_ctrl.reuse >> i & 1:
+            if r == RZ and reuse >> i & 1:
                 raise PatchRefused(f"{where}: RZ cannot be marked .reuse (slot {'ABC'[i]})")
         lo = (lo & ~(0xFF << 16) & ~(0xFF << 24) & ~(0xFF << 32)) | (regs[0] << 16) | (regs[1] << 24) | (regs[2] << 32)
         hi = (hi & ~0xFF) | regs[3]
-        srcs = [_reg_name(r) + (".reuse" if new_ctrl.reuse >> i & 1 else "") for i, r in enumerate(regs[1:])]
-        body = f"{ins.opcode} {_reg_name(regs[0])}, " + ", ".join(srcs)
-        text = f"{ins.predicate} {body}" if ins.predicate else body
+        names = _REG_NAMES
+        body = (f"{s.opcode} {names[regs[0]]}, {names[regs[1]]}{_REUSE[reuse & 1]}, "
+                f"{names[regs[2]]}{_REUSE[reuse >> 1 & 1]}, {names[regs[3]]}{_REUSE[reuse >> 2 & 1]}")
+        text = f"{s.predicate} {body}" if s.predicate else body
     elif new_ctrl.reuse and new_ctrl.yield_flag:
-        raise PatchRefused(f"{where}: setting yield would hide its reuse flags")
-    hi = new_ctrl.apply(hi)
-    return lo, hi, text
+        raise PatchRefused(f"{s.where}: setting yield would hide its reuse flags")
+    if known is not None:
+        bits = known[1]
+    else:
+        bits = new_ctrl.bits()  # refuses out-of-range fields; a refusal is never remembered
+        if key is not None and len(memo) < _MEMO_LIMIT:
+            memo[key] = (new_ctrl, bits)
+    return lo, (hi & _LOW41) | (bits << 41), text
 
 
-def _plan(cubin: Cubin, kernel: str, edits: list[Edit], scratch) -> tuple[bytes, dict[int, tuple[int, int, str]]]:
-    kinfo = cubin.kernel(kernel)
-    instrs = cubin.instructions(kernel)
-    by_off = {i.offset: i for i in instrs}
-    usable = usable_registers(instrs, kinfo)
-    text = bytearray(cubin.text(kernel))
+def _plan(cubin: Cubin, kernel: str, edits: list[Edit], scratch,
+          facts: _KernelFacts | None = None) -> tuple[bytes, dict[int, tuple[int, int, str]]]:
+    """The patched code of ``kernel`` and, per edited offset, (lo, hi, text nvdisasm must print).
+    ``facts``: the kernel as read for an earlier plan of the same call (:func:`patch_many`);
+    read here where not given."""
+    facts = facts if facts is not None else _KernelFacts(cubin, kernel)
+    by_off, kinfo, usable, memo, static = facts.by_off, facts.kinfo, facts.usable, facts.memo, facts.static
+    text = bytearray(facts.text)
     planned: dict[int, tuple[int, int, str]] = {}
     for e in edits:
-        if e.offset not in by_off:
+        ins = by_off.get(e.offset)
+        if ins is None:
             raise PatchRefused(f"{kernel} has no instruction at offset {e.offset:#06x}")
         if e.offset in planned:
             raise PatchRefused(f"{kernel}+{e.offset:#06x} is edited twice in one patch")
-        lo, hi, t = _plan_one(by_off[e.offset], e, kinfo, scratch, usable)
+        lo, hi, t = _plan_one(ins, e, kinfo, scratch, usable, static(ins), memo)
         planned[e.offset] = (lo, hi, t)
         text[e.offset:e.offset + 16] = join_words(lo, hi)
     return bytes(text), planned
@@ -207,7 +284,8 @@ def patch_many(cubin: Cubin, kernel: str, variants: list[list[Edit]], *,
     if not variants:
         return []
     frozen = frozenset(scratch) if scratch is not None else None
-    plans = [_plan(cubin, kernel, v, frozen) for v in variants]
+    facts = _KernelFacts(cubin, kernel)  # read once, for every variant
+    plans = [_plan(cubin, kernel, v, frozen, facts=facts) for v in variants]
     # The original code is read with them so that before and after come from the same listing mode.
     listings = code_listings([cubin.text(kernel)] + [t for t, _ in plans], cubin.arch)
     before = listings[0]
