@@ -16,7 +16,7 @@ from .assertions import Verdict
 
 HEADERS = ["fact", "arch", "expected", "measured", "verdict"]
 #: the order statuses are counted in: what needs attention first
-STATUS_ORDER = ["FAIL", "UNSTABLE", "NOISY", "ERROR", "SCHEDULE CHANGED", "OUTLIER", "MOVED", "PASS", "RECORDED",
+STATUS_ORDER = ["FAIL", "THROTTLED", "UNSTABLE", "NOISY", "ERROR", "SCHEDULE CHANGED", "OUTLIER", "MOVED", "PASS", "RECORDED",
                 "SKIPPED"]
 
 

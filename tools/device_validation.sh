@@ -11,7 +11,9 @@
 #                                                         lacks, merge them into FACTS ($OUT/merged.toml), then
 #                                                         the whole suite cold (empty kernel cache) and warm
 #                                                         against the merged file, with report, plots and
-#                                                         --durations; NEW_RUNS more warm GPU-suite runs
+#                                                         --durations; NEW_RUNS more warm GPU-suite runs;
+#                                                         DROP (a regex): facts removed from FACTS first, to
+#                                                         be recorded afresh (their method changed)
 #   tools/device_validation.sh planted                    a planted 5 % shift of each new kind of fact against
 #                                                         FACTS: a TMA latency, the atomic near-partition
 #                                                         statistic, the wgmma FLOP/clk model (its shared-
@@ -112,6 +114,9 @@ PY
   ;;
 new)
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.mem,power.limit --format=csv
+  if [ -n "${DROP:-}" ]; then  # facts whose method changed: recorded afresh
+    python3 tools/merge_facts.py "$FACTS" -o "$LOGS/base.toml" --drop "$DROP" && FACTS=$LOGS/base.toml
+  fi
   timed "record new" "$LOGS/record.log" $RUN -m "not static" -k "$2" --gpuprops-facts "$FACTS" \
     --gpuprops-record "$LOGS/recorded.toml" --gpuprops-report "$LOGS/recorded.json"
   grep -aE "RECORDED|NOISY|FAIL|ERROR" "$LOGS/record.log" | head -60
@@ -130,6 +135,7 @@ new)
   done
   timed "validation marker" "$LOGS/validation.log" $RUN -m validation --gpuprops-facts "$OUT/merged.toml"
   grep -a -A30 "slowest" "$LOGS/full_warm.log" | head -32
+  [ -n "${PLANTED:-}" ] && FACTS=$OUT/merged.toml bash "$0" planted
   ;;
 planted)
   python3 - "$FACTS" <<'PY'

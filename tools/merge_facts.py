@@ -1,10 +1,12 @@
 """Merge facts recorded on a GPU (--gpuprops-record) into a facts file, for review.
 
-    python3 tools/merge_facts.py BASE.toml RECORDED.toml -o OUT.toml [--replace REGEX]
+    python3 tools/merge_facts.py BASE.toml RECORDED.toml -o OUT.toml [--replace REGEX] [--drop REGEX]
+    python3 tools/merge_facts.py BASE.toml -o OUT.toml --drop REGEX      # BASE without those facts
 
 Facts the base file lacks are added (with the recorded value, default tolerance and provenance);
 facts whose name matches --replace take the recorded value and source but keep the base file's
-reviewed tolerance and method; every other base fact is kept as it is. GPU sections are merged the
+reviewed tolerance and method; facts whose name matches --drop are removed from the base first (so
+that a fact whose method changed is recorded afresh); every other base fact is kept as it is. GPU sections are merged the
 same way. The result is validated by reading it back.
 """
 
@@ -16,11 +18,16 @@ import sys
 from pytest_gpuprops import facts as F
 
 
-def merge(base: F.Facts, recorded: F.Facts, replace: str | None) -> list[F.Fact]:
+def merge(base: F.Facts, recorded: F.Facts | None, replace: str | None, drop: str | None = None) -> list[F.Fact]:
     pattern = re.compile(replace) if replace else None
+    dropped = re.compile(drop) if drop else None
     out = {(f.gpu, f.name): f for f in base.values()}
     for sec in base.gpu_sections.values():
         out.update({(f.gpu, f.name): f for f in sec.values()})
+    if dropped:
+        out = {k: f for k, f in out.items() if not dropped.search(f.name)}
+    if recorded is None:
+        return list(out.values())
     new = list(recorded.values()) + [f for sec in recorded.gpu_sections.values() for f in sec.values()]
     for f in new:
         key = (f.gpu, f.name)
@@ -35,17 +42,21 @@ def merge(base: F.Facts, recorded: F.Facts, replace: str | None) -> list[F.Fact]
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base")
-    ap.add_argument("recorded")
+    ap.add_argument("recorded", nargs="?", default=None)
     ap.add_argument("-o", "--out", required=True)
     ap.add_argument("--replace", default=None, help="regex of fact names whose value is taken from the recording")
+    ap.add_argument("--drop", default=None, help="regex of fact names removed from the base before merging")
     a = ap.parse_args(argv)
-    base, recorded = F._parse(F.Path(a.base)), F._parse(F.Path(a.recorded))
-    facts = merge(base, recorded, a.replace)
+    if a.recorded is None and not a.drop:
+        ap.error("give a RECORDED.toml to merge, or --drop REGEX to remove facts from BASE")
+    base = F._parse(F.Path(a.base))
+    recorded = F._parse(F.Path(a.recorded)) if a.recorded else None
+    facts = merge(base, recorded, a.replace, a.drop)
     meta = {k: v for k, v in base.meta.items() if k != "arch"}
     F.write_facts(a.out, base.arch, facts, force=True, meta=meta)
     F._parse(F.Path(a.out))
     added = len(facts) - len(base) - sum(len(s) for s in base.gpu_sections.values())
-    print(f"{a.out}: {len(facts)} facts ({added} added from {a.recorded})")
+    print(f"{a.out}: {len(facts)} facts ({added:+d} against {a.base}{f', from {a.recorded}' if a.recorded else ''})")
     return 0
 
 
