@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from pytest_gpuprops.measure import TIER_BAND, lowest_tier
+from pytest_gpuprops.measure import TIER_BAND, Measurement, StopRule, lowest_tier
 
 KIB, MIB = 1024, 1024 * 1024
 #: L1 data cache + shared memory per SM, by arch (CUDA C++ Programming Guide, compute capabilities).
@@ -258,3 +258,67 @@ def plot_hops(hops_by_level: dict, path, title: str):
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+# ----------------------------------------------------------------------------------------------
+# An L2 hit's latency, line by line. An access is served by the L2 slice that owns its line, and which
+# slice (near or far partition, nearer or farther on the crossbar) depends on the physical address the
+# allocation got: one line per process read 278.9, 312.97, 277.7 cycles (global atomics, H200,
+# 2026-11-24), a single 16-byte cp.async.cg 304 then 317 (H100, 2026-11-25). And 64 CTAs reading their
+# own lines at once read 278.5 in one process and 283-287 in the next (the same H100): their requests
+# meet on the crossbar. So such a fact is measured on L2_LINES lines of one L2_SPREAD_BYTES buffer, one
+# line per measurement by one warp (the kernel gets the buffer from that line on), and asserted as the
+# lowest tier's median (near_group_batches). The lines are L2_LINE_STRIDE apart, an odd number of
+# 128-byte lines (4095), so their addresses run through every low bit pattern instead of the few a
+# power-of-two stride gives, and they land in many slices of both partitions.
+L2_SPREAD_BYTES = 32 * MIB
+L2_LINES = 64
+L2_LINE_STRIDE = 4095 * 128  # 524160 bytes: 64 lines cover 31.5 MiB of the 32 MiB buffer
+#: percentiles over lines reported beside the fact: near partition, far partition
+NEAR_Q, FAR_Q = 10, 90
+#: interleaved batches of lines: the lowest tier's median in each; their spread is the fact's noise
+NEAR_BATCHES = 4
+#: the batches' spread: 0.34-1.22 % in six measurements of the global atomics on the H100 (GPU-7ebe9dba,
+#: 2026-11-25; 275.4-276.1 cycles distinct, 339.7-341.2 same address). Splitting at the midpoint of p10
+#: and p90 took two tiers and read 3.3-4.0 %; the 10th percentile of 8 lines, 3.4 % (2026-11-24).
+NEAR_NOISE = 0.02
+#: each line's measurement: a chain on one line is steady to 0.02 % (H200), so a few launches settle it
+LINE_STOP = StopRule(noise_target=0.01, min_samples=5, max_samples=20, time_budget_s=0.3)
+
+
+def l2_line_offsets() -> list[int]:
+    """Byte offsets, in the L2_SPREAD_BYTES buffer, of the lines a line-by-line latency runs on."""
+    return [k * L2_LINE_STRIDE for k in range(L2_LINES)]
+
+
+def line_by_line(cp, line: int):
+    """The zeroed L2_SPREAD_BYTES buffer (uint32 words) from line ``line`` of l2_line_offsets() on."""
+    return cp.zeros(L2_SPREAD_BYTES // 4, dtype=cp.uint32)[l2_line_offsets()[line] // 4:]
+
+
+def near_tier_latency(gpuprops, name: str, spec_of_line, *, divisor: float) -> Measurement:
+    """The lowest tier of an L2-hit latency over lines: ``spec_of_line(k)`` (k < L2_LINES) measured
+    afresh for every line (stop rule LINE_STOP), then the median of the lowest tier (within TIER_BAND of
+    the fastest line) in each of NEAR_BATCHES interleaved batches of lines, as one measurement whose
+    re-measurement measures every line again. Its launch info holds every line's cycles and the
+    NEAR_Q-th and FAR_Q-th percentiles over lines."""
+    lines = [gpuprops.measure(f"{name} line at +{offset} B", spec_of_line(k), divisor=divisor, stop=LINE_STOP)
+             for k, offset in enumerate(l2_line_offsets())]
+    cycles = [m.median for m in lines]
+    m = Measurement.given(
+        name, near_group_batches(cycles, NEAR_BATCHES), noise_target=NEAR_NOISE,
+        overhead_cycles=lines[0].overhead_cycles, sm_clock_mhz=lines[0].sm_clock_mhz,
+        throttle=sorted({t for line in lines for t in line.throttle}), kernel=lines[0].kernel,
+        launch=dict(lines[0].launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
+                    batches=NEAR_BATCHES,
+                    **{f"p{q}_over_lines_cycles": round(percentile(cycles, q), 3) for q in (NEAR_Q, FAR_Q)},
+                    line_cycles=[round(c, 3) for c in cycles]))
+    m.remeasure = lambda: near_tier_latency(gpuprops, name, spec_of_line, divisor=divisor)
+    return m
+
+
+#: how near_tier_latency measures, for method texts
+NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer "
+                  f"(in L2), one line per measurement; the lowest tier: lines within {TIER_BAND:.0%} of the "
+                  f"fastest, their median in each of {NEAR_BATCHES} interleaved batches of lines, the median of "
+                  "those (the slower tiers are reported, not asserted)")

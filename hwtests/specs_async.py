@@ -15,6 +15,8 @@ runner allows the non-portable size 16 on the function before it launches it."""
 
 import struct
 
+from memory_levels import line_by_line
+
 from pytest_gpuprops.measure import KernelSpec
 
 ARCH = "sm_90"
@@ -50,25 +52,19 @@ CP_ASYNC = {
 }
 
 
-#: An L2 hit's latency depends on the slice that owns the line and on the SM asking (a single line
-#: read 304 cycles in one process and 317 in the next on one H100, 2026-11-25). So the L2 copies run
-#: as SPREAD_CTAS CTAs of one warp, each reading its own line, SPREAD_BYTES apart (an odd number of
-#: 128-byte lines, as the atomics' lines: the line addresses run through every low bit pattern), and
-#: a launch's value is the lowest tier's median over the CTAs (measure mode "lowest_tier").
-SPREAD_CTAS = 64
-SPREAD_BYTES = 4095 * 128
-#: the .ca copies read L1 hits: one CTA, one line
+#: the copies that read L2 hits: measured line by line (memory_levels.near_tier_latency)
 L2_COPIES = {"cg16"}
 
 
-def cp_async(variant: str) -> KernelSpec:
+def cp_async(variant: str, line: int | None = None) -> KernelSpec:
+    """One warp's cp.async of ``variant``; an L2 copy reads line ``line`` of memory_levels.l2_line_offsets()
+    (the same build for every line: the source is the argument)."""
     cg, size, opcode, _ = CP_ASYNC[variant]
-    spread = variant in L2_COPIES
-    grid = SPREAD_CTAS if spread else 1
-    words = (grid * SPREAD_BYTES if spread else 16384) // 4
-    return KernelSpec("cp_async_latency.cu", "cp_async_latency",
-                      {"CG": cg, "SIZE": size, "PASSES": 2, "SPREAD": SPREAD_BYTES if spread else 0}, grid=grid,
-                      block=32, args=lambda cp: (cp.zeros(words, dtype=cp.uint32), cp.zeros(64 * grid, dtype=cp.uint32)),
+    if (line is None) == (variant in L2_COPIES):
+        raise ValueError(f"cp.async {variant}: a line is given for the L2 copies {sorted(L2_COPIES)} only, and they need one")
+    return KernelSpec("cp_async_latency.cu", "cp_async_latency", {"CG": cg, "SIZE": size, "PASSES": 2}, grid=1,
+                      block=32, args=lambda cp: (cp.zeros(4096, dtype=cp.uint32) if line is None else line_by_line(cp, line),
+                                                 cp.zeros(64, dtype=cp.uint32)),
                       region={opcode: 1, "LDGDEPBAR": 1, "DEPBAR.LE": 1})
 
 
@@ -133,9 +129,9 @@ def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
 
 BULK_BYTES = (1024, 4096)
 #: dim -> (tensor shape in fp32 elements, innermost first; the box copied). The bulk and tensor loads
-#: run as SPREAD_CTAS CTAs, CTA b at b x TMA_SPREAD[dim] of the outermost dimension: SPREAD_BYTES apart.
-TMA_SPREAD = {1: SPREAD_BYTES // 4, 2: SPREAD_BYTES // 256}
-TMA_SHAPES = {1: ((SPREAD_CTAS * TMA_SPREAD[1],), (256,)), 2: ((64, SPREAD_CTAS * TMA_SPREAD[2] + 32), (32, 32))}
+#: read L2 hits, line by line (memory_levels.near_tier_latency): the source, or the tensor, starts at
+#: the line.
+TMA_SHAPES = {1: ((4096,), (256,)), 2: ((64, 64), (32, 32))}
 #: the region of one copy by one thread: lane 0 arms the barrier (SYNCS.ARRIVE.TRANS64) and issues
 #: the copy inside ptxas's ELECT loop (ELECT, BRA.U.ANY: one trip), the other lanes branch round it;
 #: then every lane's try_wait loop. Beside them, uniform-register set-up of the copy's operands and
@@ -146,13 +142,13 @@ BULK_REGION = {"SYNCS.ARRIVE.TRANS64": 1, "ELECT": 1, "BRA.U.ANY": 1, "BRA": 2,
 BULK_COPIES = {"bulk": ("UBLKCP.S.G", 8), "tma_1d": ("UTMALDG.1D", 8), "tma_2d": ("UTMALDG.2D", 9)}
 
 
-def bulk_copy(nbytes: int) -> KernelSpec:
-    """cp.async.bulk of ``nbytes`` (a runtime argument: one build for every size)."""
+def bulk_copy(nbytes: int, line: int = 0) -> KernelSpec:
+    """cp.async.bulk of ``nbytes`` from line ``line`` of memory_levels.l2_line_offsets() (the size and
+    the source are runtime arguments: one build for every size and line)."""
     import numpy as np
     opcode, other = BULK_COPIES["bulk"]
-    return KernelSpec("tma_load.cu", "bulk_copy", {"PASSES": 2, "SPREAD": SPREAD_BYTES}, grid=SPREAD_CTAS, block=32,
-                      args=lambda cp: (cp.zeros(SPREAD_CTAS * SPREAD_BYTES // 4, dtype=cp.uint32), np.uint32(nbytes),
-                                       cp.zeros(64 * SPREAD_CTAS, dtype=cp.uint32)),
+    return KernelSpec("tma_load.cu", "bulk_copy", {"PASSES": 2}, grid=1, block=32,
+                      args=lambda cp: (line_by_line(cp, line), np.uint32(nbytes), cp.zeros(64, dtype=cp.uint32)),
                       region={**BULK_REGION, opcode: 1}, region_other=other)
 
 
@@ -164,15 +160,15 @@ def tma_bytes(dim: int) -> int:
     return n
 
 
-def tma_tensor(dim: int) -> KernelSpec:
-    """cp.async.bulk.tensor.<dim>d of the box at the origin of an fp32 tensor (TMA_SHAPES)."""
+def tma_tensor(dim: int, line: int = 0) -> KernelSpec:
+    """cp.async.bulk.tensor.<dim>d of the box at the origin of an fp32 tensor (TMA_SHAPES) that starts
+    at line ``line`` of memory_levels.l2_line_offsets() (the tensor map is the argument: one build)."""
     import numpy as np
     opcode, other = BULK_COPIES[f"tma_{dim}d"]
     shape, box = TMA_SHAPES[dim]
-    return KernelSpec("tma_load.cu", "tma_tensor", {"PASSES": 2, "DIM": dim, "SPREAD": TMA_SPREAD[dim]},
-                      grid=SPREAD_CTAS, block=32,
-                      args=lambda cp: (tensor_map(cp, shape, box), np.uint32(tma_bytes(dim)),
-                                       cp.zeros(64 * SPREAD_CTAS, dtype=cp.uint32)),
+    return KernelSpec("tma_load.cu", "tma_tensor", {"PASSES": 2, "DIM": dim}, grid=1, block=32,
+                      args=lambda cp: (tensor_map(cp, shape, box, line), np.uint32(tma_bytes(dim)),
+                                       cp.zeros(64, dtype=cp.uint32)),
                       region={**BULK_REGION, opcode: 1}, region_other=other)
 
 
@@ -250,15 +246,17 @@ def tensor_map_bytes(words) -> bytes:
     return struct.pack("<16Q", *words)
 
 
-def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...]) -> TensorMapArg:  # pragma: no cover  (GPU only)
-    """A zeroed fp32 tensor of ``shape`` on the GPU and its tiled tensor map (no swizzle, no
-    interleave, 128-byte L2 promotion), as the kernel's by-value parameter."""
+def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...],
+               line: int | None = None) -> TensorMapArg:  # pragma: no cover  (GPU only)
+    """A zeroed fp32 tensor of ``shape`` on the GPU (at line ``line`` of memory_levels.l2_line_offsets()
+    where given) and its tiled tensor map (no swizzle, no interleave, 128-byte L2 promotion), as the
+    kernel's by-value parameter."""
     from pytest_gpuprops.measure import cuda_driver, driver_error
     d = cuda_driver()
     n = 1
     for s in shape:
         n *= s
-    tensor = cp.zeros(n, dtype=cp.float32)
+    tensor = cp.zeros(n, dtype=cp.float32) if line is None else line_by_line(cp, line)[:n].view(cp.float32)
     req = tensor_map_request(int(tensor.data.ptr), shape, box)
     u32, u64 = d.cuuint32_t, d.cuuint64_t
     err, tmap = d.cuTensorMapEncodeTiled(
@@ -280,9 +278,9 @@ def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...]) -> TensorMapArg
 
 def builds() -> dict[str, KernelSpec]:
     """Every build the GPU tests launch, by id (launch-only differences aside: the cluster size, the
-    chase's hop and the bulk copy's size are arguments of one build)."""
+    chase's hop, the bulk copy's size and the L2 line of the L2 copies are arguments of one build)."""
     out = {f"mbarrier_{w}": mbarrier(w) for w in MBARRIER_WAITS}
-    out.update({f"cp_async_{v}": cp_async(v) for v in CP_ASYNC})
+    out.update({f"cp_async_{v}": cp_async(v, 0 if v in L2_COPIES else None) for v in CP_ASYNC})
     out["dsmem_chase"] = dsmem_chase(2, 1)
     out.update({f"dsmem_{'store' if st else 'load'}_bandwidth": dsmem_bandwidth(st) for st in (False, True)})
     out.update({f"cluster_barrier_{'relaxed' if r else 'release'}": cluster_barrier(2, r) for r in (True, False)})

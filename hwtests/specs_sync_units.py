@@ -7,6 +7,7 @@ with other instructions, so these builds are checked and launched on sm_90 only.
 
 from collections import Counter
 
+from memory_levels import line_by_line
 from pytest_gpuprops.measure import KernelSpec
 
 ARCH = "sm_90"
@@ -93,33 +94,13 @@ ATOMIC_ILP, ATOMIC_UNROLL, ATOMIC_ITERS, ATOMIC_WARPS = 8, 8, 16, 32
 ATOMIC_ITERS_BY_SHAPE = {("atom_shared", "distinct"): 128}
 ATOMIC_LOOP_CONTROL = 4  # the trip counter's init, increment and compare, and the branch back
 
-#: Global atomic latency, line by line. A global atomic is performed in the L2 slice that owns its line,
-#: and the H100/H200 L2 is two partitions: a line in the far one costs ~34 cycles more per atomic
-#: (H200, 2026-11-24, one line per run: distinct 278.9, 312.97, 277.7 cycles in three runs, each steady
-#: to 0.02 %), and which one a line lands in depends on the allocation. So the chain runs on each of
-#: ATOMIC_LINES lines of one ATOMIC_SPREAD_BYTES buffer, one line per measurement (the host passes the
-#: buffer from that line on), and the fact is a low percentile over lines: the near partition. The
-#: lines are ATOMIC_LINE_STRIDE apart, an odd number of 128-byte lines (4095, not a power of two), so
-#: their line addresses run through every low bit pattern instead of repeating the few a power-of-two
-#: stride gives (which an address-hashed slice choice may map to few slices), and they land in many
-#: slices of both partitions.
-ATOMIC_SPREAD_BYTES = 32 * 1024 * 1024
-ATOMIC_LINES = 64
-ATOMIC_LINE_STRIDE = 4095 * 128  # 524160 bytes: 64 lines cover 31.5 MiB of the 32 MiB buffer
-#: percentiles over lines: near partition (the fact), far partition (the report only)
-ATOMIC_NEAR_Q, ATOMIC_FAR_Q = 10, 90
-#: interleaved batches of lines: the near group's median in each, their spread is the fact's noise
-ATOMIC_NEAR_BATCHES = 4
-
-
+#: Global atomic latency, line by line: a global atomic is performed in the L2 slice that owns its line,
+#: and a line in the far partition costs ~34 cycles more per atomic (H200, 2026-11-24: 278.9, 312.97,
+#: 277.7 cycles in three runs, one line each, each steady to 0.02 %). So the chain runs line by line
+#: (memory_levels.near_tier_latency: L2_LINES lines, the lowest tier asserted).
 def atomic_iters(kind: str, pattern: str) -> int:
     """Loop trips of the throughput shape of ``kind`` x ``pattern``."""
     return ATOMIC_ITERS_BY_SHAPE.get((kind, pattern), ATOMIC_ITERS)
-
-
-def atomic_line_offsets() -> list[int]:
-    """Byte offsets, in the ATOMIC_SPREAD_BYTES buffer, of the lines the global latency chain runs on."""
-    return [k * ATOMIC_LINE_STRIDE for k in range(ATOMIC_LINES)]
 
 
 def _lane_offsets(pattern: str):
@@ -134,17 +115,15 @@ def _atomic_args(pattern: str, ilp: int, warps: int):
 
 
 def _atomic_line_args(pattern: str, line: int):
-    """One warp's arguments with ``buf`` starting at line ``line`` of a zeroed ATOMIC_SPREAD_BYTES buffer
-    (a view of it: the kernel's chain works on buf's first 128-byte line)."""
+    """One warp's arguments with ``buf`` starting at line ``line`` of memory_levels.l2_line_offsets()
+    (the kernel's chain works on buf's first 128-byte line)."""
     lane_off = _lane_offsets(pattern)
-    offset = atomic_line_offsets()[line]
-    return lambda cp: (cp.asarray(lane_off), cp.zeros(ATOMIC_SPREAD_BYTES // 4, dtype=cp.uint32)[offset // 4:],
-                       cp.zeros(32, dtype=cp.uint32))
+    return lambda cp: (cp.asarray(lane_off), line_by_line(cp, line), cp.zeros(32, dtype=cp.uint32))
 
 
 def atomic_latency(kind: str, pattern: str, unroll: int = ATOMIC_LATENCY_UNROLL, line: int = 0) -> KernelSpec:
     """One warp, one chain of ``unroll`` atomics, each adding the value the previous one returned.
-    Global: on line ``line`` of :func:`atomic_line_offsets` (every line is the same build; the line is
+    Global: on line ``line`` of memory_levels.l2_line_offsets() (every line is the same build; the line is
     the ``buf`` argument)."""
     space, ret, opcode = ATOMIC_KINDS[kind]
     if not ret:

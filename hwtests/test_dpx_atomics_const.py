@@ -25,22 +25,14 @@
 
 import pytest
 import specs_sync_units as su
-from memory_levels import near_group_batches, percentile
+from memory_levels import NEAR_TIER_TEXT, l2_line_offsets, near_tier_latency
 
 from pytest_gpuprops import facts as gp_facts
-from pytest_gpuprops.measure import Measurement, StopRule
 
 pytestmark = [pytest.mark.gpu, pytest.mark.arch("sm_90")]
 gp_facts.register_gpu_scoped(*(f"atom_global_add_{p}_near_latency_cycles" for p in su.ATOMIC_PATTERNS))
 U = su.DPX_UNROLL
 ILP, WARPS = su.DPX_THROUGHPUT_ILP, su.DPX_THROUGHPUT_WARPS
-#: each line's chain: steady to 0.02 % on the H200, so a few launches settle it
-LINE_STOP = StopRule(noise_target=0.01, min_samples=5, max_samples=20, time_budget_s=0.3)
-#: the lowest tier's median in each of 4 interleaved batches of 16 lines: their spread, 0.34-1.22 %
-#: in six measurements on the H100 (GPU-7ebe9dba, 2026-11-25; the values 275.4-276.1 distinct,
-#: 339.7-341.2 same address). Splitting at the midpoint of p10 and p90 took two tiers and read 3.3-4.0 %;
-#: the 10th percentile of 8 lines, 3.4 % (2026-11-24).
-NEAR_NOISE = 0.02
 ATOM_THROUGHPUT = [(k, p) for k in su.ATOMIC_KINDS for p in su.ATOMIC_PATTERNS]
 PATTERN = {"distinct": "every lane on its own word of one 128-byte line",
            "same_address": "all 32 lanes on one word"}
@@ -91,52 +83,22 @@ def test_atomic_shared_add_latency(gpuprops, pattern, benchmark):
                           f"atomic, pass {su.ATOMIC_LATENCY_PASSES} of {su.ATOMIC_LATENCY_PASSES} timed")
 
 
-def line_latencies(gpuprops, pattern: str) -> list[Measurement]:
-    """The global atomic chain's latency on each line of su.atomic_line_offsets(), fresh launches."""
-    return [gpuprops.measure(f"atom_global_add_{pattern} line at +{offset} B",
-                             su.atomic_latency("atom_global", pattern, line=k),
-                             divisor=su.ATOMIC_LATENCY_UNROLL, stop=LINE_STOP)
-            for k, offset in enumerate(su.atomic_line_offsets())]
-
-
-def near_latency(gpuprops, pattern: str) -> Measurement:
-    """The near L2 partition's atomic latency: the median of the near group of lines, in each of
-    su.ATOMIC_NEAR_BATCHES interleaved batches, as one measurement whose re-measurement measures every line
-    again. Its launch info holds every line's cycles and the 10th and 90th percentiles over lines."""
-    lines = line_latencies(gpuprops, pattern)
-    cycles = [m.median for m in lines]
-    name = f"atom_global_add_{pattern}_near_latency_cycles"
-    m = Measurement.given(
-        name, near_group_batches(cycles, su.ATOMIC_NEAR_BATCHES), noise_target=NEAR_NOISE,
-        overhead_cycles=lines[0].overhead_cycles, sm_clock_mhz=lines[0].sm_clock_mhz,
-        throttle=sorted({t for line in lines for t in line.throttle}), kernel=lines[0].kernel,
-        launch=dict(lines[0].launch, buffer_bytes=su.ATOMIC_SPREAD_BYTES, lines=su.ATOMIC_LINES,
-                    line_stride_bytes=su.ATOMIC_LINE_STRIDE, batches=su.ATOMIC_NEAR_BATCHES,
-                    **{f"p{q}_over_lines_cycles": round(percentile(cycles, q), 3)
-                       for q in (su.ATOMIC_NEAR_Q, su.ATOMIC_FAR_Q)},
-                    line_cycles=[round(c, 3) for c in cycles]))
-    m.remeasure = lambda: near_latency(gpuprops, pattern)
-    return m
-
-
 # One line per run read 278.9, 312.97, 277.7 cycles (distinct) on the H200: the line's L2 partition,
 # not noise. The lowest tier's latency is asserted; the slower tiers only reported.
 @pytest.mark.fact("atom_global_add_{pattern}_near_latency_cycles")
 @pytest.mark.parametrize("pattern", sorted(su.ATOMIC_PATTERNS))
 def test_atomic_global_add_near_latency(gpuprops, pattern):
     name = gpuprops.fact_name
-    m = near_latency(gpuprops, pattern)
+    m = near_tier_latency(gpuprops, name, lambda k: su.atomic_latency("atom_global", pattern, line=k),
+                          divisor=su.ATOMIC_LATENCY_UNROLL)
     spread = {k: v for k, v in m.launch.items() if k.endswith("_over_lines_cycles")}  # p10 and p90
-    gpuprops.plot_point(f"atom_global_add_{pattern}_latency_by_line", offsets=su.atomic_line_offsets(),
+    gpuprops.plot_point(f"atom_global_add_{pattern}_latency_by_line", offsets=l2_line_offsets(),
                         cycles=m.launch["line_cycles"], **spread)
     opcode = su.ATOMIC_KINDS["atom_global"][2]
     gpuprops.check(name, m, method=(
         f"{su.ATOMIC_LATENCY_UNROLL} {opcode} in one warp, each adding the value the previous one returned, "
-        f"{PATTERN[pattern]}, on each of {su.ATOMIC_LINES} lines {su.ATOMIC_LINE_STRIDE} B apart in a "
-        f"{su.ATOMIC_SPREAD_BYTES >> 20} MiB buffer (in L2), one line per measurement; cycles per atomic, pass "
-        f"{su.ATOMIC_LATENCY_PASSES} of {su.ATOMIC_LATENCY_PASSES} timed; the lowest tier: lines within 8 % of the "
-        f"fastest, their median in each of {su.ATOMIC_NEAR_BATCHES} interleaved batches of lines, the median of those "
-        "(the slower tiers are reported, not asserted)"))
+        f"{PATTERN[pattern]}; cycles per atomic, pass {su.ATOMIC_LATENCY_PASSES} of {su.ATOMIC_LATENCY_PASSES} "
+        f"timed; {NEAR_TIER_TEXT}"))
 
 
 @pytest.mark.fact("{kind}_add_{pattern}_sm_cycles")

@@ -7,6 +7,7 @@ that one build on its own line of the spread buffer; and a throughput build runs
 import re
 from pathlib import Path
 
+import memory_levels as ml
 import pytest
 import specs_sync_units as su
 
@@ -131,12 +132,12 @@ def test_global_atomic_latency_lines_are_one_build_on_spread_lines(pattern):
     all distinct, a stride that is no power of two, spread over most of the buffer."""
     import numpy as np
     checked = BUILDS[f"atom_global_{pattern}_latency"]
-    offsets = su.atomic_line_offsets()
-    stride = su.ATOMIC_LINE_STRIDE
-    assert len(set(offsets)) == su.ATOMIC_LINES >= 8 * su.ATOMIC_NEAR_BATCHES
+    offsets = ml.l2_line_offsets()
+    stride = ml.L2_LINE_STRIDE
+    assert len(set(offsets)) == ml.L2_LINES >= 8 * ml.NEAR_BATCHES
     assert stride % 128 == 0 and stride & (stride - 1) != 0 and (stride // 128) % 2 == 1
-    assert su.ATOMIC_SPREAD_BYTES >= 4 << 20 and offsets[-1] + 128 <= su.ATOMIC_SPREAD_BYTES
-    assert offsets[-1] >= su.ATOMIC_SPREAD_BYTES * 3 // 4  # the lines span the buffer, not a corner of it
+    assert ml.L2_SPREAD_BYTES >= 4 << 20 and offsets[-1] + 128 <= ml.L2_SPREAD_BYTES
+    assert offsets[-1] >= ml.L2_SPREAD_BYTES * 3 // 4  # the lines span the buffer, not a corner of it
     for k, offset in enumerate(offsets):
         spec = su.atomic_latency("atom_global", pattern, line=k)
         assert (spec.source, spec.kernel, spec.defines, spec.grid, spec.block, spec.region, spec.region_other) == (
@@ -145,7 +146,7 @@ def test_global_atomic_latency_lines_are_one_build_on_spread_lines(pattern):
         lane_off, buf, out = spec.args(np)
         assert list(lane_off) == [su.ATOMIC_PATTERNS[pattern](lane) for lane in range(32)]
         base = buf.base
-        assert base.nbytes == su.ATOMIC_SPREAD_BYTES and not base.any()
+        assert base.nbytes == ml.L2_SPREAD_BYTES and not base.any()
         assert buf.__array_interface__["data"][0] - base.__array_interface__["data"][0] == offset, k
         assert buf.nbytes >= 128 and out.size >= 32
     with pytest.raises(ValueError):

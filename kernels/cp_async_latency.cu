@@ -39,10 +39,6 @@
 #error "SIZE must be 4, 8 or 16"
 #endif
 
-#ifndef SPREAD
-#define SPREAD 0  // bytes between the sources of consecutive CTAs (0: every CTA copies the same bytes)
-#endif
-
 extern "C" __global__ void cp_async_latency(unsigned long long* cycles, const uint4* src, unsigned* sink) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     __shared__ __align__(16) unsigned char dst[32 * 16];
@@ -51,7 +47,7 @@ extern "C" __global__ void cp_async_latency(unsigned long long* cycles, const ui
     // Both addresses pinned before the start read (gp_opaque), so no address arithmetic sits in the
     // region; the source is one 64-bit pointer, pinned as its offset from src.
     unsigned d = gp_opaque((unsigned)__cvta_generic_to_shared(dst) + lane * SIZE, &slot[lane], sink);
-    unsigned off = gp_opaque(lane * SIZE + blockIdx.x * SPREAD, &slot[lane], sink);
+    unsigned off = gp_opaque(lane * SIZE, &slot[lane], sink);
     const unsigned char* s = reinterpret_cast<const unsigned char*>(src) + off;
     unsigned long long t0 = 0, t1 = 0;
 #pragma unroll 1

@@ -38,12 +38,6 @@
 #ifndef DIM
 #define DIM 2
 #endif
-// CTA b copies from src + b * SPREAD bytes (bulk_copy), or the box at coordinate b * SPREAD of the
-// outermost dimension (tma_tensor): with many CTAs, on many SMs, many lines of L2 are read, one per
-// CTA (the latency depends on the L2 slice that owns the line and on the SM).
-#ifndef SPREAD
-#define SPREAD 0
-#endif
 #define SMEM_BYTES 16384
 #ifndef WAIT_READ
 #define WAIT_READ 0
@@ -81,10 +75,6 @@ extern "C" __global__ void bulk_copy(unsigned long long* cycles, const uint4* sr
     // test is per lane, and it is pinned before the start read.
     unsigned d = (unsigned)__cvta_generic_to_shared(dst), n = bytes;
     unsigned leader = gp_opaque(lane, &slot[lane], sink);
-    // The CTA's source, warp-uniform (a uniform register, as src itself): computed once before the pass
-    // loop, not pinned through shared memory (that would make it a per-lane register, moved to uniform
-    // registers inside the region).
-    const unsigned char* s = reinterpret_cast<const unsigned char*>(src) + (unsigned long long)blockIdx.x * SPREAD;
     unsigned long long t0 = 0, t1 = 0;
 #pragma unroll 1
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -95,7 +85,7 @@ extern "C" __global__ void bulk_copy(unsigned long long* cycles, const uint4* sr
             "setp.eq.u32 p, %3, 0;\n\t"
             "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %2;\n\t"
             "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%1], [%4], %2, [%0];\n}"
-            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(s) : "memory");
+            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(src) : "memory");
         gp_wait_phase0(bar);
         t1 = gp_clock();
     }
@@ -116,8 +106,7 @@ extern "C" __global__ void tma_tensor(unsigned long long* cycles, const __grid_c
     // test is per lane, and it is pinned before the start read.
     unsigned d = (unsigned)__cvta_generic_to_shared(dst), n = bytes;
     unsigned leader = gp_opaque(lane, &slot[lane], sink);
-    unsigned x = 0u;  // the box's inner coordinate(s)
-    unsigned y = gp_opaque(blockIdx.x * SPREAD, &slot[lane], sink);  // and its outermost
+    unsigned x = 0u;  // the box's coordinates
     unsigned long long map = reinterpret_cast<unsigned long long>(&tmap);
     unsigned long long t0 = 0, t1 = 0;
 #pragma unroll 1
@@ -130,14 +119,14 @@ extern "C" __global__ void tma_tensor(unsigned long long* cycles, const __grid_c
             "setp.eq.u32 p, %3, 0;\n\t"
             "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %2;\n\t"
             "@p cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%1], [%4, {%5}], [%0];\n}"
-            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(map), "r"(y) : "memory");
+            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(map), "r"(x) : "memory");
 #elif DIM == 2
         asm volatile(
             "{\n\t.reg .pred p;\n\t.reg .b64 st;\n\t"
             "setp.eq.u32 p, %3, 0;\n\t"
             "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %2;\n\t"
-            "@p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%1], [%4, {%5, %6}], [%0];\n}"
-            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(map), "r"(x), "r"(y) : "memory");
+            "@p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%1], [%4, {%5, %5}], [%0];\n}"
+            ::"r"(bar), "r"(d), "r"(n), "r"(leader), "l"(map), "r"(x) : "memory");
 #else
 #error "DIM must be 1 or 2"
 #endif

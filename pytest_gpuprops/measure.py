@@ -453,9 +453,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
         divisor (latency, per-warp issue). ``mode="span"``: (last stop - first start - overhead) /
         divisor (throughput of the whole block on its SM). ``mode="block_span"``: the median over
         blocks of each block's span (throughput per SM of a launch of several blocks, one per SM,
-        whose SM clocks are not one clock). ``mode="lowest_tier"``: the median of the warps in the
-        lowest tier (warps spread over SMs and lines; see :func:`lowest_tier`). ``transform`` maps
-        cycles to the unit (e.g. bytes per cycle).
+        whose SM clocks are not one clock). ``transform`` maps cycles to the unit (e.g. bytes per
+        cycle).
         """
         stop = stop or self.stop
         overhead = self.clock_overhead()
@@ -515,16 +514,12 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
     ``block_span``: the median over blocks (``warps_per_block`` consecutive pairs each) of the
     block's (last stop - first start - overhead) / divisor: per-SM throughput of a launch with one
     block per SM (a cluster), each span read on one SM's clock.
-    ``lowest_tier``: the median of the warps' values in the lowest tier (:func:`lowest_tier`): the
-    near-slice latency of a launch whose warps (one per CTA, on many SMs) each read their own line.
     """
     if not pairs:
         raise ValueError("no clock pairs: the launch had no warps")
     per_warp = [(float(b - a) - overhead) / divisor for a, b in pairs]
     if mode == "warp":
         return statistics.median(per_warp), per_warp
-    if mode == "lowest_tier":
-        return statistics.median(lowest_tier(per_warp)), per_warp
     if mode == "span":
         return (float(max(b for _, b in pairs) - min(a for a, _ in pairs)) - overhead) / divisor, per_warp
     if mode == "block_span" and warps_per_block:
@@ -533,7 +528,7 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
         blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
         spans = [(float(max(b for _, b in blk) - min(a for a, _ in blk)) - overhead) / divisor for blk in blocks]
         return statistics.median(spans), per_warp
-    raise ValueError(f"mode must be 'warp', 'span', 'lowest_tier', or 'block_span' with warps_per_block, not {mode!r}")
+    raise ValueError(f"mode must be 'warp', 'span' or 'block_span' with warps_per_block, not {mode!r}")
 
 
 def relative_noise(values: Sequence[float]) -> float:

@@ -153,6 +153,33 @@ def test_near_group_batches_take_each_batch_median_of_the_lowest_tier():
         ml.near_group_batches([280.0, 313.0, 282.0, 310.0, 284.0, 312.0], 2)  # batch 1 is all slower
 
 
+def test_near_tier_latency_measures_every_line_afresh_and_asserts_the_lowest_tier():
+    """Every line is measured with its own spec and the line stop rule; the value is the lowest tier's
+    median per batch; the slower tiers are in the launch info only; a re-measurement measures again."""
+    from pytest_gpuprops.measure import Measurement
+    far = {k for k in range(ml.L2_LINES) if k % 3 == 0}  # a third of the lines in the far partition
+    calls = []
+
+    class Fake:
+        def measure(self, name, spec, *, divisor, stop):
+            calls.append((name, spec, divisor, stop))
+            cycles = (313.0 if spec in far else 280.0 + spec % 4) / divisor
+            return Measurement.given(name, [cycles] * 5, overhead_cycles=2.0, sm_clock_mhz=1980.0,
+                                     throttle=["sw_power_cap"] if spec == 5 else [], kernel="k", launch={"grid": 1})
+
+    m = ml.near_tier_latency(Fake(), "x_latency_cycles", lambda k: k, divisor=2)
+    assert [c[1] for c in calls] == list(range(ml.L2_LINES)) and {c[2] for c in calls} == {2}
+    assert {c[3] for c in calls} == {ml.LINE_STOP}
+    assert [c[0] for c in calls[:2]] == ["x_latency_cycles line at +0 B", f"x_latency_cycles line at +{ml.L2_LINE_STRIDE} B"]
+    assert max(m.values) < 142.0 and min(m.values) >= 140.0  # (280..283) / 2: never the far lines' 156.5
+    assert m.launch["line_cycles"][0] == 156.5 and m.launch["lines"] == ml.L2_LINES and m.launch["grid"] == 1
+    assert m.launch["p90_over_lines_cycles"] == 156.5 and m.launch["p10_over_lines_cycles"] < 141.0
+    assert m.throttle == ["sw_power_cap"] and m.noise_target == ml.NEAR_NOISE and len(m.values) == ml.NEAR_BATCHES
+    calls.clear()
+    again = m.remeasure()
+    assert len(calls) == ml.L2_LINES and again.values == m.values
+
+
 # ---------------------------------------------------------------------------------------------- specs
 
 def test_shuffle_index_inputs_are_lane_numbers():

@@ -13,7 +13,8 @@
 #                                                         against the merged file, with report, plots and
 #                                                         --durations; NEW_RUNS more warm GPU-suite runs;
 #                                                         DROP (a regex): facts removed from FACTS first, to
-#                                                         be recorded afresh (their method changed)
+#                                                         be recorded afresh (their method changed); SKIP_COLD=1:
+#                                                         no cold run
 #   tools/device_validation.sh planted                    a planted 5 % shift of each new kind of fact against
 #                                                         FACTS: a TMA latency, the atomic near-partition
 #                                                         statistic, the wgmma FLOP/clk model (its shared-
@@ -123,8 +124,8 @@ new)
   python3 tools/merge_facts.py "$FACTS" "$LOGS/recorded.toml" -o "$OUT/merged.toml" | tail -2
   cp "$LOGS/recorded.toml" "$OUT/recorded.toml"
   export GPUPROPS_CACHE_DIR=$(mktemp -d)
-  timed "full cold" "$LOGS/full_cold.log" $RUN --gpuprops-facts "$OUT/merged.toml" --durations=25 \
-    --gpuprops-report "$LOGS/full_cold.json"
+  [ -z "${SKIP_COLD:-}" ] && timed "full cold" "$LOGS/full_cold.log" $RUN --gpuprops-facts "$OUT/merged.toml" \
+    --durations=25 --gpuprops-report "$LOGS/full_cold.json"
   timed "full warm" "$LOGS/full_warm.log" $RUN --gpuprops-facts "$OUT/merged.toml" --durations=25 \
     --gpuprops-report "$OUT/full_warm.json" --gpuprops-plots "$OUT/plots"
   grep -aE "^(FAILED|ERROR)" "$LOGS/full_warm.log" | head -20
