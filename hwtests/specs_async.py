@@ -91,13 +91,21 @@ CLUSTER_BARRIER_STEP = {
 }
 
 
+#: CTAs of a DSMEM chase launch: 64 // k clusters of k. One cluster's latency depends on the SM pair it
+#: lands on (cluster of 2, one per run: 186.469, 186.844, 187.453, 188.06 cycles per hop on H100 and
+#: H200 units, 2026-11-24/25, each steady within its run); the median over 64 CTAs on many SM pairs is
+#: the GPU's, not the pair's.
+DSMEM_CHASE_CTAS = 64
+
+
 def dsmem_chase(cluster: int, hop: int) -> KernelSpec:
-    """One cluster of ``cluster`` CTAs, one warp each, every CTA chasing through the CTA ``hop`` ranks
-    on (0: its own shared memory, 1: its neighbour's). The same build for every size and hop."""
+    """DSMEM_CHASE_CTAS // ``cluster`` clusters of ``cluster`` CTAs, one warp each, every CTA chasing
+    through the CTA ``hop`` ranks on in its cluster (0: its own shared memory, 1: its neighbour's). The
+    same build for every size and hop."""
     import numpy as np
-    return KernelSpec("cluster_dsmem.cu", "dsmem_chase", {"UNROLL": DSMEM_UNROLL, "PASSES": 2}, grid=cluster,
-                      block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
-                      args=lambda cp: (cp.zeros(32 * cluster, dtype=cp.uint32), np.uint32(hop)),
+    return KernelSpec("cluster_dsmem.cu", "dsmem_chase", {"UNROLL": DSMEM_UNROLL, "PASSES": 2},
+                      grid=DSMEM_CHASE_CTAS, block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
+                      args=lambda cp: (cp.zeros(32 * DSMEM_CHASE_CTAS, dtype=cp.uint32), np.uint32(hop)),
                       region={"LD.E.64": DSMEM_UNROLL})
 
 

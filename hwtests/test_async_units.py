@@ -18,7 +18,7 @@ GPC not free) skips with the driver's reason.
   lines a first pass brought in (an L1 hit for .ca, an L2 hit for .cg), then commit_group +
   wait_group 0; the .cg copy line by line (below).
 * dsmem_latency_cluster<k>_cycles: per hop of a dependent 8-byte chase through the neighbouring CTA's
-  shared memory, clusters of k = 2, 4, 8, 16; dsmem_self_latency_cycles: the same chase through the
+  shared memory, clusters of k = 2, 4, 8, 16 (64 CTAs: 64 / k clusters, the median over CTAs); dsmem_self_latency_cycles: the same chase through the
   CTA's own shared memory by the same generic load (compare lds_latency_cycles, the LDS chase).
 * dsmem_<load|store>_bytes_per_cycle: bytes per SM cycle one 1024-thread CTA moves to / from its
   neighbour's shared memory with 16-byte volatile accesses, clusters of 2; each CTA's span on its own
@@ -111,10 +111,10 @@ def test_dsmem_chase_latency(gpuprops, cluster, benchmark):
     m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
     gpuprops.plot_point("dsmem_latency", cluster=cluster, cycles=m.median)
     gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one cluster of {cluster} CTAs, one warp each, one CTA per SM; every CTA chases {sa.DSMEM_UNROLL} "
-                          "dependent 8-byte generic loads (LD.E.64) through the shared memory of the next "
-                          "rank (mapa addresses; 16 distinct words per hop); cycles per hop, median over CTAs, "
-                          "pass 2 of 2 timed")
+                   method=f"{sa.DSMEM_CHASE_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
+                          f"SM; every CTA chases {sa.DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through "
+                          "the shared memory of the next rank (mapa addresses; 16 distinct words per hop); cycles "
+                          f"per hop, median over the {sa.DSMEM_CHASE_CTAS} CTAs (many SM pairs), pass 2 of 2 timed")
 
 
 @pytest.mark.fact("dsmem_self_latency_cycles")

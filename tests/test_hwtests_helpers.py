@@ -146,11 +146,13 @@ def test_near_group_is_the_lowest_tier_within_the_band_of_the_smallest():
 
 def test_near_group_batches_take_each_batch_median_of_the_lowest_tier():
     lines = [280.0, 282.0, 313.0, 310.0, 284.0, 286.0, 312.0, 311.0]
-    assert ml.near_group_batches(lines, 2) == [282.0, 284.0]  # batch 0: 280, 284; batch 1: 282, 286
-    with pytest.raises(ValueError, match="too few"):
+    assert ml.near_group_batches(lines, 2) == [282.0, 284.0]  # tier 280, 282, 284, 286: batches 280, 284; 282, 286
+    # the tier's lines all at even positions: every batch still gets its share
+    assert ml.near_group_batches([280.0, 313.0, 282.0, 310.0, 284.0, 312.0, 286.0, 311.0], 2) == [282.0, 284.0]
+    with pytest.raises(ValueError, match="too few for 2 batches"):
         ml.near_group_batches(lines[:3], 2)
-    with pytest.raises(ValueError, match="no value of the lowest tier"):
-        ml.near_group_batches([280.0, 313.0, 282.0, 310.0, 284.0, 312.0], 2)  # batch 1 is all slower
+    with pytest.raises(ValueError, match="1 of 6 values are in the lowest tier.*smallest values: 200.0, 282.0"):
+        ml.near_group_batches([200.0, 313.0, 282.0, 310.0, 284.0, 312.0], 2)  # one line far below the rest
 
 
 def test_near_tier_latency_measures_every_line_afresh_and_asserts_the_lowest_tier():
