@@ -197,6 +197,66 @@ def near_group_batches(values, batches: int, *, band: float = TIER_BAND) -> list
     return [percentile(tier[b::batches], 50) for b in range(batches)]
 
 
+def first_rise(points, reference: float, factor: float, after: int = 0) -> int | None:
+    """The smallest footprint above ``after`` whose latency exceeds ``factor`` x ``reference``;
+    ``points`` are (footprint, latency) pairs."""
+    for f, lat in sorted(points):
+        if f > after and lat > factor * reference:
+            return f
+    return None
+
+
+def capacity_knees(points, sizes: CacheSizes, factor: float = 1.5) -> tuple[int | None, int | None]:
+    """(L1 knee, L2 knee) of a latency-vs-footprint sweep: where latency first exceeds ``factor``
+    times the smallest footprint's (L1), then ``factor`` times the median of the points that can only
+    be L2 hits (L2)."""
+    pts = sorted(points)
+    l1_knee = first_rise(pts, pts[0][1], factor)
+    l2_lat = sorted(lat for f, lat in pts if level_of(f, sizes) == "l2")
+    if l1_knee is None or not l2_lat:
+        return l1_knee, None
+    return l1_knee, first_rise(pts, l2_lat[len(l2_lat) // 2], factor, after=4 * sizes.l1_max_bytes)
+
+
+def plot_sweep(points, sizes: CacheSizes, path, title: str):
+    """Latency per hop against footprint (log x), the L1 and L2 sizes marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    pts = sorted(points)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([f / KIB for f, _ in pts], [c for _, c in pts], "o-", ms=3)
+    for x, label in ((sizes.l1_min_bytes, "L1 (largest smem carve-out)"), (sizes.l1_max_bytes, "L1 + smem"),
+                     (sizes.l2_bytes, "L2")):
+        ax.axvline(x / KIB, ls="--", lw=0.8, color="grey")
+        ax.text(x / KIB, ax.get_ylim()[1] * 0.95, " " + label, rotation=90, va="top", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("footprint (KiB), one node per 128-byte line, random cycle")
+    ax.set_ylabel("cycles per hop (ld.global.ca)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_hops(hops_by_level: dict, path, title: str):
+    """Histograms of per-hop latencies, one per level."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(hops_by_level), figsize=(4 * len(hops_by_level), 3.2), squeeze=False)
+    for ax, (level, hops) in zip(axes[0], hops_by_level.items()):
+        ax.hist(hops, bins=60)
+        ax.set_xlabel(f"{level}: cycles per hop")
+    axes[0][0].set_ylabel("hops")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 # ----------------------------------------------------------------------------------------------
 # An L2 hit's latency, line by line. An access is served by the L2 slice that owns its line, and which
 # slice (near or far partition, nearer or farther on the crossbar) depends on the physical address the
