@@ -293,28 +293,38 @@ def line_by_line(cp, line: int):
     return cp.zeros(L2_SPREAD_BYTES // 4, dtype=cp.uint32)[l2_line_offsets()[line] // 4:]
 
 
-def near_tier_latency(gpuprops, name: str, spec_of_line, *, divisor: float) -> Measurement:
+def near_tier_latency(gpuprops, name: str, spec_of_line, *, divisor: float, band: float = TIER_BAND) -> Measurement:
     """The lowest tier of an L2-hit latency over lines: ``spec_of_line(k)`` (k < L2_LINES) measured
-    afresh for every line (stop rule LINE_STOP), then the median of the lowest tier (within TIER_BAND of
-    the fastest line) in each of NEAR_BATCHES interleaved batches of lines, as one measurement whose
+    afresh for every line (stop rule LINE_STOP), then the median of the lowest tier (within ``band`` of
+    the fastest line) in each of NEAR_BATCHES interleaved batches of it, as one measurement whose
     re-measurement measures every line again. Its launch info holds every line's cycles and the
-    NEAR_Q-th and FAR_Q-th percentiles over lines."""
+    NEAR_Q-th and FAR_Q-th percentiles over lines. ``band=math.inf``: every line (ALL_LINES)."""
     lines = [gpuprops.measure(f"{name} line at +{offset} B", spec_of_line(k), divisor=divisor, stop=LINE_STOP)
              for k, offset in enumerate(l2_line_offsets())]
     cycles = [m.median for m in lines]
     m = Measurement.given(
-        name, near_group_batches(cycles, NEAR_BATCHES), noise_target=NEAR_NOISE,
+        name, near_group_batches(cycles, NEAR_BATCHES, band=band), noise_target=NEAR_NOISE,
         overhead_cycles=lines[0].overhead_cycles, sm_clock_mhz=lines[0].sm_clock_mhz,
         throttle=sorted({t for line in lines for t in line.throttle}), kernel=lines[0].kernel,
         launch=dict(lines[0].launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
                     batches=NEAR_BATCHES,
                     **{f"p{q}_over_lines_cycles": round(percentile(cycles, q), 3) for q in (NEAR_Q, FAR_Q)},
                     line_cycles=[round(c, 3) for c in cycles]))
-    m.remeasure = lambda: near_tier_latency(gpuprops, name, spec_of_line, divisor=divisor)
+    m.remeasure = lambda: near_tier_latency(gpuprops, name, spec_of_line, divisor=divisor, band=band)
     return m
 
 
-#: how near_tier_latency measures, for method texts
+#: near_tier_latency's band for a copy of many lines: it waits for the slowest line's slice, so its
+#: latency over lines is one tier (1 KiB bulk copies on the H200, 2026-11-25: 312-357 cycles over 64
+#: lines, no gap), and the lowest-tier cut would fall inside it; every line is taken
+ALL_LINES = math.inf
+
+
+#: how near_tier_latency measures, for method texts (ALL_LINES_TEXT: with band ALL_LINES)
+ALL_LINES_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer "
+                  "(in L2), one line per measurement (the copy starting there); the median over lines in each "
+                  f"of {NEAR_BATCHES} interleaved batches, the median of those (a copy of many lines waits for "
+                  "its slowest slice, so the lines form one tier)")
 NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer "
                   f"(in L2), one line per measurement; the lowest tier: lines within {TIER_BAND:.0%} of the "
                   f"fastest, their median in each of {NEAR_BATCHES} interleaved batches of lines, the median of "

@@ -38,13 +38,15 @@ GPC not free) skips with the driver's reason.
   expect_tx, until the warp's try_wait returns.
 
 An L2 hit's latency depends on the slice that owns the line, which depends on the physical address
-the allocation got, so the L2 copies are measured line by line, 64 lines, and asserted as the lowest
-tier's median (memory_levels.near_tier_latency, as the global atomics); the slower tiers are reported.
+the allocation got, so the L2 copies are measured line by line, 64 lines (memory_levels.near_tier_latency):
+the .cg copy (one line per warp) as the lowest tier's median, as the global atomics; the bulk and
+tensor copies (8 to 32 lines each, so each waits for its slowest slice: one tier) as the median over
+lines.
 """
 
 import pytest
 import specs_async as sa
-from memory_levels import NEAR_TIER_TEXT, near_tier_latency
+from memory_levels import ALL_LINES, ALL_LINES_TEXT, NEAR_TIER_TEXT, near_tier_latency
 
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops import measure
@@ -95,9 +97,10 @@ def test_cp_async_latency(gpuprops, variant, benchmark):
     else:
         m = gpuprops.measure(name, sa.cp_async(variant), divisor=1)
         where = ""
+    per_warp = "lane l at 16 (l mod 8): one 128-byte line per warp" if cg else f"{32 * size} contiguous bytes per warp"
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"one warp, one cp.async.{'cg' if cg else 'ca'} of {size} bytes per lane ({opcode}; "
-                          f"{32 * size} contiguous bytes per warp) global -> shared, then commit_group + "
+                          f"{per_warp}) global -> shared, then commit_group + "
                           f"wait_group 0 (LDGDEPBAR, DEPBAR.LE SB0, 0x0); the source warmed by pass 1, so pass "
                           f"2 (timed) reads {hit}{where}")
 
@@ -178,12 +181,12 @@ def test_cluster_barrier_release(gpuprops, benchmark):
 @pytest.mark.parametrize("nbytes", sa.BULK_BYTES)
 def test_bulk_copy_latency(gpuprops, nbytes, benchmark):
     name = gpuprops.fact_name
-    m = near_tier_latency(gpuprops, name, lambda k: sa.bulk_copy(nbytes, k), divisor=1)
+    m = near_tier_latency(gpuprops, name, lambda k: sa.bulk_copy(nbytes, k), divisor=1, band=ALL_LINES)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"one warp; lane 0 arms a fresh mbarrier with mbarrier.arrive.expect_tx {nbytes} and "
                           f"issues cp.async.bulk of {nbytes} contiguous bytes global -> shared (UBLKCP.S.G, in "
                           "ptxas's one-trip ELECT loop), then the warp's try_wait.parity loop until true; the "
-                          f"source in L2 from pass 1, pass 2 timed; {NEAR_TIER_TEXT}")
+                          f"source in L2 from pass 1, pass 2 timed; {ALL_LINES_TEXT}")
 
 
 @pytest.mark.fact(lambda dim: f"tma_{dim}d_{KIB[sa.tma_bytes(dim)]}_latency_cycles")
@@ -192,7 +195,7 @@ def test_tma_tensor_latency(gpuprops, dim, benchmark):
     name = gpuprops.fact_name
     shape, box = sa.TMA_SHAPES[dim]
     opcode, _ = sa.BULK_COPIES[f"tma_{dim}d"]
-    m = near_tier_latency(gpuprops, name, lambda k: sa.tma_tensor(dim, k), divisor=1)
+    m = near_tier_latency(gpuprops, name, lambda k: sa.tma_tensor(dim, k), divisor=1, band=ALL_LINES)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"as the bulk copy, with cp.async.bulk.tensor.{dim}d.tile ({opcode}) of the {box} box "
                           f"at the origin of an fp32 tensor {shape} (innermost first; {sa.tma_bytes(dim)} bytes; "

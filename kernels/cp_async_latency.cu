@@ -5,7 +5,9 @@
 //
 //   CG      0: cp.async.ca (cached in L1 too), 1: cp.async.cg (L2 only; SIZE must be 16)
 //   SIZE    4 or 16 bytes per lane; lane l copies bytes [SIZE l, SIZE (l + 1)) of src, so the warp
-//           reads 32 * SIZE contiguous bytes (one or four 128-byte lines)
+//           reads 32 * SIZE contiguous bytes (one or four 128-byte lines); with CG, lane l copies
+//           16 bytes at 16 (l mod 8): the warp reads one 128-byte line, so the copy's latency is
+//           that line's L2 slice's, not the slowest of four lines' slices
 //   PASSES  the copy runs PASSES times and the last is timed: the first brings the region into
 //           the instruction caches and the source lines into L2 (and, for .ca, L1), so the timed
 //           copy reads warm lines: an L1 hit for .ca, an L2 hit for .cg
@@ -47,7 +49,7 @@ extern "C" __global__ void cp_async_latency(unsigned long long* cycles, const ui
     // Both addresses pinned before the start read (gp_opaque), so no address arithmetic sits in the
     // region; the source is one 64-bit pointer, pinned as its offset from src.
     unsigned d = gp_opaque((unsigned)__cvta_generic_to_shared(dst) + lane * SIZE, &slot[lane], sink);
-    unsigned off = gp_opaque(lane * SIZE, &slot[lane], sink);
+    unsigned off = gp_opaque(CG ? lane % 8 * 16 : lane * SIZE, &slot[lane], sink);
     const unsigned char* s = reinterpret_cast<const unsigned char*>(src) + off;
     unsigned long long t0 = 0, t1 = 0;
 #pragma unroll 1

@@ -467,9 +467,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     tr = terminalreporter
     verdicts = state.results.verdicts
+    verbose = config.getoption("verbose", 0) or 0  # -v: every row and cell whole
     if verdicts:
         tr.write_sep("=", "gpuprops facts")
-        tr.write_line(report.table(verdicts))
+        tr.write_line(report.terminal_table(verdicts, verbose))
         tr.write_line(report.summary_line(verdicts + state.fleet, state.run))
         if len({results.gpu_key(v) for v in verdicts if v.gpu}) > 1:
             tr.write_sep("-", "per GPU")
@@ -480,7 +481,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         tr.write_line(f"gpuprops {state.fleet_note}")
     if state.fleet:
         tr.write_sep("=", "gpuprops fleet: outliers and moved facts", red=True)
-        tr.write_line(report.table(state.fleet))
+        tr.write_line(report.terminal_table(state.fleet, verbose, grouped=False))
     meta = state.meta()
     if state.run is not None:
         meta["run"] = state.run

@@ -7,6 +7,7 @@ output can be produced (and tested) without a GPU.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -71,7 +72,176 @@ def rows(verdicts: Iterable[Verdict]) -> list[list[str]]:
 
 
 def table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
+    """Every verdict, one row each, every cell whole: the Markdown report's table and the terminal's
+    with ``-v`` (:func:`compact_table` is the terminal's default)."""
     return tabulate(rows(verdicts), headers=HEADERS, tablefmt=fmt, disable_numparse=True)
+
+
+def terminal_table(verdicts: Iterable[Verdict], verbose: int = 0, grouped: bool = True) -> str:
+    """A table the terminal prints at the end of a run (the facts, grouped; the fleet's verdicts,
+    not): :func:`compact_table`, or with ``-v`` (``verbose`` >= 1) :func:`table`, every row and
+    cell whole."""
+    return table(verdicts) if verbose >= 1 else compact_table(verdicts, grouped=grouped)
+
+
+# ----------------------------------------------------------------------------------------------
+# the terminal's default table: grouped by area, what needs attention first, within 120 columns
+
+#: the widest line :func:`compact_table` writes
+TERMINAL_WIDTH = 120
+#: the area of a verdict, by the name of its test file (without "test_") or, for a verdict with no
+#: test (a fleet verdict), by its fact's name: the first prefix that matches names the group
+AREAS = (
+    ("static", "static (SASS)"),
+    ("async_units", "async units"),
+    ("wgmma", "wgmma"),
+    ("throughput_and_clocks", "clocks & throughput"),
+    ("health", "health"),
+    ("smem", "shared memory"),
+    ("memory_hierarchy", "memory hierarchy"),
+    ("regbank", "register banks"),
+    ("alu", "ALU"),
+    ("mma", "tensor cores (mma.sync)"),
+    ("tensorcore", "tensor cores (mma.sync)"),
+    ("hmma", "tensor cores (mma.sync)"),
+    ("dpx_atomics_const", "DPX, atomics & constant cache"),
+)
+#: the narrowest a shortened column gets, beside the fact's name
+_MIN_COLUMN = 16
+_INDENT = "  "
+
+
+def area(v: Verdict) -> str:
+    """The group a verdict is listed under: its test file's area (``hwtests/test_wgmma_dtypes.py``:
+    "wgmma"), else the file's name; a verdict with no test (fleet) goes by its fact's name."""
+    if v.nodeid:
+        stem = Path(v.nodeid.split("::")[0]).stem.removeprefix("test_")
+        for prefix, name in AREAS:
+            if stem.startswith(prefix):
+                return name
+        return stem.replace("_", " ") or "other"
+    for prefix, name in AREAS:
+        if v.fact.startswith(prefix):
+            return name
+    return "other"
+
+
+def _rank(status: str) -> int:
+    return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
+
+
+def _counts(verdicts: Iterable[Verdict]) -> str:
+    """"1 FAIL, 20 PASS": how many of each status, in the order that needs attention."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    return ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (_rank(s), s)))
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def _compact_measured(v: Verdict) -> str:
+    """The measured value without its details (spread, n, attempts, notes: -v and the reports have
+    them): the number, a model's "31/32 cases", the head of a health reading ("x16 of x16")."""
+    if v.measured is None and v.kind != "test":
+        return "-"
+    text = v.measured_text.split("\n")[0]
+    if v.kind in ("test", "fleet", "baseline"):
+        return text
+    if v.measurement and v.measured is not None:
+        return f"{v.measured:.3f}"
+    if v.kind == "model":
+        return text.split(" within ")[0]
+    if v.kind == "static" and " with " in text:  # "24 cycles with nvrtc 13.5": as the expected reads
+        return f"{text.split()[0]} ({text.split(' with ', 1)[1]})"
+    return text.split("; ")[0].split(" (")[0]
+
+
+def _typical(lengths: list[int]) -> int:
+    """The width 19 cells in 20 fit in: a few long cells do not widen a column for all."""
+    ls = sorted(lengths)
+    return ls[max(math.ceil(0.95 * len(ls)) - 1, 0)] if ls else 0
+
+
+def _widths(headers: list[str], body: list[list[str]], room: int) -> list[int]:
+    """Widths of every column but the last (which takes the rest of its line), within ``room``.
+
+    Where the whole cells do not fit, the fact's name (first) stays whole, the middle columns get
+    the width most of their cells need (:func:`_typical`, at least _MIN_COLUMN), shortened evenly,
+    the widest first, if that is still too wide."""
+    cols = [[r[i] for r in body] for i in range(len(headers))]
+    natural = [max([len(h)] + [len(c) for c in col]) for h, col in zip(headers, cols)]
+    if sum(natural[:-1]) <= room - natural[-1]:
+        return natural[:-1]
+    room -= max([len(headers[-1])] + [len(c.split(" (")[0]) for c in cols[-1]])  # the status, whole
+    mids = [min(n, max(len(h), _typical([len(c) for c in col]), _MIN_COLUMN))
+            for n, h, col in zip(natural[1:-1], headers[1:-1], cols[1:-1])]
+    first = min(natural[0], max(room - sum(min(m, _MIN_COLUMN) for m in mids), _MIN_COLUMN))
+    left = room - first
+    cap = max(mids, default=0)
+    while cap > 1 and sum(min(m, cap) for m in mids) > left:
+        cap -= 1
+    return [first] + [min(m, cap) for m in mids]
+
+
+def compact_table(verdicts: Iterable[Verdict], width: int = TERMINAL_WIDTH, grouped: bool = True) -> str:
+    """The terminal's table: fact, expected, measured, verdict, no line wider than ``width``.
+
+    ``grouped``: one group per area (:func:`area`) under a heading with its counts by status, the
+    groups that need attention first and, within a group, the rows in STATUS_ORDER; a test that
+    checked no fact and was skipped is counted in a line per reason ("3 skipped: <reason>"), not
+    listed. The arch is said once above the table when every row has the same (its column is
+    dropped). A measured value is shown without its spread, n and attempts; long cells end in "…".
+    The whole texts are in the JSON and Markdown reports, and in :func:`table`, which the terminal
+    prints with ``-v``.
+    """
+    vs = list(verdicts)
+    archs = list(dict.fromkeys(v.arch for v in vs if v.kind != "test" and v.arch not in ("", "-")))
+    one_arch = len(archs) <= 1
+    headers = ["fact", "expected", "measured", "verdict"] if one_arch else HEADERS
+
+    def cells(v: Verdict) -> list[str]:
+        row = [v.fact, v.expected, _compact_measured(v), v.verdict_text]
+        return row if one_arch else [row[0], v.arch, *row[1:]]
+
+    indent, sep = (_INDENT if grouped else ""), "  "
+    listed = [v for v in vs if not (grouped and v.kind == "test" and v.status == "SKIPPED")]
+    body = [cells(v) for v in listed]
+    ws = _widths(headers, body, width - len(indent) - len(sep) * (len(headers) - 1))
+
+    def line(row: list[str]) -> str:
+        head = indent + "".join(_clip(c, w).ljust(w) + sep for c, w in zip(row, ws))
+        return (head + _clip(row[-1], width - len(head))).rstrip()
+
+    def rule() -> str:
+        head = indent + "".join("-" * w + sep for w in ws)
+        return head + "-" * min(max(len(r[-1]) for r in body + [headers]), width - len(head))
+
+    out = []
+    if one_arch and archs:
+        note = f"arch {archs[0]} (every fact)"
+        if grouped:
+            note += "; -v shows noise, n, attempts, whole verdicts and each skipped test"
+        out.append(_clip(note, width))
+    if body:
+        out += [line(headers), rule()]
+    if not grouped:
+        return "\n".join(out + [line(r) for r in body])
+    groups: dict[str, list[Verdict]] = {}
+    for v in vs:
+        groups.setdefault(area(v), []).append(v)
+    for name, members in sorted(groups.items(), key=lambda kv: min(_rank(v.status) for v in kv[1])):
+        out.append(_clip(f"{name} — {len(members)}: {_counts(members)}", width))
+        out += [line(cells(v)) for v in sorted(members, key=lambda v: _rank(v.status)) if v in listed]
+        skipped: dict[str, int] = {}
+        for v in members:
+            if v not in listed:
+                reason = v.measured_text.split("\n")[0]
+                skipped[reason] = skipped.get(reason, 0) + 1
+        out += [_clip(f"{indent}{n} skipped: {reason}", width) for reason, n in skipped.items()]
+    return "\n".join(out)
 
 
 def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] = ()) -> str:
