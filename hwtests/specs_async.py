@@ -91,7 +91,7 @@ CLUSTER_BARRIER_STEP = {
 }
 
 
-#: CTAs of a DSMEM chase launch: 64 // k clusters of k. One cluster's latency depends on the SM pair it
+#: CTAs of a DSMEM chase or cluster barrier launch: 64 // k clusters of k. One cluster's latency depends on the SM pair it
 #: lands on (cluster of 2, one per run: 186.469, 186.844, 187.453, 188.06 cycles per hop on H100 and
 #: H200 units, 2026-11-24/25, each steady within its run); the median over 64 CTAs on many SM pairs is
 #: the GPU's, not the pair's.
@@ -125,9 +125,12 @@ def dsmem_bytes_per_block() -> int:
 
 
 def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
+    """DSMEM_CHASE_CTAS // ``cluster`` clusters of ``cluster`` CTAs, each running its barriers: one
+    cluster's barrier depends on where its CTAs land (a cluster of 2, one per run: 45.938 cycles on one
+    H100, 58.938 on three other units, 2026-11-24/25), so the median over many clusters is taken."""
     step = CLUSTER_BARRIER_STEP[relaxed]
     return KernelSpec("cluster_dsmem.cu", "cluster_barrier",
-                      {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)}, grid=cluster,
+                      {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)}, grid=DSMEM_CHASE_CTAS,
                       block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
                       region={op: CLUSTER_BARRIER_UNROLL for op in step})
 

@@ -18,16 +18,17 @@ GPC not free) skips with the driver's reason.
   lines a first pass brought in (an L1 hit for .ca, an L2 hit for .cg), then commit_group +
   wait_group 0; the .cg copy line by line (below).
 * dsmem_latency_cluster<k>_cycles: per hop of a dependent 8-byte chase through the neighbouring CTA's
-  shared memory, clusters of k = 2, 4, 8, 16 (64 CTAs: 64 / k clusters, the median over CTAs); dsmem_self_latency_cycles: the same chase through the
-  CTA's own shared memory by the same generic load (compare lds_latency_cycles, the LDS chase).
+  shared memory, clusters of k = 2, 4, 8, 16 (64 CTAs: 64 / k clusters, the median over CTAs);
+  dsmem_self_latency_cycles: the same chase through the CTA's own shared memory by the same generic
+  load (compare lds_latency_cycles, the LDS chase).
 * dsmem_<load|store>_bytes_per_cycle: bytes per SM cycle one 1024-thread CTA moves to / from its
   neighbour's shared memory with 16-byte volatile accesses, clusters of 2; each CTA's span on its own
   SM's clock (mode block_span), median over the two. The stores are not waited for at the stop read
   (only a fence waits for a remote store): what is in flight then is a tail bounded by the store
   queues, against 32768 warp-wide stores (16 MiB) per CTA.
 * cluster_barrier_cluster<k>_cycles: barrier.cluster.arrive.relaxed + barrier.cluster.wait, 16 in a
-  row, clusters of k; cluster_barrier_release_cluster2_cycles: the default (release) arrive, which
-  puts MEMBAR.ALL.GPU before it, as cooperative_groups' cluster.sync() does.
+  row, clusters of k (64 CTAs, as the chase); cluster_barrier_release_cluster2_cycles: the default
+  (release) arrive, which puts MEMBAR.ALL.GPU before it, as cooperative_groups' cluster.sync() does.
 * tma_2d_store_4k_latency_cycles, tma_2d_store_4k_source_read_cycles: one TMA store
   (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group, UTMASTG.2D) of the 4 KiB box from shared
   memory, issued, committed and waited for by lane 0: until cp.async.bulk.wait_group 0 returns (the
@@ -159,9 +160,10 @@ def test_cluster_barrier(gpuprops, cluster, benchmark):
     _skip_if_cluster_refused(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.CLUSTER_BARRIER_UNROLL)
     gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one cluster of {cluster} CTAs, one warp each, one CTA per SM, {sa.CLUSTER_BARRIER_UNROLL} x "
-                          "barrier.cluster.arrive.relaxed.aligned + barrier.cluster.wait.aligned (UCGABAR_ARV, "
-                          "UCGABAR_WAIT, CCTL.IVALL); cycles per barrier, median over CTAs, pass 2 of 2 timed")
+                   method=f"{sa.DSMEM_CHASE_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
+                          f"SM, {sa.CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.relaxed.aligned + "
+                          "barrier.cluster.wait.aligned (UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL); cycles per barrier, "
+                          "median over CTAs, pass 2 of 2 timed")
 
 
 @pytest.mark.fact("cluster_barrier_release_cluster2_cycles")

@@ -130,22 +130,27 @@ def gpu_info(index: int = 0) -> GpuInfo:  # pragma: no mutate block  (GPU only)
         pci = cupy.cuda.Device(index).pci_bus_id
     nvml, handle = _nvml_handle(pci)
     driver = _ver(cupy.cuda.runtime.driverGetVersion())
-    nvml_driver, max_clock = None, None
+    nvml_driver, max_clock, nvml_uuid = None, None, ""
     if handle is not None:
         try:
             nvml_driver = nvml.nvmlSystemGetDriverVersion()
             nvml_driver = nvml_driver.decode() if isinstance(nvml_driver, bytes) else nvml_driver
             max_clock = int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
+            # NVML's spelling first: CuPy hands CUDA's 16 UUID bytes over as a C string, cut at the
+            # first zero byte (GPU-7a297dd4-e640-6039-38ad-1782008ffbe6 came back 12 bytes long)
+            raw = nvml.nvmlDeviceGetUUID(handle)
+            nvml_uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
         except Exception:
             pass
     import socket
     return GpuInfo(index, name, arch, int(props["multiProcessorCount"]), nvml_driver or driver, driver,
-                   _ver(cupy.cuda.runtime.runtimeGetVersion()), pci, max_clock, _uuid(props.get("uuid")),
+                   _ver(cupy.cuda.runtime.runtimeGetVersion()), pci, max_clock, nvml_uuid or _uuid(props.get("uuid")),
                    socket.gethostname())
 
 
 def _uuid(raw) -> str:
-    """CUDA's 16 UUID bytes in nvidia-smi's spelling, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx."""
+    """CUDA's 16 UUID bytes in nvidia-smi's spelling, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx; "" when
+    fewer than 16 arrive (CuPy cuts them at a zero byte: NVML's UUID is preferred, see gpu_info)."""
     if not raw:
         return ""
     b = bytes(raw) if not isinstance(raw, str) else raw.encode("latin-1")
