@@ -190,10 +190,10 @@ def near_group_batches(values, batches: int, *, band: float = TIER_BAND) -> list
     spread its sampling noise. Batching the tier (not the values) keeps every batch filled however the
     tier's lines fall among all of them."""
     tier = near_group(values, band=band)
-    if len(tier) < 2 * batches:
-        shown = ", ".join(f"{v:.1f}" for v in sorted(values)[:2 * batches + 2])
+    if len(tier) < batches:
+        shown = ", ".join(f"{v:.1f}" for v in sorted(values)[:batches + 4])
         raise ValueError(f"{len(tier)} of {len(values)} values are in the lowest tier (within {band:.0%} of the "
-                         f"smallest), too few for {batches} batches of two; the smallest values: {shown}")
+                         f"smallest), too few for {batches} batches; the smallest values: {shown}")
     return [percentile(tier[b::batches], 50) for b in range(batches)]
 
 

@@ -481,7 +481,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         tr.write_line(f"gpuprops {state.fleet_note}")
     if state.fleet:
         tr.write_sep("=", "gpuprops fleet: outliers and moved facts", red=True)
-        tr.write_line(report.terminal_table(state.fleet, verbose, grouped=False))
+        tr.write_line(report.table(state.fleet))
     meta = state.meta()
     if state.run is not None:
         meta["run"] = state.run

@@ -77,11 +77,10 @@ def table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
     return tabulate(rows(verdicts), headers=HEADERS, tablefmt=fmt, disable_numparse=True)
 
 
-def terminal_table(verdicts: Iterable[Verdict], verbose: int = 0, grouped: bool = True) -> str:
-    """A table the terminal prints at the end of a run (the facts, grouped; the fleet's verdicts,
-    not): :func:`compact_table`, or with ``-v`` (``verbose`` >= 1) :func:`table`, every row and
-    cell whole."""
-    return table(verdicts) if verbose >= 1 else compact_table(verdicts, grouped=grouped)
+def terminal_table(verdicts: Iterable[Verdict], verbose: int = 0) -> str:
+    """The facts table the terminal prints at the end of a run: :func:`compact_table`, or with
+    ``-v`` (``verbose`` >= 1) :func:`table`, every row and cell whole."""
+    return table(verdicts) if verbose >= 1 else compact_table(verdicts)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -90,7 +89,7 @@ def terminal_table(verdicts: Iterable[Verdict], verbose: int = 0, grouped: bool 
 #: the widest line :func:`compact_table` writes
 TERMINAL_WIDTH = 120
 #: the area of a verdict, by the name of its test file (without "test_") or, for a verdict with no
-#: test (a fleet verdict), by its fact's name: the first prefix that matches names the group
+#: node id, by its fact's name: the first prefix that matches names the group
 AREAS = (
     ("static", "static (SASS)"),
     ("async_units", "async units"),
@@ -108,12 +107,14 @@ AREAS = (
 )
 #: the narrowest a shortened column gets, beside the fact's name
 _MIN_COLUMN = 16
+#: the room the verdict keeps when cells must be shortened: its status and the start of its flags
+_VERDICT_ROOM = 24
 _INDENT = "  "
 
 
 def area(v: Verdict) -> str:
     """The group a verdict is listed under: its test file's area (``hwtests/test_wgmma_dtypes.py``:
-    "wgmma"), else the file's name; a verdict with no test (fleet) goes by its fact's name."""
+    "wgmma"), else the file's name; a verdict with no node id goes by its fact's name."""
     if v.nodeid:
         stem = Path(v.nodeid.split("::")[0]).stem.removeprefix("test_")
         for prefix, name in AREAS:
@@ -160,22 +161,23 @@ def _compact_measured(v: Verdict) -> str:
 
 
 def _typical(lengths: list[int]) -> int:
-    """The width 19 cells in 20 fit in: a few long cells do not widen a column for all."""
+    """The width 49 cells in 50 fit in: a few long cells do not widen a column for all."""
     ls = sorted(lengths)
-    return ls[max(math.ceil(0.95 * len(ls)) - 1, 0)] if ls else 0
+    return ls[max(math.ceil(0.98 * len(ls)) - 1, 0)] if ls else 0
 
 
 def _widths(headers: list[str], body: list[list[str]], room: int) -> list[int]:
     """Widths of every column but the last (which takes the rest of its line), within ``room``.
 
-    Where the whole cells do not fit, the fact's name (first) stays whole, the middle columns get
-    the width most of their cells need (:func:`_typical`, at least _MIN_COLUMN), shortened evenly,
-    the widest first, if that is still too wide."""
+    Where the whole cells do not fit, the verdict keeps _VERDICT_ROOM, the fact's name (first) stays
+    whole, the middle columns get the width most of their cells need (:func:`_typical`, at least
+    _MIN_COLUMN), shortened evenly, the widest first, if that is still too wide."""
     cols = [[r[i] for r in body] for i in range(len(headers))]
     natural = [max([len(h)] + [len(c) for c in col]) for h, col in zip(headers, cols)]
     if sum(natural[:-1]) <= room - natural[-1]:
         return natural[:-1]
-    room -= max([len(headers[-1])] + [len(c.split(" (")[0]) for c in cols[-1]])  # the status, whole
+    statuses = max([len(headers[-1])] + [len(c.split(" (")[0]) for c in cols[-1]])
+    room -= max(statuses, min(natural[-1], _VERDICT_ROOM))  # the status whole, and a start of the flags
     mids = [min(n, max(len(h), _typical([len(c) for c in col]), _MIN_COLUMN))
             for n, h, col in zip(natural[1:-1], headers[1:-1], cols[1:-1])]
     first = min(natural[0], max(room - sum(min(m, _MIN_COLUMN) for m in mids), _MIN_COLUMN))
@@ -186,11 +188,11 @@ def _widths(headers: list[str], body: list[list[str]], room: int) -> list[int]:
     return [first] + [min(m, cap) for m in mids]
 
 
-def compact_table(verdicts: Iterable[Verdict], width: int = TERMINAL_WIDTH, grouped: bool = True) -> str:
+def compact_table(verdicts: Iterable[Verdict], width: int = TERMINAL_WIDTH) -> str:
     """The terminal's table: fact, expected, measured, verdict, no line wider than ``width``.
 
-    ``grouped``: one group per area (:func:`area`) under a heading with its counts by status, the
-    groups that need attention first and, within a group, the rows in STATUS_ORDER; a test that
+    One group per area (:func:`area`) under a heading with its counts by status, the groups that
+    need attention first and, within a group, the rows in STATUS_ORDER; a test that
     checked no fact and was skipped is counted in a line per reason ("3 skipped: <reason>"), not
     listed. The arch is said once above the table when every row has the same (its column is
     dropped). A measured value is shown without its spread, n and attempts; long cells end in "…".
@@ -206,14 +208,18 @@ def compact_table(verdicts: Iterable[Verdict], width: int = TERMINAL_WIDTH, grou
         row = [v.fact, v.expected, _compact_measured(v), v.verdict_text]
         return row if one_arch else [row[0], v.arch, *row[1:]]
 
-    indent, sep = (_INDENT if grouped else ""), "  "
-    listed = [v for v in vs if not (grouped and v.kind == "test" and v.status == "SKIPPED")]
-    body = [cells(v) for v in listed]
+    indent, sep = _INDENT, "  "
+
+    def counted(v: Verdict) -> bool:  # a skipped test that checked no fact: counted, not listed
+        return v.kind == "test" and v.status == "SKIPPED"
+
+    body = [cells(v) for v in vs if not counted(v)]
     ws = _widths(headers, body, width - len(indent) - len(sep) * (len(headers) - 1))
 
     def line(row: list[str]) -> str:
         head = indent + "".join(_clip(c, w).ljust(w) + sep for c, w in zip(row, ws))
-        return (head + _clip(row[-1], width - len(head))).rstrip()
+        room, status = width - len(head), row[-1].split(" (")[0]  # the verdict: its status whole
+        return (head + (_clip(row[-1], room) if room > len(status) else status)).rstrip()
 
     def rule() -> str:
         head = indent + "".join("-" * w + sep for w in ws)
@@ -221,23 +227,20 @@ def compact_table(verdicts: Iterable[Verdict], width: int = TERMINAL_WIDTH, grou
 
     out = []
     if one_arch and archs:
-        note = f"arch {archs[0]} (every fact)"
-        if grouped:
-            note += "; -v shows noise, n, attempts, whole verdicts and each skipped test"
-        out.append(_clip(note, width))
+        out.append(_clip(f"all facts for {archs[0]}; -v shows noise, n, attempts, whole verdicts and each "
+                         "skipped test", width))
     if body:
         out += [line(headers), rule()]
-    if not grouped:
-        return "\n".join(out + [line(r) for r in body])
     groups: dict[str, list[Verdict]] = {}
     for v in vs:
         groups.setdefault(area(v), []).append(v)
     for name, members in sorted(groups.items(), key=lambda kv: min(_rank(v.status) for v in kv[1])):
-        out.append(_clip(f"{name} — {len(members)}: {_counts(members)}", width))
-        out += [line(cells(v)) for v in sorted(members, key=lambda v: _rank(v.status)) if v in listed]
+        tail = f" — {len(members)}: {_counts(members)}"
+        out.append(_clip(_clip(name, max(width - len(tail), 8)) + tail, width))
+        out += [line(cells(v)) for v in sorted(members, key=lambda v: _rank(v.status)) if not counted(v)]
         skipped: dict[str, int] = {}
         for v in members:
-            if v not in listed:
+            if counted(v):
                 reason = v.measured_text.split("\n")[0]
                 skipped[reason] = skipped.get(reason, 0) + 1
         out += [_clip(f"{indent}{n} skipped: {reason}", width) for reason, n in skipped.items()]

@@ -106,7 +106,7 @@ def test_report_and_junit_properties(pytester):
     pytester.makepyfile(FACT_TEST.replace("VALUE", "23.0"))
     r = pytester.runpytest_inprocess("--gpuprops-report", "rep.json", "--junitxml", "j.xml")
     r.assert_outcomes(passed=1)
-    r.stdout.fnmatch_lines(["*gpuprops facts*", "*lds_latency_cycles*sm_90*23 ± 0.25 cycles*PASS*"])
+    r.stdout.fnmatch_lines(["*gpuprops facts*", "all facts for sm_90*", "*lds_latency_cycles*23 ± 0.25 cycles*PASS*"])
     assert '"status": "PASS"' in (pytester.path / "rep.json").read_text()
     assert 'name="gpuprops:lds_latency_cycles"' in (pytester.path / "j.xml").read_text()
 
@@ -639,6 +639,11 @@ def test_the_arch_marker_is_judged_on_the_gpu_the_test_runs_on(pytester):
     r = pytester.runpytest_inprocess("--gpuprops-gpus", "all")
     r.assert_outcomes(passed=2, skipped=2)  # each test passes on GPU 0 and is skipped on GPU 1, saying why
     lines = r.stdout.lines
+    # the table counts the skipped tests per reason; -v lists each, with its GPU
+    assert "  1 skipped: fact is defined for sm_90; this GPU is sm_80" in lines
+    assert "  1 skipped: fact needs sm_86 or newer; this GPU is sm_80" in lines
+    assert "gpuprops: 2 SKIPPED" in lines
+    lines = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "-v").stdout.lines
     assert "test_hopper_only[gpu1]  -       -           fact is defined for sm_90; this GPU is sm_80  SKIPPED" in lines
     assert "test_from_86[gpu1]      -       -           fact needs sm_86 or newer; this GPU is sm_80  SKIPPED" in lines
     assert "gpuprops: 2 SKIPPED" in lines
@@ -654,13 +659,25 @@ def test_one_gpu_gets_the_facts_table_and_the_fleet_note_but_no_per_gpu_table(py
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines([
         FACTS_SEP,
+        "all facts for sm_90; -v shows noise, n, attempts, whole verdicts and each skipped test",
+        "  fact                expected          measured  verdict",
+        "  ------------------  ----------------  --------  -------",
+        "one gpu gets the facts table and the fleet note but no per gpu table — 1: 1 PASS",
+        "  lds_latency_cycles  23 ± 0.25 cycles  23.000    PASS",
+        "gpuprops: 1 PASS",
+        "gpuprops outlier check: not run (1 GPU measured; it needs two or more)",
+    ], consecutive=True)
+    assert "per GPU" not in r.stdout.str() and "gpuprops fleet" not in r.stdout.str()
+    # -v: the whole table, the measurement's spread and n in its cell
+    r = pytester.runpytest_inprocess("-v")
+    r.stdout.fnmatch_lines([
+        FACTS_SEP,
         "fact                arch    expected          measured              verdict",
         "------------------  ------  ----------------  --------------------  ---------",
         "lds_latency_cycles  sm_90   23 ± 0.25 cycles  23.000 (±0.00%, n=3)  PASS",
         "gpuprops: 1 PASS",
         "gpuprops outlier check: not run (1 GPU measured; it needs two or more)",
     ], consecutive=True)
-    assert "per GPU" not in r.stdout.str() and "gpuprops fleet" not in r.stdout.str()
 
 
 def test_compile_time_facts_alone_print_no_fleet_note(pytester, columns80):
@@ -684,15 +701,7 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
     pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-report", "old.json").assert_outcomes(passed=2)
     # now GPU 1 reads 23.2: off GPU 0 (22.8) by 0.4 > 0.25, and moved by 0.4 since old.json
     pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0.4))
-    r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-compare", "old.json")
-    r.assert_outcomes(passed=2)
-    assert r.ret == pytest.ExitCode.TESTS_FAILED
-    r.stdout.fnmatch_lines([
-        FACTS_SEP,
-        "fact                arch    expected          measured              verdict",
-        "------------------  ------  ----------------  --------------------  ---------",
-        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  22.800 (±0.00%, n=3)  PASS",
-        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  23.200 (±0.00%, n=3)  PASS",
+    after_the_facts_table = [
         "gpuprops: 2 OUTLIER, 1 MOVED, 2 PASS",
         PER_GPU_SEP,
         "fact                test      node1:gpu0 Fake GPU (GPU-00000000)    node1:gpu1 Fake GPU (GPU-00000001)",
@@ -713,6 +722,29 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
         "which one is off)",
         "lds_latency_cycles  sm_90   baseline 22.800 ± 0.25 cycles     23.200 cycles on node1:gpu1 Fake GPU "
         "(GPU-00000001) (moved +0.400)  MOVED",
+    ]
+    r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-compare", "old.json")
+    r.assert_outcomes(passed=2)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.stdout.fnmatch_lines([
+        FACTS_SEP,
+        "all facts for sm_90; -v shows noise, n, attempts, whole verdicts and each skipped test",
+        "  fact                expected          measured  verdict",
+        "  ------------------  ----------------  --------  -------",
+        "two gpus list per gpu then outliers and moved facts both in the fleet — 2: 2 PASS",
+        "  lds_latency_cycles  23 ± 0.25 cycles  22.800    PASS",
+        "  lds_latency_cycles  23 ± 0.25 cycles  23.200    PASS",
+        *after_the_facts_table,
+    ], consecutive=True)
+    # -v: the whole facts table, the measurement's spread and n in its cell
+    r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-compare", "old.json", "-v")
+    r.stdout.fnmatch_lines([
+        FACTS_SEP,
+        "fact                arch    expected          measured              verdict",
+        "------------------  ------  ----------------  --------------------  ---------",
+        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  22.800 (±0.00%, n=3)  PASS",
+        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  23.200 (±0.00%, n=3)  PASS",
+        *after_the_facts_table,
     ], consecutive=True)
 
 

@@ -505,3 +505,168 @@ def test_bandwidth_bars_are_tab_blue_whatever_the_colour_cycle(tmp_path, drawn):
     assert [mcolors.to_hex(b.get_facecolor()) for b in ax.patches] == ["#1f77b4", "#1f77b4"]  # tab:blue
     assert [b.get_height() for b in ax.patches] == [127.0, 64.0]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- the terminal's default table: grouped, attention first, within 120 columns -----------------
+
+
+def _at(node, fact="lds_latency_cycles", status=PASS, measured=23.0, **kw):
+    base = dict(fact=fact, arch="sm_90", status=status, expected="23 ± 0.25 cycles", measured=measured,
+                measured_text=f"{measured} cycles (min 22.9, max 23.1, noise 0.10%, n=5, converged)", unit="cycles",
+                method="m", source="s", nodeid=node, measurement={"noise": 0.001, "n": 5})
+    base.update(kw)
+    return Verdict(**base)
+
+
+def _skipped_test(node, reason):
+    return Verdict(node.split("::")[-1], "-", "SKIPPED", "-", None, reason, "", "", "", kind="test", nodeid=node)
+
+
+@pytest.mark.parametrize("node, expected", [
+    ("hwtests/test_async_units.py::test_cp_async_latency[cg16]", "async units"),
+    ("hwtests/test_wgmma.py::test_latency[m64n8k16]", "wgmma"),
+    ("hwtests/test_wgmma_dtypes.py::test_rate", "wgmma"),
+    ("hwtests/test_throughput_and_clocks.py::test_ffma", "clocks & throughput"),
+    ("hwtests/test_health.py::test_health[health_ecc_mode]", "health"),
+    ("hwtests/test_smem.py::test_lds", "shared memory"),
+    ("hwtests/test_smem_conflicts.py::test_model", "shared memory"),
+    ("hwtests/test_memory_hierarchy.py::test_l2", "memory hierarchy"),
+    ("hwtests/test_regbank.py::test_seed_cases", "register banks"),
+    ("hwtests/test_static.py::test_hmma_dependent_chain_issue_spacing[sm_80]", "static (SASS)"),
+    ("hwtests/test_static_async_units.py::test_clean[x]", "static (SASS)"),
+    ("hwtests/test_alu_ops.py::test_latency[shfl]", "ALU"),
+    ("hwtests/test_mma_dtypes.py::test_model", "tensor cores (mma.sync)"),
+    ("hwtests/test_tensorcore.py::test_model", "tensor cores (mma.sync)"),
+    ("hwtests/test_dpx_atomics_const.py::test_dpx", "DPX, atomics & constant cache"),
+    ("tests/test_new_unit.py::test_x", "new unit"),  # no area: the file's name
+    ("test_lds.py::test_lds[gpu0]", "lds"),
+])
+def test_the_area_of_a_verdict_is_its_test_file_s(node, expected):
+    assert report.area(_at(node)) == expected
+
+
+def test_a_verdict_without_a_test_goes_by_its_fact_s_name():
+    assert report.area(_at("", fact="wgmma_m64n8k16_f16_ss_latency_cycles")) == "wgmma"
+    assert report.area(_at("", fact="health_ecc_mode")) == "health"
+    assert report.area(_at("", fact="lds_latency_cycles")) == "other"
+
+
+def test_compact_table_exactly():
+    smem = "hwtests/test_smem.py::test_lds"
+    vs = [
+        _at(smem),
+        _at("hwtests/test_alu.py::test_ffma", fact="ffma_latency_cycles", expected="3.984 ± 0.05 cycles",
+            measured=3.984375),
+        _at(smem, fact="sts_latency_cycles", status=FAIL, measured=30.0, flags=["confirmed: failed 3 of 3 measurements"],
+            attempts=[{"measured": 30.0, "measured_text": "30", "status": FAIL}] * 3),
+        _skipped_test("hwtests/test_static.py::test_spacing[sm_80]", "facts file x.toml is for sm_90, not sm_80"),
+        _skipped_test("hwtests/test_static.py::test_other[sm_80]", "facts file x.toml is for sm_90, not sm_80"),
+        _skipped_test("hwtests/test_static.py::test_spacing[sm_86]", "facts file x.toml is for sm_90, not sm_86"),
+        Verdict("hmma_dep", "sm_90", PASS, "24 (nvrtc 13.5)", 24.0, "24 cycles with nvrtc 13.0", "cycles", "m", "s",
+                kind="static", flags=["nvrtc 13.0 not recorded; same as nvrtc 13.5"],
+                nodeid="hwtests/test_static.py::test_spacing[sm_90]"),
+        Verdict("regbank_model", "sm_90", PASS, "model ± 6%", 26.0, "26/26 cases within ±6% of the model; worst R8: "
+                "model 1.000, measured 1.044", "cycles", "m", "s", kind="model", nodeid="hwtests/test_regbank.py::t"),
+    ]
+    assert report.compact_table(vs).split("\n") == [
+        "all facts for sm_90; -v shows noise, n, attempts, whole verdicts and each skipped test",
+        "  fact                 expected             measured         verdict",
+        "  -------------------  -------------------  ---------------  --------------------------------------------------",
+        "shared memory — 2: 1 FAIL, 1 PASS",  # the group with a failure first, the failure first in it
+        "  sts_latency_cycles   23 ± 0.25 cycles     30.000           FAIL (confirmed: failed 3 of 3 measurements)",
+        "  lds_latency_cycles   23 ± 0.25 cycles     23.000           PASS",
+        "ALU — 1: 1 PASS",  # then the groups in the order of the run
+        "  ffma_latency_cycles  3.984 ± 0.05 cycles  3.984            PASS",
+        "static (SASS) — 4: 1 PASS, 3 SKIPPED",  # the skipped tests counted per reason, not listed
+        "  hmma_dep             24 (nvrtc 13.5)      24 (nvrtc 13.0)  PASS (nvrtc 13.0 not recorded; same as nvrtc 13.5)",
+        "  2 skipped: facts file x.toml is for sm_90, not sm_80",
+        "  1 skipped: facts file x.toml is for sm_90, not sm_86",
+        "register banks — 1: 1 PASS",
+        "  regbank_model        model ± 6%           26/26 cases      PASS",
+    ]
+
+
+def test_terminal_table_is_the_whole_table_with_v():
+    vs = _verdicts()
+    assert report.terminal_table(vs, verbose=1) == report.table(vs) == report.terminal_table(vs, verbose=2)
+    assert report.terminal_table(vs) == report.compact_table(vs) == report.terminal_table(vs, verbose=-1)
+
+
+LONG = "a very long text, " * 20
+
+
+def _long_verdicts():
+    """Every cell too long: names, expectations, measured texts, flags, test files and skip reasons."""
+    long_file = "hwtests/test_" + "x" * 150 + ".py"
+    return [
+        _at("hwtests/test_smem.py::t", fact="f" * 200, expected=LONG, status=FAIL, flags=[LONG, LONG]),
+        _at("hwtests/test_smem.py::t", fact="lds_latency_cycles", status="UNSTABLE", flags=[LONG]),
+        Verdict("test_" + "y" * 150, "-", "ERROR", "-", None, "call failed: " + LONG, "", "", "", kind="test",
+                nodeid=long_file + "::test_y"),
+        Verdict("m", "sm_90", PASS, "model ± 2%", 3.0, "3/3 cases" + LONG, "", "", "", kind="model",
+                nodeid="hwtests/test_wgmma.py::t"),
+        Verdict("health_x", "sm_90", "SCHEDULE CHANGED", LONG, 1.0, LONG, "", "", "", kind="health",
+                nodeid="hwtests/test_health.py::t"),
+        _skipped_test(long_file + "::test_z", "skipped because " + LONG),
+        _at("", fact="lds_latency_cycles", status="OUTLIER", kind="fleet", expected="peer median " + LONG,
+            measured_text="30.000 cycles on n7:gpu0 H100; peers: " + LONG, gpu=G0),
+    ]
+
+
+@pytest.mark.parametrize("second_arch", [False, True])
+def test_no_line_of_the_compact_table_is_wider_than_120(second_arch):
+    vs = _long_verdicts()
+    if second_arch:
+        vs.append(dataclasses.replace(vs[1], arch="sm_100a_with_a_long_arch_name"))
+    text = report.compact_table(vs)
+    lines = text.split("\n")
+    assert max(len(line) for line in lines) <= 120 == report.TERMINAL_WIDTH
+    assert max(len(line) for line in report.table(vs).split("\n")) > 300  # -v: every cell whole
+    assert "…" in text
+    header = next(n for n, line in enumerate(lines) if line.lstrip().startswith("fact "))
+    assert ("arch" in lines[header].split()) == second_arch  # one arch: said once, not in a column
+    rows = [line for line in lines[header + 2:] if " — " not in line and " skipped: " not in line]
+    assert len(rows) == len(vs) - 1  # the skipped test is counted, not listed
+    # each row keeps its whole status, whatever is shortened before it
+    statuses = ["FAIL", "UNSTABLE", "OUTLIER", "ERROR", "PASS", "SCHEDULE CHANGED", "SKIPPED"]
+    assert all(any(s in r for s in statuses) for r in rows)
+
+
+def test_a_fact_name_stays_whole_while_other_cells_are_shortened():
+    name = "atom_global_add_same_address_near_latency_cycles"
+    vs = [_at("hwtests/test_dpx_atomics_const.py::t", fact=name, expected=LONG, flags=[LONG])]
+    (row,) = [line for line in report.compact_table(vs).split("\n") if name in line]
+    assert row.startswith("  " + name + "  ") and len(row) == 120 and row.endswith("…")
+
+
+def test_groups_that_need_attention_come_first_rows_in_status_order():
+    vs = [_at("hwtests/test_alu.py::a"),
+          _at("hwtests/test_smem.py::b", status="NOISY"),
+          _at("hwtests/test_smem.py::c"),
+          _at("hwtests/test_smem.py::d", status="UNSTABLE"),
+          _at("hwtests/test_health.py::e", status="THROTTLED"),
+          _skipped_test("hwtests/test_static.py::f[sm_80]", "why"),
+          Verdict("test_g", "-", "ERROR", "-", None, "call failed: boom", "", "", "", kind="test",
+                  nodeid="hwtests/test_regbank.py::test_g"),
+          _at("hwtests/test_wgmma.py::h", status=FAIL)]
+    lines = report.compact_table(vs).split("\n")
+    headings = [line for line in lines if " — " in line]
+    assert headings == ["wgmma — 1: 1 FAIL", "health — 1: 1 THROTTLED", "shared memory — 3: 1 UNSTABLE, 1 NOISY, 1 PASS",
+                        "register banks — 1: 1 ERROR", "ALU — 1: 1 PASS", "static (SASS) — 1: 1 SKIPPED"]
+    smem = lines[lines.index(headings[2]) + 1:lines.index(headings[3])]
+    assert [r.split()[-1] for r in smem] == ["UNSTABLE", "NOISY", "PASS"]
+    assert lines[-1] == "  1 skipped: why"
+    assert "call failed: boom" in lines[lines.index(headings[3]) + 1]
+
+
+def test_several_archs_keep_the_arch_column():
+    vs = [_at("hwtests/test_static.py::a[sm_80]", arch="sm_80"), _at("hwtests/test_static.py::a[sm_90]")]
+    lines = report.compact_table(vs).split("\n")
+    assert lines[0].split() == ["fact", "arch", "expected", "measured", "verdict"]
+    assert [line.split()[1] for line in lines[3:]] == ["sm_80", "sm_90"]
+    assert not any("all facts for" in line for line in lines)
+
+
+def test_only_skipped_tests_print_no_header():
+    vs = [_skipped_test("hwtests/test_wgmma.py::a", "needs a GPU"), _skipped_test("hwtests/test_wgmma.py::b", "needs a GPU")]
+    assert report.compact_table(vs).split("\n") == ["wgmma — 2: 2 SKIPPED", "  2 skipped: needs a GPU"]

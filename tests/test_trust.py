@@ -142,7 +142,7 @@ def _report(pytester, name="r.json"):
 def test_a_planted_wrong_value_fails_confirmed_in_the_table_json_and_exit_status(pytester):
     pytester.makeconftest(FAKE_GPUS)
     pytester.makepyfile(FLAKY_FACT.format(values=[24.15, 24.16, 24.14], shift=0))
-    r = pytester.runpytest_inprocess("--gpuprops-report", "r.json")
+    r = pytester.runpytest_inprocess("--gpuprops-report", "r.json", "-v")  # -v: the attempts in the table
     r.assert_outcomes(failed=1)
     assert r.ret == 1
     r.stdout.fnmatch_lines(["*lds_latency_cycles*23 ± 0.25 cycles*24.150*then 24.160, 24.140*FAIL (confirmed: "
@@ -185,7 +185,7 @@ def test_a_plain_assert_in_a_fact_test_is_an_error_row_never_all_pass(pytester):
         def test_skipped(gpuprops):
             pytest.skip("no such unit on this GPU")
     ''')
-    r = pytester.runpytest_inprocess("--gpuprops-report", "r.json")
+    r = pytester.runpytest_inprocess("--gpuprops-report", "r.json", "-v")  # -v: every test's row
     r.assert_outcomes(passed=1, failed=1, skipped=1)
     r.stdout.fnmatch_lines(["*test_passes_then_asserts*call failed: AssertionError: ILP 1 x 4 warps off the model*ERROR*",
                             "*test_skipped*no such unit on this GPU*SKIPPED*",
@@ -207,7 +207,7 @@ def test_without_a_gpu_every_fact_test_is_listed_as_skipped_with_its_reason(pyte
         def test_regbank_b(gpuprops):
             pass
     ''')
-    r = pytester.runpytest_inprocess("-k", "regbank")
+    r = pytester.runpytest_inprocess("-k", "regbank", "-v")  # -v: every skipped test's row
     r.assert_outcomes(skipped=2)
     r.stdout.fnmatch_lines(["*test_regbank_a*needs a GPU: no CUDA driver or GPU (test)*SKIPPED*",
                             "gpuprops: 2 SKIPPED"])
