@@ -506,26 +506,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 
 
 def write_plots(state: GpuPropsState, meta: dict) -> list[Path]:
-    out = Path(state.plots_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    title = f"{meta.get('gpu', {}).get('name', '?')} ({meta.get('arch', '?')})"
-    made = []
-    pts = state.results.plot_points
-    if pts.get("hmma"):
-        made.append(report.plot_hmma(pts["hmma"], out / "hmma_cycles_vs_ilp.png", title))
-    if pts.get("regbank"):
-        by_rc: dict[int, dict] = {}
-        for p in pts["regbank"]:
-            by_rc.setdefault(p["rc"], {})[(p["ra"], p["rb"])] = p["cycles"]
-        rc, cells = max(by_rc.items(), key=lambda kv: len(kv[1]))
-        made.append(report.plot_regbank(cells, rc, out / "regbank_heatmap.png", title))
-    if pts.get("smem_bandwidth"):
-        vals = {p["label"]: p["bytes_per_cycle"] for p in pts["smem_bandwidth"]}
-        made.append(report.plot_bandwidth(vals, 128.0, out / "smem_bandwidth.png", title))
-    if pts.get("dsmem_latency"):
-        made.append(report.plot_dsmem(pts["dsmem_latency"], out / "dsmem_latency_vs_cluster_size.png", title))
-    if pts.get("wgmma_flop_per_clk"):
-        made.append(report.plot_wgmma_rate(pts["wgmma_flop_per_clk"], out / "wgmma_flop_per_clk_vs_n.png", title))
-    if pts.get("sustained_clock"):
-        made.append(report.plot_clock(pts["sustained_clock"], out / "sm_clock_under_stress.png", title))
-    return made
+    return report.write_plots(state.results.plot_points, state.plots_dir, meta)

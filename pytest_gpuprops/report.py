@@ -443,3 +443,30 @@ def plot_clock(points: list[dict], path: Path, title: str) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def write_plots(points: dict[str, list[dict]], out_dir: str | Path, meta: dict) -> list[Path]:
+    """Every plot the run's points allow (a report JSON's "plot_points", or a live session's), into
+    ``out_dir``; the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"{meta.get('gpu', {}).get('name', '?')} ({meta.get('arch', '?')})"
+    made = []
+    if points.get("hmma"):
+        made.append(plot_hmma(points["hmma"], out / "hmma_cycles_vs_ilp.png", title))
+    if points.get("regbank"):
+        by_rc: dict[int, dict] = {}
+        for p in points["regbank"]:
+            by_rc.setdefault(p["rc"], {})[(p["ra"], p["rb"])] = p["cycles"]
+        rc, cells = max(by_rc.items(), key=lambda kv: len(kv[1]))
+        made.append(plot_regbank(cells, rc, out / "regbank_heatmap.png", title))
+    if points.get("smem_bandwidth"):
+        vals = {p["label"]: p["bytes_per_cycle"] for p in points["smem_bandwidth"]}
+        made.append(plot_bandwidth(vals, 128.0, out / "smem_bandwidth.png", title))
+    if points.get("dsmem_latency"):
+        made.append(plot_dsmem(points["dsmem_latency"], out / "dsmem_latency_vs_cluster_size.png", title))
+    if points.get("wgmma_flop_per_clk"):
+        made.append(plot_wgmma_rate(points["wgmma_flop_per_clk"], out / "wgmma_flop_per_clk_vs_n.png", title))
+    if points.get("sustained_clock"):
+        made.append(plot_clock(points["sustained_clock"], out / "sm_clock_under_stress.png", title))
+    return made

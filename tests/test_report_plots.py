@@ -63,3 +63,16 @@ def test_clock_plot_draws_the_series_its_sustained_value_and_throttle_reasons(tm
     assert ffma.get_label() == "FFMA (sustained 1980 MHz)"
     assert tensor.get_label() == "bf16 wgmma (sustained 1590 MHz; sw_power_cap)"
     assert list(tensor_sustained.get_ydata()) == [1590.0, 1590.0]
+
+
+def test_write_plots_draws_what_a_report_json_holds_and_nothing_else(tmp_path, drawn):
+    """A report's plot points (a live run's, or a JSON's "plot_points" afterwards) -> one PNG per plot
+    they allow, titled with the GPU and arch; points of unplotted kinds are ignored."""
+    pts = {"dsmem_latency": [{"cluster": 2, "cycles": 197.5}, {"cluster": 4, "cycles": 198.7}],
+           "smem_bandwidth": [{"label": "LDS.128", "bytes_per_cycle": 127.9}],
+           "chase_hops_l2": [{"cycles": 260.0}]}
+    made = report.write_plots(pts, tmp_path / "plots", {"gpu": {"name": "NVIDIA H200"}, "arch": "sm_90"})
+    assert sorted(p.name for p in made) == ["dsmem_latency_vs_cluster_size.png", "smem_bandwidth.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in made) and len(drawn) == 2
+    assert {f.axes[0].get_title() for f in drawn} == {"NVIDIA H200 (sm_90)"}
+    assert report.write_plots({}, tmp_path / "none", {}) == []
