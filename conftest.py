@@ -12,5 +12,5 @@ settings.register_profile("ci", max_examples=25, derandomize=True, **_common)
 settings.register_profile("thorough", max_examples=200, **_common)
 _profile = os.environ.get("GPUPROPS_HYPOTHESIS_PROFILE", "default")
 if _profile not in ("default", "ci", "thorough"):
-    raise SystemExit(f"GPUPROPS_HYPOTHESIS_PROFILE={_profile!r}: expected default, ci or thorough (see README.md)")
+    raise SystemExit(f"GPUPROPS_HYPOTHESIS_PROFILE={_profile!r}: expected default, ci or thorough (see docs/reference.md)")
 settings.load_profile(_profile)

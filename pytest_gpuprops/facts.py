@@ -116,7 +116,7 @@ class Facts(dict):
 #: What a fact table may hold; anything else (a misspelt ``tolerence_abs``) is refused, not ignored.
 _KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind", "scope"),
          "static": ("kind", "by_compiler", "unit", "method", "source")}
-SCHEMA_HINT = "see the facts TOML schema in README.md"
+SCHEMA_HINT = "see the facts TOML schema in docs/reference.md"
 
 
 def _number(v) -> bool:

@@ -150,7 +150,7 @@ def test_lacks_lists_every_missing_key(tmp_path):
                             "  fact [x] lacks value, unit, source; every fact needs a value, unit, method and source\n"
                             "  fact [x] has no tolerance: give tolerance_abs (in its unit) and/or tolerance_rel (a "
                             "fraction, 0.02 = 2 %); write tolerance_abs = 0 for a fact that must hold exactly\n"
-                            "  (see the facts TOML schema in README.md)")
+                            "  (see the facts TOML schema in docs/reference.md)")
 
 
 def test_missing_and_foreign_files(tmp_path):
@@ -697,7 +697,7 @@ source = "s"
     bad = tmp_path / "new" / "bad.toml"
     with pytest.raises(F.FactsError) as e:
         F.write_facts(bad, "sm_90", [_named_fact("x", unit="")])
-    assert str(e.value) == f"{bad}: fact [x] unit must be a non-empty string, not ''\n  (see the facts TOML schema in README.md)"
+    assert str(e.value) == f"{bad}: fact [x] unit must be a non-empty string, not ''\n  (see the facts TOML schema in docs/reference.md)"
     assert not bad.parent.exists()
 
 
@@ -708,7 +708,7 @@ def test_parse_text_check_names_the_record(tmp_path):
     assert str(e.value) == f"internal error: record for {p} is not valid TOML: Invalid value (at line 1, column 5)"
     with pytest.raises(F.FactsError) as e:
         F._parse_text_check('gpu = "G"\n', p)
-    assert str(e.value) == f'{p}: top-level key arch = "sm_XX" is missing (see the facts TOML schema in README.md)'
+    assert str(e.value) == f'{p}: top-level key arch = "sm_XX" is missing (see the facts TOML schema in docs/reference.md)'
 
 
 # -- a facts file that lacks something -------------------------------------------------------------
@@ -732,12 +732,12 @@ def test_a_fact_name_that_is_not_lower_snake_case_is_refused_in_a_gpu_section_to
     with pytest.raises(facts.FactsError) as exc:
         facts.load_file(path)
     assert str(exc.value) == (f"{path}: fact name 'LdsLatency' must be lower_snake_case (a-z, 0-9, _)\n"
-                              "  (see the facts TOML schema in README.md)")
+                              "  (see the facts TOML schema in docs/reference.md)")
     path.write_text(HEAD + '[gpus."NVIDIA H200".DramLatency]\nvalue = 670\ntolerance_abs = 20\n' + FULL)
     with pytest.raises(facts.FactsError) as exc:
         facts.load_file(path)
     assert str(exc.value) == (f'{path}: fact [gpus."NVIDIA H200".DramLatency] name must be lower_snake_case '
-                              "(a-z, 0-9, _)\n  (see the facts TOML schema in README.md)")
+                              "(a-z, 0-9, _)\n  (see the facts TOML schema in docs/reference.md)")
 
 
 # -- facts files: folders, GPU sections, a fresh Facts ----------------------------------------------
@@ -768,7 +768,7 @@ def test_every_problem_of_a_gpu_section_is_listed_on_its_own_line(tmp_path):
         facts.load_file(path)
     lacks = "lacks unit, method, source; every fact needs a value, unit, method and source"
     assert str(exc.value) == (f'{path}: fact [gpus."H200".a] {lacks}\n  fact [gpus."H200".b] {lacks}\n'
-                              "  (see the facts TOML schema in README.md)")
+                              "  (see the facts TOML schema in docs/reference.md)")
 
 
 def test_two_sections_for_one_gpu_are_refused_naming_it(tmp_path):
@@ -798,7 +798,7 @@ def test_every_problem_of_every_fact_is_listed_after_a_bad_name(tmp_path):
     assert str(exc.value) == (f"{path}: \n  fact name 'BadName' must be lower_snake_case (a-z, 0-9, _)\n"
                               f"  fact [a] unknown key(s) colour, shade for a measured fact; allowed: {allowed}\n"
                               "  fact [b] method must be a non-empty string, not 5\n"
-                              "  (see the facts TOML schema in README.md)")
+                              "  (see the facts TOML schema in docs/reference.md)")
 
 
 def test_a_scope_that_is_neither_arch_nor_gpu_names_the_file(tmp_path):
