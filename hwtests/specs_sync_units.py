@@ -8,6 +8,7 @@ with other instructions, so these builds are checked and launched on sm_90 only.
 from collections import Counter
 
 from memory_levels import line_by_line
+
 from pytest_gpuprops.measure import KernelSpec
 
 ARCH = "sm_90"

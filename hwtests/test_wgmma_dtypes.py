@@ -128,7 +128,7 @@ def _check_model(gpuprops, name: str, sparse: bool):
         return got
 
     got = measure_all()
-    for (label, (dtype, n, a_regs), _), (_, model, measured) in zip(cases, got):
+    for (_, (dtype, n, a_regs), _), (_, model, measured) in zip(cases, got):
         gpuprops.plot_point("wgmma_flop_per_clk", dtype=f"{dtype}{' sparse' if sparse else ''}", n=n,
                             operands="rs" if a_regs else "ss", measured=measured, model=model)
     gpuprops.check_model(
