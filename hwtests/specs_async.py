@@ -91,21 +91,21 @@ CLUSTER_BARRIER_STEP = {
 }
 
 
-#: CTAs of a DSMEM chase or cluster barrier launch: 64 // k clusters of k. One cluster's latency depends on the SM pair it
-#: lands on (cluster of 2, one per run: 186.469, 186.844, 187.453, 188.06 cycles per hop on H100 and
-#: H200 units, 2026-11-24/25, each steady within its run); the median over 64 CTAs on many SM pairs is
-#: the GPU's, not the pair's.
-DSMEM_CHASE_CTAS = 64
+#: CTAs of a DSMEM chase or cluster barrier launch: 64 // k clusters of k. One cluster's latency
+#: depends on the SM pair it lands on (cluster of 2, one per run: 186.469, 186.844, 187.453, 188.06
+#: cycles per hop on H100 and H200 units, 2026-11-24/25, each steady within its run); the median over
+#: 64 CTAs on many SM pairs is the GPU's, not the pair's.
+CLUSTER_LAUNCH_CTAS = 64
 
 
 def dsmem_chase(cluster: int, hop: int) -> KernelSpec:
-    """DSMEM_CHASE_CTAS // ``cluster`` clusters of ``cluster`` CTAs, one warp each, every CTA chasing
+    """CLUSTER_LAUNCH_CTAS // ``cluster`` clusters of ``cluster`` CTAs, one warp each, every CTA chasing
     through the CTA ``hop`` ranks on in its cluster (0: its own shared memory, 1: its neighbour's). The
     same build for every size and hop."""
     import numpy as np
     return KernelSpec("cluster_dsmem.cu", "dsmem_chase", {"UNROLL": DSMEM_UNROLL, "PASSES": 2},
-                      grid=DSMEM_CHASE_CTAS, block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
-                      args=lambda cp: (cp.zeros(32 * DSMEM_CHASE_CTAS, dtype=cp.uint32), np.uint32(hop)),
+                      grid=CLUSTER_LAUNCH_CTAS, block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
+                      args=lambda cp: (cp.zeros(32 * CLUSTER_LAUNCH_CTAS, dtype=cp.uint32), np.uint32(hop)),
                       region={"LD.E.64": DSMEM_UNROLL})
 
 
@@ -125,12 +125,12 @@ def dsmem_bytes_per_block() -> int:
 
 
 def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
-    """DSMEM_CHASE_CTAS // ``cluster`` clusters of ``cluster`` CTAs, each running its barriers: one
+    """CLUSTER_LAUNCH_CTAS // ``cluster`` clusters of ``cluster`` CTAs, each running its barriers: one
     cluster's barrier depends on where its CTAs land (a cluster of 2, one per run: 45.938 cycles on one
     H100, 58.938 on three other units, 2026-11-24/25), so the median over many clusters is taken."""
     step = CLUSTER_BARRIER_STEP[relaxed]
     return KernelSpec("cluster_dsmem.cu", "cluster_barrier",
-                      {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)}, grid=DSMEM_CHASE_CTAS,
+                      {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)}, grid=CLUSTER_LAUNCH_CTAS,
                       block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
                       region={op: CLUSTER_BARRIER_UNROLL for op in step})
 

@@ -115,10 +115,10 @@ def test_dsmem_chase_latency(gpuprops, cluster, benchmark):
     m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
     gpuprops.plot_point("dsmem_latency", cluster=cluster, cycles=m.median)
     gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"{sa.DSMEM_CHASE_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
+                   method=f"{sa.CLUSTER_LAUNCH_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
                           f"SM; every CTA chases {sa.DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through "
                           "the shared memory of the next rank (mapa addresses; 16 distinct words per hop); cycles "
-                          f"per hop, median over the {sa.DSMEM_CHASE_CTAS} CTAs (many SM pairs), pass 2 of 2 timed")
+                          f"per hop, median over the {sa.CLUSTER_LAUNCH_CTAS} CTAs (many SM pairs), pass 2 of 2 timed")
 
 
 @pytest.mark.fact("dsmem_self_latency_cycles")
@@ -160,7 +160,7 @@ def test_cluster_barrier(gpuprops, cluster, benchmark):
     _skip_if_cluster_refused(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.CLUSTER_BARRIER_UNROLL)
     gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"{sa.DSMEM_CHASE_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
+                   method=f"{sa.CLUSTER_LAUNCH_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
                           f"SM, {sa.CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.relaxed.aligned + "
                           "barrier.cluster.wait.aligned (UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL); cycles per barrier, "
                           "median over CTAs, pass 2 of 2 timed")

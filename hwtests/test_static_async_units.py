@@ -171,7 +171,7 @@ def test_dsmem_bandwidth_loop_touches_one_pinned_address(store):
 def test_cluster_specs_launch_whole_clusters():
     for k in sa.CLUSTER_SIZES:
         for spec in (sa.dsmem_chase(k, 1), sa.cluster_barrier(k), sa.cluster_barrier(k, relaxed=False)):
-            assert spec.cluster == k and spec.grid == sa.DSMEM_CHASE_CTAS and spec.grid % k == 0
+            assert spec.cluster == k and spec.grid == sa.CLUSTER_LAUNCH_CTAS and spec.grid % k == 0
     for store in (False, True):
         spec = sa.dsmem_bandwidth(store)
         assert spec.cluster == spec.grid == sa.DSMEM_BW_CLUSTER and spec.block == 1024

@@ -1,10 +1,19 @@
 """Paths and arch lists shared by the plugin's own tests."""
 
+import importlib.util
 import os
 from pathlib import Path
 
 KERNELS = Path(__file__).parent.parent / "kernels"
 PATCH_ARCHES = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+
+
+def load_tool(name: str):
+    """``tools/<name>.py`` as a module (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, KERNELS.parent / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def fake_gpu_conftest(arch: str = "sm_90", count: int = 1) -> str:

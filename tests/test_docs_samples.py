@@ -3,12 +3,12 @@ and docs/reference.md is rendered again from docs/samples/h100_full_run.json (to
 and must be what the code prints now; every option, command and environment variable the reference
 names must exist, and every one the code has must be named."""
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from gp_testing import load_tool
 
 from pytest_gpuprops import cli, plugin
 
@@ -18,14 +18,8 @@ REFERENCE = ROOT / "docs" / "reference.md"
 AGAIN = "stale: run `python3 tools/make_doc_samples.py` to render the samples and excerpts again"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("make_doc_samples", ROOT / "tools" / "make_doc_samples.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
-
-tool = _tool()
+tool = load_tool("make_doc_samples")
 
 
 @pytest.fixture(scope="module")

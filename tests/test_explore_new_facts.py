@@ -1,22 +1,16 @@
 """tools/explore_new_facts.py without a GPU: its plan covers every issue-10 fact the tests check, under
 the names the tests give them."""
 
-import importlib.util
 import re
 from pathlib import Path
+
+from gp_testing import load_tool
 
 ROOT = Path(__file__).parent.parent
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("explore_new_facts", ROOT / "tools" / "explore_new_facts.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_plan_and_fact_names_match_the_tests():
-    tool = _tool()
+    tool = load_tool("explore_new_facts")
     sizes = tool.ml.cache_sizes("sm_90", tool.NOMINAL_PROPS)
     items = tool.plan(sizes, "sm_90")
     sections = {s for s, _, _, _ in items}

@@ -1,14 +1,11 @@
 """tools/merge_facts.py: how a recording joins a facts file (added, replaced with the reviewed
 tolerance kept, or dropped first so that a fact whose method changed is recorded afresh)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from gp_testing import load_tool
 
 from pytest_gpuprops import facts as F
 
-ROOT = Path(__file__).parent.parent
 BASE = '''arch = "sm_90"
 
 [lds_latency_cycles]
@@ -50,11 +47,7 @@ source = "measured on NVIDIA H200, driver 580.159.04, CUDA 13.0, 2026-11-25"
 '''
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("merge_facts", ROOT / "tools" / "merge_facts.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+merge_facts = load_tool("merge_facts")
 
 
 @pytest.fixture
@@ -69,7 +62,7 @@ def _facts(path):
 
 
 def test_missing_facts_are_added_and_present_ones_kept(files, capsys):
-    assert _tool().main([str(files / "base.toml"), str(files / "rec.toml"), "-o", str(files / "out.toml")]) == 0
+    assert merge_facts.main([str(files / "base.toml"), str(files / "rec.toml"), "-o", str(files / "out.toml")]) == 0
     out = _facts(files / "out.toml")
     assert sorted(out) == ["const_cache_hit_latency_cycles", "lds_latency_cycles", "tma_2d_4k_latency_cycles"]
     assert out["lds_latency_cycles"].value == 23.0 and out["tma_2d_4k_latency_cycles"].value == 395.0
@@ -78,7 +71,7 @@ def test_missing_facts_are_added_and_present_ones_kept(files, capsys):
 
 
 def test_replace_takes_the_recorded_value_and_source_but_keeps_the_reviewed_tolerance(files):
-    _tool().main([str(files / "base.toml"), str(files / "rec.toml"), "-o", str(files / "out.toml"),
+    merge_facts.main([str(files / "base.toml"), str(files / "rec.toml"), "-o", str(files / "out.toml"),
                   "--replace", "^lds_"])
     lds = _facts(files / "out.toml")["lds_latency_cycles"]
     assert (lds.value, lds.tolerance, lds.method) == (23.1, 0.25, "reviewed method")
@@ -86,16 +79,16 @@ def test_replace_takes_the_recorded_value_and_source_but_keeps_the_reviewed_tole
 
 
 def test_drop_removes_facts_whose_method_changed_so_the_recording_brings_them_whole(files):
-    _tool().main([str(files / "base.toml"), str(files / "rec.toml"), "-o", str(files / "out.toml"),
+    merge_facts.main([str(files / "base.toml"), str(files / "rec.toml"), "-o", str(files / "out.toml"),
                   "--drop", "^tma_"])
     tma = _facts(files / "out.toml")["tma_2d_4k_latency_cycles"]
     assert (tma.value, tma.tolerance, tma.method) == (370.5, 2.96, "line by line")
     # without a recording: the base without them, for a recording run to fill
-    _tool().main([str(files / "base.toml"), "-o", str(files / "dropped.toml"), "--drop", "^tma_"])
+    merge_facts.main([str(files / "base.toml"), "-o", str(files / "dropped.toml"), "--drop", "^tma_"])
     assert sorted(_facts(files / "dropped.toml")) == ["lds_latency_cycles"]
 
 
 def test_neither_a_recording_nor_a_drop_is_a_usage_error(files):
     with pytest.raises(SystemExit) as e:
-        _tool().main([str(files / "base.toml"), "-o", str(files / "out.toml")])
+        merge_facts.main([str(files / "base.toml"), "-o", str(files / "out.toml")])
     assert e.value.code == 2
