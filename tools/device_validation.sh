@@ -86,7 +86,8 @@ trust)
   start=$(date +%s)
   for i in $(seq 1 "${RUNS:-3}"); do
     if [ $(( $(date +%s) - start )) -gt "${BUDGET_S:-100000}" ]; then echo "run $i: not started (BUDGET_S spent)"; continue; fi
-    timed "run $i" "$LOGS/run$i.log" $RUN -m "not static" --gpuprops-facts "$FACTS" --gpuprops-report "$LOGS/run$i.json"
+    timed "run $i" "$LOGS/run$i.log" $RUN -m "not static" --gpuprops-facts "$FACTS" --gpuprops-report "$LOGS/run$i.json" \
+      --durations=40
     grep -aE "^(FAILED|ERROR)" "$LOGS/run$i.log" | head -20
   done
   python3 tools/unit_values.py "$LOGS"/run*.json | tee "$LOGS/unit_values.txt"
