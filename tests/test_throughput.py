@@ -473,7 +473,7 @@ class SimCupy(SimGpu):
             "stream_copy": (4, None), "stream_write": (4, None)}
 
     def __init__(self):
-        super().__init__(132, 1755.0, 20_000.0, real_s_per_launch=0.003)
+        super().__init__(132, 1755.0, 20_000.0, real_s_per_launch=0.001)
         sim = self
 
         class Device:
