@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 KERNELS = Path(__file__).parent.parent / "kernels"
@@ -12,6 +13,7 @@ def load_tool(name: str):
     """``tools/<name>.py`` as a module (the tools are scripts, not a package)."""
     spec = importlib.util.spec_from_file_location(name, KERNELS.parent / "tools" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses and pickling look a module up by its name
     spec.loader.exec_module(mod)
     return mod
 
