@@ -523,9 +523,10 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(autouse=True)
 def _short(request, monkeypatch):
-    monkeypatch.setattr(request.module, "STRESS_S", 0.1)
-    monkeypatch.setattr(request.module, "TENSOR_STRESS_S", 0.1)
+    monkeypatch.setattr(request.module, "STRESS_S", 0.04)
+    monkeypatch.setattr(request.module, "TENSOR_STRESS_S", 0.04)
     monkeypatch.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
+    monkeypatch.setattr(request.module, "TENSOR_LAUNCHES", 5)  # each simulated launch sleeps 1 ms
 '''
 
 
