@@ -140,6 +140,10 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
         status = PASS
     else:
         status = THROTTLED if m.throttle and fact.unit in TIME_UNITS else FAIL
+    if fact.units_range and m.settled and not fact.units_range[0] <= m.median <= fact.units_range[1]:
+        lo, hi = fact.units_range
+        flags.append(f"beyond the units measured so far ({lo:g} .. {hi:g}): a new sample of this fact's population; "
+                     "tools/population_fact.py")
     return Verdict(fact=fact.name, arch=fact.arch, status=status, expected=fact.expected_text(),
                    measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
                    f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz)",

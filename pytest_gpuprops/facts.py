@@ -75,6 +75,9 @@ class Fact:
     by_compiler: dict = dataclasses.field(default_factory=dict)
     scope: str = "arch"  # "arch" (the SM's) or "gpu" (the memory system's: one GPU's value)
     gpu: str | None = None  # for scope "gpu": the GPU it was measured on
+    #: a fact that differs by unit: the lowest and highest value the units measured so far read
+    #: (value and tolerance come from it, tools/population_fact.py); a unit beyond it is a new sample
+    units_range: tuple[float, float] | None = None
 
     @property
     def tolerance(self) -> float:
@@ -114,7 +117,8 @@ class Facts(dict):
 
 
 #: What a fact table may hold; anything else (a misspelt ``tolerence_abs``) is refused, not ignored.
-_KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind", "scope"),
+_KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind", "scope",
+                      "units_range"),
          "static": ("kind", "by_compiler", "unit", "method", "source")}
 SCHEMA_HINT = "see the facts TOML schema in docs/reference.md"
 
@@ -147,6 +151,8 @@ def _fact_problems(name: str, t: dict) -> list[str]:
         for k in ("tolerance_abs", "tolerance_rel"):
             if k in t and (not _number(t[k]) or not math.isfinite(t[k]) or t[k] < 0):
                 problems.append(f"{k} = {t[k]!r}: expected a finite number >= 0")
+        if "units_range" in t and not problems:
+            problems += _units_range_problems(t)
     else:
         table = t.get("by_compiler")
         if not isinstance(table, dict) or not table:
@@ -156,6 +162,21 @@ def _fact_problems(name: str, t: dict) -> list[str]:
                 if not _number(v) or not math.isfinite(v):
                     problems.append(f"by_compiler[{c!r}] = {v!r}: expected a finite number")
     return problems
+
+
+def _units_range_problems(t: dict) -> list[str]:
+    """A population fact's units_range must be [lowest, highest] and lie inside value +- tolerance: a
+    tolerance that leaves out a unit already measured is wrong arithmetic, not a strict fact."""
+    r = t["units_range"]
+    if (not isinstance(r, list) or len(r) != 2 or not all(_number(v) and math.isfinite(v) for v in r)
+            or r[0] > r[1]):
+        return [f"units_range = {r!r}: expected [lowest, highest], the values the units measured so far read"]
+    value = float(t["value"])
+    tol = max(float(t.get("tolerance_abs", 0.0)), abs(value) * float(t.get("tolerance_rel", 0.0)))
+    if r[0] < value - tol - 1e-9 or r[1] > value + tol + 1e-9:
+        return [f"units_range = {r!r} reaches outside value +- tolerance ({value - tol:g} .. {value + tol:g}): "
+                "the tolerance must cover every unit measured; recompute the entry with tools/population_fact.py"]
+    return []
 
 
 def _validate(data: dict, path: Path) -> Facts:
@@ -200,7 +221,8 @@ def _parse_fact(path: Path, arch: str, name: str, t: dict, file_gpu: str | None,
                     tolerance_abs=float(t.get("tolerance_abs", 0.0)),
                     tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=kind,
                     by_compiler=dict(t.get("by_compiler", {})), scope=scope,
-                    gpu=gpu if gpu is not None else (file_gpu if scope == "gpu" else None))
+                    gpu=gpu if gpu is not None else (file_gpu if scope == "gpu" else None),
+                    units_range=tuple(float(v) for v in t["units_range"]) if "units_range" in t else None)
     except (TypeError, ValueError) as exc:
         raise FactsError(f"{path}: fact [{name}] has a non-numeric value or tolerance: {exc}") from exc
 
@@ -404,6 +426,8 @@ def dumps(arch: str, facts: list[Fact], meta: dict | None = None) -> str:
             lines.append(f"tolerance_rel = {_toml_value(f.tolerance_rel)}")
         if f.by_compiler:
             lines.append(f"by_compiler = {_toml_value(f.by_compiler)}")
+        if f.units_range:
+            lines.append(f"units_range = [{', '.join(_toml_value(v) for v in f.units_range)}]")
         for k in ("unit", "method", "source"):
             lines.append(f"{k} = {_toml_value(getattr(f, k))}")
     return "\n".join(lines) + "\n"

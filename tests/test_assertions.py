@@ -21,6 +21,23 @@ LDS = Fact(name="lds_latency_cycles", arch="sm_86", unit="cycles", method="point
            tolerance_abs=0.5)
 
 
+POPULATION = Fact(name="cluster_barrier_cluster8_cycles", arch="sm_90", unit="cycles", method="barrier",
+                  source="units", value=68.9375, tolerance_abs=2.5, units_range=(66.9375, 70.9375))
+
+
+@pytest.mark.parametrize("values, status, beyond", [
+    ([66.9375] * 3, A.PASS, False),       # a unit at the population's edge: inside, no flag
+    ([66.5] * 3, A.PASS, True),           # inside the tolerance, beyond every unit so far: a new sample
+    ([71.2, 71.2, 71.3], A.PASS, True),
+    ([65.0] * 3, A.FAIL, True),           # outside the tolerance as well
+])
+def test_a_unit_beyond_the_units_measured_so_far_is_flagged(values, status, beyond):
+    v = A.evaluate(POPULATION, Measurement.given("barrier", values))
+    assert v.status == status
+    assert any(f.startswith("beyond the units measured so far (66.9375 .. 70.9375)") for f in v.flags) == beyond
+    assert ("beyond the units" in v.verdict_text) == beyond
+
+
 def test_value_within_tolerance_passes():
     v = A.evaluate(LDS, Measurement.given("lds", [22.96, 22.96, 22.97]))
     assert v.status == A.PASS and v.ok

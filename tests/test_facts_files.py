@@ -794,7 +794,7 @@ def test_every_problem_of_every_fact_is_listed_after_a_bad_name(tmp_path):
                     + FULL + '\n[b]\nvalue = 2\ntolerance_abs = 0\nunit = "c"\nmethod = 5\nsource = "s"\n')
     with pytest.raises(facts.FactsError) as exc:
         facts.load_file(path)
-    allowed = "value, tolerance_abs, tolerance_rel, unit, method, source, kind, scope"
+    allowed = "value, tolerance_abs, tolerance_rel, unit, method, source, kind, scope, units_range"
     assert str(exc.value) == (f"{path}: \n  fact name 'BadName' must be lower_snake_case (a-z, 0-9, _)\n"
                               f"  fact [a] unknown key(s) colour, shade for a measured fact; allowed: {allowed}\n"
                               "  fact [b] method must be a non-empty string, not 5\n"
@@ -807,3 +807,44 @@ def test_a_scope_that_is_neither_arch_nor_gpu_names_the_file(tmp_path):
     with pytest.raises(facts.FactsError) as exc:
         facts.load_file(path)
     assert str(exc.value) == f'{path}: fact [a] has scope \'node\'; use "arch" or "gpu"'
+
+
+# ----------------------------------------------------------------------------------------------
+# a fact that differs by unit: the units measured so far, and a tolerance that must cover them
+
+POPULATION = """arch = "sm_90"
+
+[cluster_barrier_cluster8_cycles]
+value = {value}
+tolerance_abs = {tol}
+units_range = {units}
+unit = "cycles"
+method = "barrier.cluster arrive + wait"
+source = "measured on NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0, 2026-11-25"
+"""
+
+
+def test_units_range_is_read_and_written_back(tmp_path):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(POPULATION.format(value=68.9375, tol=2.5, units="[66.9375, 70.9375]"))
+    f = F.load_facts("sm_90", path)["cluster_barrier_cluster8_cycles"]
+    assert f.units_range == (66.9375, 70.9375)
+    again = tmp_path / "again.toml"
+    again.write_text(F.dumps("sm_90", [f]))
+    assert "units_range = [66.9375, 70.9375]" in again.read_text()
+    assert F.load_facts("sm_90", again)["cluster_barrier_cluster8_cycles"] == f
+
+
+@pytest.mark.parametrize("value, tol, units, message", [
+    # the rounding defect: a midpoint rounded up and no margin left an edge unit outside its own population
+    (68.938, 2.0, "[66.9375, 70.9375]", r"units_range = \[66.9375, 70.9375\] reaches outside value \+- tolerance "
+                                        r"\(66.938 .. 70.938\): the tolerance must cover every unit measured"),
+    (68.9375, 2.5, "[70.9375, 66.9375]", r"expected \[lowest, highest\]"),
+    (68.9375, 2.5, "[66.9375]", r"expected \[lowest, highest\]"),
+    (68.9375, 2.5, '["a", "b"]', r"expected \[lowest, highest\]"),
+])
+def test_a_units_range_the_tolerance_does_not_cover_is_refused(tmp_path, value, tol, units, message):
+    path = tmp_path / "sm_90.toml"
+    path.write_text(POPULATION.format(value=value, tol=tol, units=units))
+    with pytest.raises(F.FactsError, match=message):
+        F.load_facts("sm_90", path)
