@@ -93,6 +93,19 @@ def test_record_then_check_then_planted_wrong_value(pytester):
                               "*reproduce: pytest test_record_then_check_then_planted_wrong_value.py::test_lds*"])
 
 
+def test_a_unit_beyond_the_population_passes_flagged_as_a_new_sample(pytester):
+    pytester.makeconftest(FAKE_GPU)
+    pytester.makepyfile(FACT_TEST.replace("VALUE", "23.3"))
+    (pytester.path / "sm_90.toml").write_text(
+        'arch = "sm_90"\n\n[lds_latency_cycles]\nvalue = 23.0\ntolerance_abs = 0.5\nunits_range = [22.9, 23.1]\n'
+        'unit = "cycles"\nmethod = "chase"\nsource = "measured on Fake GPU, driver 580.0, CUDA 13.0, 2026-11-25"\n')
+    r = pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml", "--gpuprops-report", "rep.json", "-v")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*lds_latency_cycles*PASS (beyond the units measured so far (22.9 .. 23.1)*"])
+    verdict = json.loads((pytester.path / "rep.json").read_text())["facts"][0]
+    assert verdict["status"] == "PASS" and verdict["flags"][0].startswith("beyond the units measured so far")
+
+
 def test_missing_facts_skip_with_how_to_record(pytester):
     pytester.makeconftest(FAKE_GPU.replace('"sm_90"', '"sm_75"'))
     pytester.makepyfile(FACT_TEST.replace("VALUE", "23.0"))

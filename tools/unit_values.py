@@ -1,5 +1,7 @@
 """Per-unit values of the GPU-scoped facts (memory system) in a set of reports, one row per report:
-what docs/results.md's unit table is made from. Usage: python3 tools/unit_values.py run1.json ..."""
+what docs/results.md's unit table is made from; then every verdict flagged as beyond the units measured
+so far (a new sample for that fact's population: tools/population_fact.py recomputes its entry).
+Usage: python3 tools/unit_values.py run1.json ..."""
 
 import json
 import sys
@@ -10,9 +12,11 @@ from pytest_gpuprops import facts as gp_facts
 
 
 def main(paths: list[str]) -> int:
-    rows, names = [], set()
+    rows, names, beyond = [], set(), []
     for path in paths:
         data = json.load(open(path))
+        beyond += [(path.rsplit("/", 1)[-1], v["fact"], v["status"], v["measured"], flag)
+                   for v in data.get("facts", []) for flag in v.get("flags", []) if flag.startswith("beyond the units")]
         gpu = data.get("meta", {}).get("gpu", {})
         got = {v["fact"]: v["measured"] for v in data.get("facts", []) if v.get("gpu")
                and (v["fact"] in gp_facts.GPU_SCOPED or v["fact"].startswith(("dram_", "l2_")))}
@@ -21,6 +25,10 @@ def main(paths: list[str]) -> int:
     cols = sorted(names)
     print(tabulate([[p, n, u, *(f"{g[c]:.2f}" if c in g and g[c] is not None else "-" for c in cols)]
                     for p, n, u, g in rows], headers=["report", "GPU", "UUID", *cols], disable_numparse=True))
+    if beyond:
+        print("\nnew samples (beyond the units measured so far):")
+        for report, fact, status, measured, flag in beyond:
+            print(f"  {report}: {fact} {status} at {measured:.3f}: {flag}")
     return 0
 
 
