@@ -13,7 +13,12 @@ Times, each cold (a fresh, empty $GPUPROPS_CACHE_DIR) then warm (the same comman
   and the full ``pytest hwtests``;
 * with a GPU and nvcc: the reference microbenchmarks tools/ref_lds_latency.cu and
   tools/ref_smem_bandwidth.cu, each built with ``nvcc -O3 -arch=<GPU arch>`` and run, against our
-  time for the same fact (the comparison, not part of the suite).
+  time for the same fact (the comparison, not part of the suite);
+* with ``--accelsim DIR`` (accel-sim's gpu-app-collection, ``src/cuda/GPU_Microbenchmark``; not part
+  of this project): its programs for LDS latency, shared-memory bandwidth and L1, L2 and DRAM
+  latency, each built as its Makefile's release recipe says (its ``-Xptxas`` cache options, this
+  GPU's arch for its sm_30-sm_70 gencodes) and run, against ours for the same five facts: each in
+  the warm suite, and all five as one pytest process, warm and cold (an empty kernel cache).
 
 Every time is wall-clock seconds, with the CPU seconds the command's processes used beside it (on a
 shared machine the wall time depends on what else runs; the load average is printed). Prints a
@@ -35,6 +40,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent  # --root points it at another checkout (before/after)
@@ -52,6 +58,41 @@ SIDE_BY_SIDE = [
 
 #: -k expression selecting every test of the SIDE_BY_SIDE facts
 SIDE_BY_SIDE_K = "lds_latency or smem_bandwidth"
+
+#: accel-sim's GPU_Microbenchmark programs for the same facts: (label, program folder, our test, unit)
+ACCELSIM = [
+    ("LDS latency (pointer chase)", "shared_lat", "hwtests/test_smem.py::test_lds_latency[500]", "cycles"),
+    ("smem bandwidth, 32-bit LDS, one block", "shared_bw", "hwtests/test_smem.py::test_smem_bandwidth[1-float-lds]",
+     "B/clk"),
+    ("L1 hit latency (chase)", "l1_lat", "hwtests/test_memory_hierarchy.py::test_chase_latency[l1]", "cycles"),
+    ("L2 hit latency (chase)", "l2_lat", "hwtests/test_memory_hierarchy.py::test_chase_per_hop_distribution[l2-10]",
+     "cycles"),
+    ("DRAM latency (chase)", "mem_lat", "hwtests/test_memory_hierarchy.py::test_chase_latency[dram]", "cycles"),
+]
+
+
+def accelsim_build(folder: Path, arch: str, nvcc: str, exe: Path) -> list[str]:
+    """The nvcc command of an accel-sim program's Makefile release recipe, for ``arch``: its SRC and
+    NVCC_FLGAS (the -Xptxas load and store cache options; l1_lat has none), -arch=<arch> instead of its
+    sm_30-sm_70 gencodes."""
+    makefile = folder / "Makefile"
+    try:
+        make = makefile.read_text()
+    except OSError as exc:
+        raise ValueError(f"{makefile}: {exc.strerror or exc}; --accelsim takes accel-sim's "
+                         "gpu-app-collection/src/cuda/GPU_Microbenchmark folder") from None
+    src = re.search(r"^SRC\s*=\s*(\S+)", make, re.M)
+    if not src:
+        raise ValueError(f"{makefile}: no 'SRC = <file>.cu' line; expected accel-sim's GPU_Microbenchmark Makefiles")
+    flags = re.search(r"^NVCC_FLGAS\s*=(.*)$", make, re.M)
+    return [nvcc, *(shlex.split(flags.group(1)) if flags else []), f"-arch={arch}", str(folder / src.group(1)),
+            "-o", str(exe)]
+
+
+def printed_value(stdout: str) -> str:
+    """The number an accel-sim program prints first after '=' ("Shared Memory Latency  = 23.0 cycles")."""
+    m = re.search(r"=\s*([-+]?\d[\d.]*(?:[eE][-+]?\d+)?)", stdout)
+    return m.group(1) if m else (stdout.strip().splitlines() or ["(nothing printed)"])[0][:60]
 
 
 def run(cmd: list[str], env: dict | None = None, timeout: float = 3600) -> dict:
@@ -132,16 +173,20 @@ def find_nvcc() -> str | None:
 
 def reference(cu: str, arch: str, work: Path) -> dict:
     """Build tools/<cu> with nvcc -O3 -arch=<arch>, run it; seconds for each and the printed value."""
-    nvcc = find_nvcc()
     exe = work / Path(cu).stem
-    build = run([str(nvcc), "-O3", f"-arch={arch}", str(TOOLS / cu), "-o", str(exe)])
+    return build_and_run([str(find_nvcc()), "-O3", f"-arch={arch}", str(TOOLS / cu), "-o", str(exe)], exe)
+
+
+def build_and_run(build_cmd: list[str], exe: Path, value: Callable[[str], str] = str.strip) -> dict:
+    """Run ``build_cmd``, then ``exe``: seconds for each, and ``value`` of what it printed."""
+    build = run(build_cmd)
     if build["rc"] != 0:
         return {"error": f"nvcc failed: {(build['stderr'].strip().splitlines() or ['?'])[-1]}"}
     ran = run([str(exe)])
     if ran["rc"] != 0:
         return {"error": f"run failed: {(ran['stderr'].strip().splitlines() or ['?'])[-1]}"}
     return {"build": build["wall"], "run": ran["wall"], "total": build["wall"] + ran["wall"],
-            "value": ran["stdout"].strip()}
+            "value": value(ran["stdout"])}
 
 
 def fmt(x: float | None, digits: int = 1) -> str:
@@ -165,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pycache", action="store_true",
                     help="let the timed pytest processes write bytecode (into a folder of their own, kept "
                          "between the cold and the warm run) where PYTHONDONTWRITEBYTECODE is set here")
+    ap.add_argument("--accelsim", metavar="DIR",
+                    help="accel-sim's GPU_Microbenchmark folder (gpu-app-collection/src/cuda/GPU_Microbenchmark): "
+                         "its programs for the same five facts, built and run beside ours (needs a GPU and nvcc)")
     ap.add_argument("--root", help="time the suites of this checkout instead (e.g. an exported older commit); "
                                    "the reference .cu files still come from this script's folder")
     a = ap.parse_args(argv)
@@ -224,8 +272,15 @@ def main(argv: list[str] | None = None) -> int:
             both = run([*PYTEST, "hwtests", "-k", SIDE_BY_SIDE_K], env_with_cache(tmp / "GPU-suite"))
             refs_total = sum(r[3].get("total", 0.0) for r in refs)
             together = (both["wall"], both["summary"], refs_total)
+        accel = None
+        if a.accelsim:
+            if ref_note:
+                accel = {"note": ref_note.replace("left out (--skip ref)", "left out with the references (--skip ref)")}
+            else:
+                accel = accelsim_side_by_side(Path(a.accelsim), ref_arch, str(nvcc), tmp,
+                                              junit_times(gpu_suite["warm"]["junit"]) if gpu_suite else {})
         text = report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, ROOT if ROOT != here else None,
-                      together)
+                      together, accel)
     finally:
         if not a.cache_root:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -235,7 +290,59 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(s[p]["rc"] in (0, 5) for s in suites for p in ("cold", "warm")) else 1
 
 
-def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root=None, together=None) -> str:
+def accelsim_side_by_side(folder: Path, arch: str, nvcc: str, work: Path, warm_times: dict[str, float]) -> dict:
+    """Each accel-sim program built and run, our test for the same fact in the warm suite, and our five
+    tests as one pytest process, warm (the suite's kernel cache) and cold (an empty one)."""
+    rows = []
+    for label, program, node, unit in ACCELSIM:
+        print(f"  accel-sim {program} ...", file=sys.stderr, flush=True)
+        try:
+            exe = work / f"accelsim-{program}"
+            theirs = build_and_run(accelsim_build(folder / program, arch, nvcc, exe), exe, printed_value)
+        except ValueError as exc:
+            theirs = {"error": str(exc)}
+        rows.append({"label": label, "program": program, "unit": unit, "theirs": theirs, "node": node,
+                     "ours": warm_times.get(node)})
+    nodes = [node for _, _, node, _ in ACCELSIM]
+    warm = run([*PYTEST, *nodes], env_with_cache(work / "GPU-suite"))
+    cold_cache = work / "accelsim-cold"
+    shutil.rmtree(cold_cache, ignore_errors=True)
+    cold = run([*PYTEST, *nodes], env_with_cache(cold_cache))
+    return {"rows": rows, "warm": (warm["wall"], warm["summary"]), "cold": (cold["wall"], cold["summary"]),
+            "theirs": sum(r["theirs"].get("total", 0.0) for r in rows)}
+
+
+def accelsim_report(accel: dict | None) -> list[str]:
+    """The Markdown section for accelsim_side_by_side's result (or why it did not run)."""
+    if accel is None:
+        return []
+    md = ["", "#### Side by side with accel-sim's microbenchmarks (the same five facts)", ""]
+    if "note" in accel:
+        return md + [f"accel-sim programs {accel['note']}."]
+    md += ["Theirs: each program of accel-sim's `GPU_Microbenchmark` built as its Makefile's release recipe says "
+           "(its `-Xptxas` cache options; this GPU's arch) and run. Ours: the test in the warm GPU suite.", "",
+           "| fact | accel-sim program | nvcc build s | run s | build + run s | value printed | our test | ours in suite s |",
+           "|---|---|---:|---:|---:|---|---|---:|"]
+    for r in accel["rows"]:
+        th = r["theirs"]
+        if "error" in th:
+            md.append(f"| {r['label']} | `{r['program']}` | {th['error']} | | | | `{r['node']}` | {fmt(r['ours'], 2)} |")
+        else:
+            md.append(f"| {r['label']} | `{r['program']}` | {fmt(th['build'], 2)} | {fmt(th['run'], 2)} | "
+                      f"{fmt(th['total'], 2)} | {th['value']} {r['unit']} | `{r['node']}` | {fmt(r['ours'], 2)} |")
+    theirs = accel["theirs"]
+    (warm, warm_summary), (cold, cold_summary) = accel["warm"], accel["cold"]
+
+    def ratio(ours: float) -> str:
+        return f"{theirs / ours:.1f}x" if ours and theirs else "-"
+    md += ["", f"The five facts: accel-sim's five programs, built and run, {theirs:.2f} s; ours as one pytest process "
+           f"{warm:.2f} s warm ({warm_summary}), {cold:.2f} s cold with an empty kernel cache ({cold_summary}): "
+           f"{ratio(warm)} warm, {ratio(cold)} cold (issue 21's targets: 5x warm, 2x cold)."]
+    return md
+
+
+def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root=None, together=None,
+           accel=None) -> str:
     what = f" of `{other_root}`" if other_root else ""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
@@ -287,6 +394,7 @@ def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root
             wall, summary, refs_total = together
             md += ["", f"All tests of these facts as one warm process, `pytest hwtests -k \"{SIDE_BY_SIDE_K}\"`: "
                    f"{wall:.2f} s wall ({summary}); both references, nvcc build + run: {refs_total:.2f} s."]
+    md += accelsim_report(accel)
     return "\n".join(md) + "\n"
 
 
