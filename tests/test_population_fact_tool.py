@@ -81,3 +81,109 @@ def test_cli_prints_the_entry_and_refuses_bad_input(capsys):
     assert "has no fact 'no_such_fact'" in capsys.readouterr().err
     assert pf.main(["--unit", "A=1", "--noise", "60%"]) == 2
     assert "is not a relative noise" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# from a device run's reports to the facts entry
+
+FACTS = """arch = "sm_90"
+
+[gpus."NVIDIA H200".tma_2d_4k_latency_cycles]
+value = 359.125
+tolerance_abs = 8.11
+units_range = [358.25, 360.0]
+unit = "cycles"
+method = "TMA 2D load"
+source = "measured on NVIDIA H200, driver 580.159.04, CUDA 13.0, 2026-11-25: GPU-2cf08462 (358.25-360.0)"
+
+[gpus."NVIDIA H200".dram_read_gbps]
+value = 4548.85
+tolerance_rel = 0.03
+unit = "GB/s"
+method = "stream"
+source = "measured on NVIDIA H200, driver 580.159.04, CUDA 13.0, 2026-11-25: two units"
+"""
+
+
+def _reading(fact, measured, uuid, status="PASS", flags=(), noise=0.004, name="NVIDIA H200"):
+    return {"fact": fact, "measured": measured, "status": status, "flags": list(flags),
+            "measurement": {"noise": noise}, "gpu": {"name": name, "uuid": uuid, "index": 0}}
+
+
+def _reports(tmp_path):
+    import json
+    paths = []
+    for i, readings in enumerate([
+        [_reading("tma_2d_4k_latency_cycles", 370.5, "GPU-cf880720-416f", noise=0.0059),
+         _reading("dram_read_gbps", 4504.7, "GPU-cf880720-416f", noise=0.0022)],
+        [_reading("tma_2d_4k_latency_cycles", 367.75, "GPU-cf880720-416f"),
+         _reading("tma_2d_4k_latency_cycles", 500.0, "GPU-cf880720-416f", status="NOISY"),
+         _reading("tma_2d_4k_latency_cycles", 380.0, "GPU-41172d06-69b3", name="NVIDIA H100 80GB HBM3"),
+         _reading("dram_read_gbps", 4100.0, "GPU-b8adcc21-ccda", flags=["throttled: sw_thermal_slowdown"])],
+    ]):
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps({"meta": {}, "facts": readings}))
+        paths.append(str(path))
+    return paths
+
+
+def test_reports_give_each_units_usable_readings_and_the_largest_noise(tmp_path):
+    paths = _reports(tmp_path)
+    units, noise = pf.units_from_reports(paths, "tma_2d_4k_latency_cycles", "NVIDIA H200")
+    assert units == {"GPU-cf880720": [370.5, 367.75]}  # the NOISY reading and the H100's left out
+    assert noise == 0.0059
+    units, _ = pf.units_from_reports(paths, "dram_read_gbps")
+    assert units == {"GPU-cf880720": [4504.7]}  # the thermally slowed reading left out
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not a readable report JSON"):
+        pf.units_from_reports([str(tmp_path / "bad.json")], "dram_read_gbps")
+
+
+def test_write_joins_the_earlier_units_and_the_reports_and_reads_back(tmp_path, capsys):
+    facts_path = tmp_path / "sm_90.toml"
+    facts_path.write_text(FACTS)
+    rc = pf.main(["--facts", str(facts_path), "--gpu", "NVIDIA H200", "--fact", "tma_2d_4k_latency_cycles",
+                  "--reports", *_reports(tmp_path), "--write"])
+    assert rc == 0 and "units 358.25 .. 370.5 written" in capsys.readouterr().out
+    from pytest_gpuprops import facts as F
+    f = F.load_facts("sm_90", facts_path).gpu_sections["NVIDIA H200"]["tma_2d_4k_latency_cycles"]
+    # 358.25-370.5: middle 364.375; 6.125 + 2 x 0.59 % x 364.375 = 10.425 -> 10.43
+    assert (f.value, f.tolerance_abs, f.units_range) == (364.375, 10.43, (358.25, 370.5))
+    assert f.source.endswith("and the 0.5-cycle floor") and "GPU-cf880720 (370.5, 367.75)" in f.source
+    # a time-unit fact: relative, 3 % floor; an entry without units_range starts from the reports alone
+    rc = pf.main(["--facts", str(facts_path), "--gpu", "NVIDIA H200", "--fact", "dram_read_gbps",
+                  "--unit", "GPU-2cf08462=4486.2,4497.0", "--reports", *_reports(tmp_path), "--write"])
+    d = F.load_facts("sm_90", facts_path).gpu_sections["NVIDIA H200"]["dram_read_gbps"]
+    assert rc == 0 and d.tolerance_rel == 0.03 and d.units_range == (4486.2, 4504.7)
+    assert d.value == pytest.approx((4486.2 + 4504.7) / 2)
+
+
+def test_write_leaves_the_file_as_it_was_when_the_entry_is_missing_or_the_input_is_wrong(tmp_path, capsys):
+    facts_path = tmp_path / "sm_90.toml"
+    facts_path.write_text(FACTS)
+    assert pf.main(["--facts", str(facts_path), "--fact", "no_such_fact", "--unit", "a=1", "--noise", "0",
+                    "--write"]) == 2
+    assert "has no fact 'no_such_fact' in the arch's facts" in capsys.readouterr().err
+    assert facts_path.read_text() == FACTS
+    with pytest.raises(SystemExit):
+        pf.main(["--unit", "a=1", "--noise", "0", "--write"])
+    assert "--write needs --facts FILE and --fact NAME" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        pf.main(["--reports", *_reports(tmp_path)])
+    assert "--reports needs --fact NAME" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        pf.main(["--fact", "dram_read_gbps", "--gpu", "NVIDIA B200", "--reports", *_reports(tmp_path)])
+    assert "no usable reading of 'dram_read_gbps' in the reports of a NVIDIA B200" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        pf.main(["--unit", "a=1"])
+    assert "give --noise" in capsys.readouterr().err
+
+
+def test_a_file_that_does_not_load_after_the_rewrite_is_restored(tmp_path, capsys):
+    broken = FACTS + '\n[lds_latency_cycles]\nvalue = 23.0\ntolerance_abs = -1\nunit = "cycles"\nmethod = "m"\nsource = "s"\n'
+    facts_path = tmp_path / "sm_90.toml"
+    facts_path.write_text(broken)
+    rc = pf.main(["--facts", str(facts_path), "--gpu", "NVIDIA H200", "--fact", "tma_2d_4k_latency_cycles",
+                  "--unit", "GPU-x=365", "--noise", "0.5%", "--write"])
+    assert rc == 2 and "tolerance_abs = -1: expected a finite number >= 0" in capsys.readouterr().err
+    assert facts_path.read_text() == broken

@@ -16,14 +16,32 @@ an edge unit 0.0005 cycles outside its own population):
 prints the value, the tolerance and the sentence for the entry's source. With ``--facts FILE --fact
 NAME [--gpu SKU]`` it checks that entry instead: every unit value must lie inside the entry's band by
 at least the floor's margin (cycles: 0.5; time units: none beyond the band), else exit status 1.
+
+After a device run, the units can come from its reports, and the entry can be rewritten in place:
+
+    python3 tools/population_fact.py --facts pytest_gpuprops/facts/sm_90.toml --gpu "NVIDIA H200" \
+        --fact tma_2d_4k_latency_cycles --reports out/run*.json --write
+
+``--reports``: each report's readings of the fact, grouped by GPU UUID (readings that were THROTTLED,
+NOISY or taken under thermal slowdown left out), the run noise the largest they report. ``--write``:
+the entry's ``units_range`` is the earlier units, the reports' units join it, and value, tolerance,
+``units_range`` and a sentence of the source are rewritten; the file is read back and left as it was
+if it does not load.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
+import re
 import sys
 from dataclasses import dataclass
+
+import tomllib
+
+from pytest_gpuprops import assertions, facts
 
 CYCLES_FLOOR = 0.5
 TIME_UNIT_FLOOR_REL = 0.03
@@ -72,14 +90,7 @@ def population(units: dict[str, list[float]], noise_rel: float, *, time_unit: bo
 def source_sentence(units: dict[str, list[float]], noise_rel: float, p: Population) -> str:
     """The part of a facts entry's source that says where its value and tolerance come from."""
     listed = "; ".join(f"{label} ({', '.join(f'{v:g}' for v in vs)})" for label, vs in units.items())
-    half = (p.highest - p.lowest) / 2
-    if p.relative:
-        rule = (f"tolerance: the larger of 3 % and half that range ({100 * half / abs(p.value):.2f} %) + 2 x the "
-                f"largest run noise ({100 * noise_rel:.2f} %)")
-    else:
-        rule = (f"tolerance: half that range ({half:.3f}) + the larger of 2 x the largest run noise "
-                f"({100 * noise_rel:.2f} %) and the {CYCLES_FLOOR}-cycle floor")
-    return f"units: {listed}. Value: the middle of {p.lowest:g} and {p.highest:g}; {rule}"
+    return f"units: {listed}. Value: the middle of {p.lowest:g} and {p.highest:g}; tolerance: {_rule_text(p, noise_rel)}"
 
 
 def entry_covers(entry: dict, units: dict[str, list[float]], *, floor: float | None = None) -> list[str]:
@@ -98,6 +109,86 @@ def entry_covers(entry: dict, units: dict[str, list[float]], *, floor: float | N
                 where = "outside" if room < 0 else f"only {room:.4g} inside (less than {margin:g})"
                 problems.append(f"{label} read {v:g}: {where} the band {value:g} +- {tol:.4g}")
     return problems
+
+
+#: verdicts whose reading does not speak for the unit: not settled, or clocks held down
+_LEFT_OUT = ("NOISY", "THROTTLED", "ERROR", "SKIPPED")
+
+
+def units_from_reports(paths: list[str], fact: str, gpu: str | None = None) -> tuple[dict[str, list[float]], float]:
+    """The readings of ``fact`` in report JSONs (``--gpuprops-report``), by GPU UUID, and the largest
+    relative noise among them; only reports of GPU model ``gpu`` when given."""
+    units: dict[str, list[float]] = {}
+    noise = 0.0
+    for path in paths:
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a readable report JSON ({exc}); give the files --gpuprops-report "
+                             "wrote") from None
+        for v in data.get("facts", []):
+            info = v.get("gpu") or data.get("meta", {}).get("gpu") or {}
+            if v.get("fact") != fact or not isinstance(v.get("measured"), (int, float)):
+                continue
+            if gpu and info.get("name") != gpu:
+                continue
+            flags = " ".join(v.get("flags") or [])
+            if v.get("status") in _LEFT_OUT or "thermal" in flags or "hw_slowdown" in flags:
+                continue
+            label = (info.get("uuid") or f"GPU {info.get('index', '?')} of {path}")[:12]
+            units.setdefault(label, []).append(float(v["measured"]))
+            noise = max(noise, float((v.get("measurement") or {}).get("noise") or 0.0))
+    return units, noise
+
+
+def rewrite_entry(path: str, gpu: str | None, fact: str, units: dict[str, list[float]], noise_rel: float,
+                  today: str) -> Population:
+    """Recompute a facts entry from its earlier units (its units_range) and ``units``, and write value,
+    tolerance, units_range and a source sentence in place; the file is read back, and restored if it
+    does not load."""
+    text = open(path).read()
+    data = tomllib.loads(text)
+    entry = (data.get("gpus", {}).get(gpu, {}) if gpu else data).get(fact)
+    if not isinstance(entry, dict) or "value" not in entry:
+        raise ValueError(f"{path} has no fact {fact!r} in " + (f"section gpus.{gpu!r}" if gpu else "the arch's facts"))
+    every = dict(units)
+    if "units_range" in entry:
+        every["earlier units"] = [float(v) for v in entry["units_range"]]
+    time_unit = entry.get("unit") in assertions.TIME_UNITS
+    p = population(every, noise_rel, time_unit=time_unit)
+    header = f'[gpus."{gpu}".{fact}]' if gpu else f"[{fact}]"
+    start = text.index(header + "\n")
+    end = text.find("\n\n", start)
+    end = len(text.rstrip("\n")) if end < 0 else end
+    block = text[start:end]
+    key = "tolerance_rel" if time_unit else "tolerance_abs"
+    block = re.sub(r"\n(tolerance_abs|tolerance_rel|units_range) = [^\n]*", "", block)
+    block = re.sub(r"\nvalue = [^\n]*", f"\nvalue = {p.value:.10g}\n{key} = {p.tolerance:.10g}\n"
+                   f"units_range = [{p.lowest!r}, {p.highest!r}]", block, count=1)
+    listed = "; ".join(f"{label} ({', '.join(f'{v:g}' for v in vs)})" for label, vs in units.items())
+    block = re.sub(r'(\nsource = ".*)"$', lambda m: m.group(1) + f". Recomputed {today} with {listed} "
+                   f"(tools/population_fact.py): population {p.lowest:g}-{p.highest:g}, value = its middle, "
+                   f"tolerance = {_rule_text(p, noise_rel)}\"", block, count=1, flags=re.S)
+    new_text = text[:start] + block + text[end:]
+    with open(path, "w") as fh:
+        fh.write(new_text)
+    try:
+        facts.load_facts(str(data.get("arch")), path)
+    except facts.FactsError:
+        with open(path, "w") as fh:
+            fh.write(text)
+        raise
+    return p
+
+
+def _rule_text(p: Population, noise_rel: float) -> str:
+    half = (p.highest - p.lowest) / 2
+    if p.relative:
+        return (f"the larger of 3 % and half the range ({100 * half / abs(p.value):.2f} %) + 2 x the largest run "
+                f"noise ({100 * noise_rel:.2f} %)")
+    return (f"half the range ({half:.3f}) + the larger of 2 x the largest run noise ({100 * noise_rel:.2f} %) "
+            f"and the {CYCLES_FLOOR}-cycle floor")
 
 
 def _parse_unit(text: str) -> tuple[str, list[float]]:
@@ -120,16 +211,49 @@ def _parse_noise(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--unit", action="append", type=_parse_unit, required=True, help="LABEL=v1,v2,... per unit")
-    ap.add_argument("--noise", type=_parse_noise, required=True, help="largest run noise: 0.0056 or 0.56%%")
+    ap.add_argument("--unit", action="append", type=_parse_unit, default=[], help="LABEL=v1,v2,... per unit")
+    ap.add_argument("--reports", nargs="+", default=[], metavar="JSON",
+                    help="report JSONs of device runs: the fact's readings by GPU UUID (needs --fact)")
+    ap.add_argument("--noise", type=_parse_noise, help="largest run noise: 0.0056 or 0.56%% (with --reports: at "
+                                                        "least theirs)")
     ap.add_argument("--time", action="store_true", help="a fact in time units (relative tolerance, 3 %% floor)")
     ap.add_argument("--facts", help="check this facts file's entry instead of printing a new one")
     ap.add_argument("--fact", help="with --facts: the fact's name")
     ap.add_argument("--gpu", help="with --facts: the GPU section (e.g. 'NVIDIA H100 80GB HBM3'); none: the arch's")
+    ap.add_argument("--write", action="store_true", help="with --facts and --fact: recompute the entry from its "
+                                                         "earlier units and these, and write it in place")
     args = ap.parse_args(argv)
     units = dict(args.unit)
+    noise = args.noise
+    if args.reports:
+        if not args.fact:
+            ap.error("--reports needs --fact NAME: which fact's readings to take")
+        try:
+            found, reported_noise = units_from_reports(args.reports, args.fact, args.gpu)
+        except ValueError as exc:
+            ap.error(str(exc))
+        if not found:
+            ap.error(f"no usable reading of {args.fact!r} in the reports" + (f" of a {args.gpu}" if args.gpu else "")
+                     + " (THROTTLED, NOISY and thermally slowed readings are left out)")
+        units.update(found)
+        noise = max(noise or 0.0, reported_noise)
+    if not units:
+        ap.error("give the units: --unit LABEL=v1,v2,... or --reports JSON...")
+    if noise is None:
+        ap.error("give --noise, the largest run noise (0.0056 or 0.56%), or --reports")
+    if args.write:
+        if not (args.facts and args.fact):
+            ap.error("--write needs --facts FILE and --fact NAME (and --gpu for a per-GPU fact)")
+        try:
+            p = rewrite_entry(args.facts, args.gpu, args.fact, units, noise, datetime.date.today().isoformat())
+        except (ValueError, OSError, facts.FactsError) as exc:  # the file is as it was
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        lo, hi = p.band()
+        print(f"{args.fact}: value {p.value:.10g}, band {lo:.4f} .. {hi:.4f}, units {p.lowest:g} .. {p.highest:g} "
+              f"written to {args.facts}")
+        return 0
     if args.facts:
-        import tomllib
         with open(args.facts, "rb") as fh:
             data = tomllib.load(fh)
         section = data.get("gpus", {}).get(args.gpu, {}) if args.gpu else data
@@ -145,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.fact}: {'does not cover' if problems else 'covers'} the {len(units)} units given")
         return 1 if problems else 0
     try:
-        p = population(units, args.noise, time_unit=args.time)
+        p = population(units, noise, time_unit=args.time)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -153,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     key = "tolerance_rel" if p.relative else "tolerance_abs"
     print(f"value = {p.value:.10g}\n{key} = {p.tolerance:.10g}")  # never rounded into the range
     print(f"# band {lo:.4f} .. {hi:.4f}; units {p.lowest:g} .. {p.highest:g}")
-    print(source_sentence(units, args.noise, p))
+    print(source_sentence(units, noise, p))
     return 0
 
 
