@@ -178,6 +178,20 @@ def per_second(work: float, seconds: float, unit: str) -> float:
     return work / seconds / UNIT_SCALE[unit]
 
 
+def second_half_rate(spans: Sequence[tuple[int, int]], work_per_launch: float, unit: str) -> float | None:
+    """A stress's own rate over the second half of its launches' time (where its sustained clock is
+    taken): the work of the launches that started there over their span. ``spans``: each launch's
+    (first, last) %globaltimer ns over its blocks, in launch order; None when too few launches."""
+    if len(spans) < 2:
+        return None
+    start, end = spans[0][0], max(e for _, e in spans)
+    late = [s for s in spans if s[0] >= start + (end - start) / 2]
+    if not late:
+        return None
+    span_ns = max(e for _, e in late) - min(s for s, _ in late)
+    return per_second(work_per_launch * len(late), span_ns / 1e9, unit) if span_ns > 0 else None
+
+
 def scale_for(scale: int, seconds: float, target_s: float) -> int:
     """The loop count that makes a launch that took ``seconds`` at ``scale`` last ``target_s``."""
     if seconds <= 0:
@@ -482,6 +496,8 @@ def clock_method(m: Measurement, sheet: Datasheet | None) -> str:
             f"{ln['period_s'] * 1e3:.0f} ms: sustained {n.get('sustained_mhz')} MHz, min {n.get('min_mhz')}, "
             f"ramp {n.get('ramp_s')} s, idle {ln.get('idle_mhz')} MHz; throttle reasons: "
             f"{', '.join(m.throttle) or 'none'}")
+    if ln.get("rate_second_half") is not None:
+        text += f"; the load's own rate over those windows {ln['rate_second_half']:g} {ln['rate_unit']} (reported)"
     if sheet is not None:
         text += f"; {m.median / sheet.max_sm_clock_mhz:.3f} of the {sheet.sku}'s {sheet.max_sm_clock_mhz} MHz max SM clock"
     return text
@@ -641,11 +657,16 @@ def stress_clock(cp, wl: Workload, *, name: str, info: measure.GpuInfo, duration
     kernel = summarize_clock(series)
     nvml_series = nvml.series(0.0, end_s)
     nvml_summary = summarize_clock(nvml_series).as_dict() if len(nvml_series) >= 2 else None
+    # the load's own rate in the sustained windows: reported beside the clock, not asserted (to compare
+    # with the rate facts, which measure it separately after their own settling)
+    spans = [(min(b[0][1] for b in stamps), max(b[-1][1] for b in stamps)) for stamps in per_launch]
+    rate = second_half_rate(spans, wl.work(scale), wl.unit)
     launch = dict(wl.describe(), scale=scale, launches=launched, launch_s=end_s / max(1, launched),
                   duration_s=duration_s, idle_s=idle_s, bin_s=bin_s, period_s=period_s,
                   samples=wl.stamps_per_block, sms_covered=sms, sm_count=info.sm_count,
                   kernel_clock=kernel.as_dict(), nvml_clock=nvml_summary,
                   idle_mhz=round(statistics.median(idle), 1) if idle else None,
+                  rate_second_half=None if rate is None else round(rate, 3), rate_unit=wl.unit,
                   series_mhz=[(round(t, 3), round(mhz, 1)) for t, mhz in series])
     m = Measurement(name=name, unit="MHz", values=kernel.windows_mhz, stop_reason="time budget",
                     noise_target=CLOCK_NOISE, overhead_cycles=0.0, sm_clock_mhz=round(kernel.sustained_mhz, 1),

@@ -444,6 +444,21 @@ def test_stress_clock_on_a_simulated_gpu_finds_sustained_ramp_and_every_sm():
     assert m.launch["idle_mhz"] == 1980.0 and m.sm_clock_mhz == pytest.approx(1980.0)
     assert m.launch["series_mhz"][-1][1] == pytest.approx(1980.0)
     assert m.remeasure().median == pytest.approx(1980.0)
+    # the load's own rate over the second half: every launch's work over its simulated time (10 us a trip)
+    expected = tp.per_second(wl.work(m.launch["scale"]), m.launch["scale"] * 10e-6, "TFLOP/s")
+    assert m.launch["rate_unit"] == "TFLOP/s" and m.launch["rate_second_half"] == pytest.approx(expected, rel=1e-3)
+    assert f"the load's own rate over those windows {m.launch['rate_second_half']:g} TFLOP/s (reported)" in \
+        tp.clock_method(m, None)
+
+
+def test_second_half_rate_takes_the_launches_that_started_in_the_second_half():
+    # four launches of 1 s of work each: 0-1, 1-2, 2-3 and 3-5 s (the last one slower)
+    spans = [(0, 10**9), (10**9, 2 * 10**9), (2 * 10**9, 3 * 10**9), (3 * 10**9, 5 * 10**9)]
+    # the second half starts at 2.5 s: only the last launch, 1e12 FLOP over 2 s
+    assert tp.second_half_rate(spans, 1e12, "TFLOP/s") == pytest.approx(0.5)
+    assert tp.second_half_rate(spans[:3], 1e12, "TFLOP/s") == pytest.approx(1.0)  # from 1.5 s: the third
+    assert tp.second_half_rate(spans[:1], 1e12, "TFLOP/s") is None
+    assert tp.second_half_rate([(0, 0), (0, 0)], 1e12, "TFLOP/s") is None
 
 
 def test_stress_clock_keeps_every_launch_when_launches_outnumber_the_first_stamp_buffer():
