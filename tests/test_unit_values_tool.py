@@ -20,7 +20,9 @@ def test_values_per_unit_and_the_new_samples(tmp_path, capsys):
               "flags": ["beyond the units measured so far (538.8 .. 551.35): a new sample of this fact's population; "
                         "tools/population_fact.py"]}
     sm_fact = {"fact": "lds_latency_cycles", "measured": 23.0, "status": "PASS", "gpu": gpu, "flags": []}
-    a = _report(tmp_path / "run1.json", "GPU-41172d06-69b3", [inside, beyond, sm_fact])
+    stress = {"fact": "sustained_sm_clock_tensor_mhz", "measured": 1598.3, "status": "PASS", "gpu": gpu, "flags": [],
+              "measurement": {"launch": {"rate_second_half": 861.25, "rate_unit": "TFLOP/s"}}}
+    a = _report(tmp_path / "run1.json", "GPU-41172d06-69b3", [inside, beyond, sm_fact, stress])
     b = _report(tmp_path / "run2.json", "GPU-500f5c5f-b7cc", [dict(inside, measured=682.5)])
     assert uv.main([a, b]) == 0
     out = capsys.readouterr().out
@@ -28,6 +30,7 @@ def test_values_per_unit_and_the_new_samples(tmp_path, capsys):
     assert rows[0][:2] == ["run1.json", "NVIDIA"] and "683.10" in rows[0] and "552.00" in rows[0]
     assert "682.50" in rows[1] and rows[1][-1] == "-"  # run 2 has no p10
     assert "lds_latency_cycles" not in out  # an SM fact is not a unit's memory-system value
+    assert "stress_rate_tensor" in out and "861.25" in rows[0]
     assert "new samples (beyond the units measured so far):" in out
     assert "run1.json: dram_latency_p10_cycles PASS at 552.000: beyond the units measured so far (538.8 .. 551.35)" in out
     assert out.count("beyond the units measured so far (") == 1
