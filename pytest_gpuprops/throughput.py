@@ -249,6 +249,21 @@ def second_half(series: Sequence[tuple[float, float]]) -> list[tuple[float, floa
     return [p for p in series if p[0] >= mid]
 
 
+#: where the early windows of a stress start: the power cap settles within ~0.1 s on an H100 SXM
+EARLY_FROM_S = 1.0
+
+
+def early_sustained(series: Sequence[tuple[float, float]], duration_s: float, windows: int = 5) -> float | None:
+    """The sustained statistic (median of window means) over EARLY_FROM_S to EARLY_FROM_S + half the
+    stress, instead of its second half: equal within the noise, run after run, means a stress that
+    long would give the same sustained clock. None when the series does not reach past that span."""
+    if not series or series[-1][0] < EARLY_FROM_S + duration_s / 2:
+        return None
+    early = [mhz for t, mhz in series if EARLY_FROM_S <= t < EARLY_FROM_S + duration_s / 2]
+    wins = window_means(early, windows)
+    return float(statistics.median(wins)) if wins else None
+
+
 def window_means(values: Sequence[float], windows: int = 5) -> list[float]:
     """The means of ``windows`` consecutive, near-equal runs of ``values`` (each value alone when
     there are fewer). A mean, not a median: under a power cap the clock cycles between a plateau and
@@ -498,6 +513,9 @@ def clock_method(m: Measurement, sheet: Datasheet | None) -> str:
             f"{', '.join(m.throttle) or 'none'}")
     if ln.get("rate_second_half") is not None:
         text += f"; the load's own rate over those windows {ln['rate_second_half']:g} {ln['rate_unit']} (reported)"
+    if ln.get("early_sustained_mhz") is not None:
+        text += (f"; the same statistic from {EARLY_FROM_S:g} s to {EARLY_FROM_S + ln['duration_s'] / 2:g} s "
+                 f"{ln['early_sustained_mhz']:g} MHz (reported)")
     if sheet is not None:
         text += f"; {m.median / sheet.max_sm_clock_mhz:.3f} of the {sheet.sku}'s {sheet.max_sm_clock_mhz} MHz max SM clock"
     return text
@@ -661,12 +679,14 @@ def stress_clock(cp, wl: Workload, *, name: str, info: measure.GpuInfo, duration
     # with the rate facts, which measure it separately after their own settling)
     spans = [(min(b[0][1] for b in stamps), max(b[-1][1] for b in stamps)) for stamps in per_launch]
     rate = second_half_rate(spans, wl.work(scale), wl.unit)
+    early = early_sustained(series, duration_s)
     launch = dict(wl.describe(), scale=scale, launches=launched, launch_s=end_s / max(1, launched),
                   duration_s=duration_s, idle_s=idle_s, bin_s=bin_s, period_s=period_s,
                   samples=wl.stamps_per_block, sms_covered=sms, sm_count=info.sm_count,
                   kernel_clock=kernel.as_dict(), nvml_clock=nvml_summary,
                   idle_mhz=round(statistics.median(idle), 1) if idle else None,
                   rate_second_half=None if rate is None else round(rate, 3), rate_unit=wl.unit,
+                  early_sustained_mhz=None if early is None else round(early, 1),
                   series_mhz=[(round(t, 3), round(mhz, 1)) for t, mhz in series])
     m = Measurement(name=name, unit="MHz", values=kernel.windows_mhz, stop_reason="time budget",
                     noise_target=CLOCK_NOISE, overhead_cycles=0.0, sm_clock_mhz=round(kernel.sustained_mhz, 1),

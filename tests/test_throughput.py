@@ -451,6 +451,17 @@ def test_stress_clock_on_a_simulated_gpu_finds_sustained_ramp_and_every_sm():
         tp.clock_method(m, None)
 
 
+def test_early_sustained_is_the_same_statistic_from_one_second_to_half_the_stress_on():
+    # a 10-s stress: 1650 MHz from 1 s to 6 s, 1600 MHz after (a slower thermal drift)
+    series = [(t / 100, 1980.0 if t < 10 else 1650.0 if t < 600 else 1600.0) for t in range(1000)]
+    assert tp.early_sustained(series, 10.0) == pytest.approx(1650.0)
+    assert tp.summarize_clock(series).sustained_mhz == pytest.approx(1600.0)
+    assert tp.early_sustained(series[:500], 10.0) is None  # the series ends before 6 s
+    # a 2-s stress: 1 s to 2 s, the second half itself
+    short = [(t / 100, 1980.0) for t in range(201)]
+    assert tp.early_sustained(short, 2.0) == pytest.approx(1980.0)
+
+
 def test_second_half_rate_takes_the_launches_that_started_in_the_second_half():
     # four launches of 1 s of work each: 0-1, 1-2, 2-3 and 3-5 s (the last one slower)
     spans = [(0, 10**9), (10**9, 2 * 10**9), (2 * 10**9, 3 * 10**9), (3 * 10**9, 5 * 10**9)]

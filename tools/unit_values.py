@@ -1,6 +1,7 @@
 """Per-unit values of the GPU-scoped facts (memory system) in a set of reports, one row per report:
-what docs/results.md's unit table is made from (with each sustained-clock stress's own rate over its
-windows, stress_rate_ffma / stress_rate_tensor); then every verdict flagged as beyond the units measured
+what docs/results.md's unit table is made from (with what each sustained-clock stress reports beside
+its clock: the load's own rate over its windows, stress_rate_*, and the clock from 1 s to half the
+stress, stress_early_mhz_*); then every verdict flagged as beyond the units measured
 so far (a new sample for that fact's population: tools/population_fact.py recomputes its entry).
 Usage: python3 tools/unit_values.py run1.json ..."""
 
@@ -21,10 +22,12 @@ def main(paths: list[str]) -> int:
         gpu = data.get("meta", {}).get("gpu", {})
         got = {v["fact"]: v["measured"] for v in data.get("facts", []) if v.get("gpu")
                and (v["fact"] in gp_facts.GPU_SCOPED or v["fact"].startswith(("dram_", "l2_")))}
-        for v in data.get("facts", []):  # a stress's own rate, beside the rate facts it may one day replace
-            rate = ((v.get("measurement") or {}).get("launch") or {}).get("rate_second_half")
-            if v.get("gpu") and rate is not None:
-                got[v["fact"].replace("sustained_sm_clock_", "stress_rate_").replace("_mhz", "")] = rate
+        for v in data.get("facts", []):  # what a stress reports beside its clock, for shorter methods later
+            launch = (v.get("measurement") or {}).get("launch") or {}
+            load = v["fact"].replace("sustained_sm_clock_", "").replace("_mhz", "")
+            for key, column in (("rate_second_half", "stress_rate_"), ("early_sustained_mhz", "stress_early_mhz_")):
+                if v.get("gpu") and launch.get(key) is not None:
+                    got[column + load] = launch[key]
         names |= set(got)
         rows.append((path.rsplit("/", 1)[-1], gpu.get("name", "?"), (gpu.get("uuid") or "?")[:12], got))
     cols = sorted(names)
