@@ -36,6 +36,7 @@ def test_values_per_unit_and_the_new_samples(tmp_path, capsys):
     assert "new samples (beyond the units measured so far):" in out
     assert "run1.json: dram_latency_p10_cycles PASS at 552.000: beyond the units measured so far (538.8 .. 551.35)" in out
     assert out.count("beyond the units measured so far (") == 1
+    assert "--fact NAME --reports <these reports> --write" in out
 
 
 def test_no_new_sample_no_section(tmp_path, capsys):

@@ -37,6 +37,8 @@ def main(paths: list[str]) -> int:
         print("\nnew samples (beyond the units measured so far):")
         for report, fact, status, measured, flag in beyond:
             print(f"  {report}: {fact} {status} at {measured:.3f}: {flag}")
+        print("each joins its population with: python3 tools/population_fact.py --facts FACTS.toml "
+              "[--gpu SKU] --fact NAME --reports <these reports> --write")
     return 0
 
 
