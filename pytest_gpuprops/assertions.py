@@ -128,6 +128,10 @@ class Verdict:
         return d
 
 
+#: the flag of a verdict whose unit read beyond every unit a population fact was measured on
+BEYOND_UNITS = "beyond the units measured so far"
+
+
 def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
     """Compare a measurement's median with a measured fact."""
     flags = []
@@ -142,7 +146,7 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
         status = THROTTLED if m.throttle and fact.unit in TIME_UNITS else FAIL
     if fact.units_range and m.settled and not fact.units_range[0] <= m.median <= fact.units_range[1]:
         lo, hi = fact.units_range
-        flags.append(f"beyond the units measured so far ({lo:g} .. {hi:g}): a new sample of this fact's population; "
+        flags.append(f"{BEYOND_UNITS} ({lo:g} .. {hi:g}): a new sample of this fact's population; "
                      "tools/population_fact.py")
     return Verdict(fact=fact.name, arch=fact.arch, status=status, expected=fact.expected_text(),
                    measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "

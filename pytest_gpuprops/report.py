@@ -41,7 +41,9 @@ def _measured_cell(v: Verdict) -> str:
 def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     """"gpuprops: 2 FAIL, 1 UNSTABLE, 27 PASS, 4 SKIPPED" in the order that needs attention; a run
     cut short (``run``: results.run_status) says so first: "gpuprops: INCOMPLETE (interrupted ...): 20 PASS"."""
+    from .assertions import BEYOND_UNITS
     from .results import incomplete_reason
+    verdicts = list(verdicts)
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
@@ -49,7 +51,12 @@ def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     head = "gpuprops: "
     if run is not None and incomplete_reason(run):
         head += f"INCOMPLETE ({incomplete_reason(run)}): "
-    return head + (", ".join(f"{counts[s]} {s}" for s in order if s in counts) or "no verdicts")
+    line = head + (", ".join(f"{counts[s]} {s}" for s in order if s in counts) or "no verdicts")
+    beyond = list(dict.fromkeys(v.fact for v in verdicts if any(f.startswith(BEYOND_UNITS) for f in v.flags)))
+    if beyond:  # a new extreme of a population fact: seen the first time, not when a later unit fails
+        line += (f"; {len(beyond)} {BEYOND_UNITS} ({', '.join(beyond[:3])}{', ...' if len(beyond) > 3 else ''}: "
+                 "tools/population_fact.py)")
+    return line
 
 
 def gpu_table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:

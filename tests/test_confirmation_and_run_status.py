@@ -153,6 +153,17 @@ def test_the_summary_line_of_a_run_cut_short_says_so_before_its_counts():
     assert report.summary_line([], results.RUNNING).startswith("gpuprops: INCOMPLETE (the run had not finished")
 
 
+def test_the_summary_line_names_the_facts_a_unit_read_beyond_their_population():
+    import dataclasses
+    v = assertions.Verdict("lds", "sm_90", "PASS", "23", 23.0, "23", "cycles", "m", "s")
+    flag = [f"{assertions.BEYOND_UNITS} (22.9 .. 23.1): a new sample"]
+    beyond = [dataclasses.replace(v, fact=f"fact_{i}", flags=flag) for i in range(5)]
+    assert report.summary_line([v, beyond[0], beyond[0]]) == (
+        "gpuprops: 3 PASS; 1 beyond the units measured so far (fact_0: tools/population_fact.py)")
+    assert report.summary_line([v, *beyond]).endswith(
+        "; 5 beyond the units measured so far (fact_0, fact_1, fact_2, ...: tools/population_fact.py)")
+
+
 FACTS = '''
 arch = "sm_90"
 [lds_latency_cycles]

@@ -101,7 +101,9 @@ def test_a_unit_beyond_the_population_passes_flagged_as_a_new_sample(pytester):
         'unit = "cycles"\nmethod = "chase"\nsource = "measured on Fake GPU, driver 580.0, CUDA 13.0, 2026-11-25"\n')
     r = pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml", "--gpuprops-report", "rep.json", "-v")
     r.assert_outcomes(passed=1)
-    r.stdout.fnmatch_lines(["*lds_latency_cycles*PASS (beyond the units measured so far (22.9 .. 23.1)*"])
+    r.stdout.fnmatch_lines(["*lds_latency_cycles*PASS (beyond the units measured so far (22.9 .. 23.1)*",
+                            "gpuprops: 1 PASS; 1 beyond the units measured so far (lds_latency_cycles: "
+                            "tools/population_fact.py)"])
     verdict = json.loads((pytester.path / "rep.json").read_text())["facts"][0]
     assert verdict["status"] == "PASS" and verdict["flags"][0].startswith("beyond the units measured so far")
 
