@@ -11,6 +11,7 @@ import sys
 from tabulate import tabulate
 
 from pytest_gpuprops import facts as gp_facts
+from pytest_gpuprops.assertions import BEYOND_UNITS
 
 
 def main(paths: list[str]) -> int:
@@ -18,7 +19,7 @@ def main(paths: list[str]) -> int:
     for path in paths:
         data = json.load(open(path))
         beyond += [(path.rsplit("/", 1)[-1], v["fact"], v["status"], v["measured"], flag)
-                   for v in data.get("facts", []) for flag in v.get("flags", []) if flag.startswith("beyond the units")]
+                   for v in data.get("facts", []) for flag in v.get("flags", []) if flag.startswith(BEYOND_UNITS)]
         gpu = data.get("meta", {}).get("gpu", {})
         got = {v["fact"]: v["measured"] for v in data.get("facts", []) if v.get("gpu")
                and (v["fact"] in gp_facts.GPU_SCOPED or v["fact"].startswith(("dram_", "l2_")))}
