@@ -337,11 +337,58 @@ def cmd_facts(a) -> int:
                 raise Refused(f"{a.facts} has no facts for {arch} (it has {', '.join(have)})")
     else:
         sets = [gp_facts.load_facts(x) for x in ([arch] if arch else gp_facts.packaged_archs())]
+    if a.gpu:
+        picked = [f for f in sets if gp_facts.gpu_section_name(f, a.gpu)]
+        if not picked:
+            have = sorted({g for f in sets for g in f.gpu_sections}) or ["none"]
+            raise Refused(f"no facts file here has a section for the GPU {a.gpu!r} (sections: {', '.join(have)}); "
+                          "its arch's facts alone: gpuprops facts --arch sm_XX")
+        sets = [gp_facts.select_gpu(f, a.gpu) for f in picked]
+    if a.fact:
+        return _show_fact(sets, a.fact, a.gpu)
     for f in sets:
-        print(f"# {f.arch}: {f.path}")
-        rows = [[x.name, x.expected_text(), x.kind, x.method[:60], x.source[:70]] for x in f.values()]
-        print(tabulate(rows, headers=["fact", "expected", "kind", "method", "source"], disable_numparse=True))
+        print(f"# {f.arch}{' for ' + f.gpu if f.gpu else ''}: {f.path}")
+        print(_facts_table(f.values(), tabulate))
         print()
+        if f.gpu:
+            continue
+        for gpu, section in f.gpu_sections.items():  # the memory system's and the SKU's facts, per GPU model
+            print(f"# {f.arch}, GPU {gpu} (adds to and overrides the arch's for that GPU): {f.path}")
+            print(_facts_table(section.values(), tabulate))
+            print()
+    return 0
+
+
+def _facts_table(facts, tabulate) -> str:
+    """fact, expected, kind, method (60 characters), source (70); and the units measured so far where a
+    fact has them (a population fact's units_range)."""
+    facts = list(facts)
+    headers = ["fact", "expected", "kind", "method", "source"]
+    rows = [[x.name, x.expected_text(), x.kind, x.method[:60], x.source[:70]] for x in facts]
+    if any(x.units_range for x in facts):
+        headers.insert(2, "units so far")
+        for row, x in zip(rows, facts):
+            row.insert(2, f"{x.units_range[0]:g} .. {x.units_range[1]:g}" if x.units_range else "")
+    return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def _show_fact(sets, name: str, gpu: str | None) -> int:
+    """One fact whole, wherever the facts files have it: the arch's, and each GPU section's."""
+    found = []
+    for f in sets:
+        if name in f and (gpu or f[name].gpu is None or f[name].scope != "gpu"):
+            found.append((f"{f.arch}{' for ' + f.gpu if f.gpu else ''}", f[name], f.path))
+        if not gpu:
+            found += [(f"{f.arch}, GPU {g}", s[name], f.path) for g, s in f.gpu_sections.items() if name in s]
+    if not found:
+        raise Refused(f"no fact {name!r} in {', '.join(str(f.path) for f in sets)}; gpuprops facts lists them")
+    for where, x, path in found:
+        lines = [f"# {x.name} ({where}): {path}", f"expected:    {x.expected_text()}"]
+        if x.units_range:
+            lines.append(f"units so far: {x.units_range[0]:g} .. {x.units_range[1]:g} (a unit beyond is flagged "
+                         "as a new sample)")
+        lines += [f"kind:        {x.kind}", f"method:      {x.method}", f"source:      {x.source}", ""]
+        print("\n".join(lines))
     return 0
 
 
@@ -430,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("facts", help="list the facts per arch")
     f.add_argument("--arch", help="one arch (sm_90); default: every packaged one")
     f.add_argument("--facts", help="a facts file or folder of sm_XX.toml instead of the packaged ones")
+    f.add_argument("--gpu", help="the facts for one GPU model (its arch's, with its section on top), e.g. "
+                                 "'NVIDIA H200'")
+    f.add_argument("--fact", help="one fact whole: expected, units so far, method and source")
     f.set_defaults(func=cmd_facts)
     m = sub.add_parser("merge", help="one table for a fleet's reports (--gpuprops-report JSON), outliers flagged")
     m.add_argument("reports", nargs="+", help="report JSON files, one per node or run")

@@ -278,6 +278,11 @@ def _parse_gpu_sections(path: Path, arch: str, data) -> dict[str, dict[str, Fact
     return out
 
 
+def gpu_section_name(facts: Facts, gpu_name: str) -> str | None:
+    """The name of ``facts``' section for the GPU ``gpu_name`` (case and spacing aside), or None."""
+    return next((g for g in facts.gpu_sections if _gpu_key(g) == _gpu_key(gpu_name)), None)
+
+
 def select_gpu(facts: Facts, gpu_name: str) -> Facts:
     """The facts that hold for the GPU named ``gpu_name``: the arch's facts, less the GPU-scoped ones
     measured on another GPU, with the GPU's own section (matched by name, case and spacing aside)
