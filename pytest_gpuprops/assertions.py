@@ -148,9 +148,12 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
         lo, hi = fact.units_range
         flags.append(f"{BEYOND_UNITS} ({lo:g} .. {hi:g}): a new sample of this fact's population; "
                      "tools/population_fact.py")
+    # a memory-system latency is fixed in ns: its cycles follow the SM clock, so the ns are said beside them
+    ns = (f"; {m.median / m.sm_clock_mhz * 1e3:.1f} ns" if fact.scope == "gpu" and fact.unit == "cycles"
+          and m.sm_clock_mhz else "")
     return Verdict(fact=fact.name, arch=fact.arch, status=status, expected=fact.expected_text(),
                    measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
-                   f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz)",
+                   f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz{ns})",
                    unit=fact.unit, method=fact.method, source=fact.source, flags=flags, reproduce=reproduce,
                    measurement=m.as_dict(), tolerance=fact.tolerance, scope=fact.scope)
 

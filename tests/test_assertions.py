@@ -38,6 +38,16 @@ def test_a_unit_beyond_the_units_measured_so_far_is_flagged(values, status, beyo
     assert ("beyond the units" in v.verdict_text) == beyond
 
 
+def test_a_memory_latency_says_its_ns_at_the_clock_it_ran_at():
+    import dataclasses
+    dram = Fact(name="dram_latency_cycles", arch="sm_90", unit="cycles", method="chase", source="units", value=686.0,
+                tolerance_abs=17.0, scope="gpu", gpu="NVIDIA H100 80GB HBM3")
+    m = dataclasses.replace(Measurement.given("dram", [694.15, 694.15, 694.15]), sm_clock_mhz=1995.0)
+    assert A.evaluate(dram, m).measured_text.endswith("SM clock 1995.0 MHz; 347.9 ns)")
+    lds = dataclasses.replace(Measurement.given("lds", [23.0, 23.0, 23.0]), sm_clock_mhz=1980.0)
+    assert A.evaluate(LDS, lds).measured_text.endswith("SM clock 1980.0 MHz)")  # an SM fact: cycles alone
+
+
 def test_value_within_tolerance_passes():
     v = A.evaluate(LDS, Measurement.given("lds", [22.96, 22.96, 22.97]))
     assert v.status == A.PASS and v.ok
