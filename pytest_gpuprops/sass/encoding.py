@@ -94,22 +94,25 @@ def join_words(lo: int, hi: int) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class Instruction:
+    """One instruction as nvdisasm read it. The fields never change, so what is parsed or decoded from
+    them is kept once asked for (the region checks ask for each instruction's again and again)."""
+
     offset: int
     text: str  # as nvdisasm prints it, without the trailing ';'
     lo: int
     hi: int
 
-    @property
+    @functools.cached_property
     def predicate(self) -> str:
         return self.text.split()[0] if self.text.startswith("@") else ""
 
-    @property
+    @functools.cached_property
     def opcode(self) -> str:
         """Full mnemonic with modifiers, e.g. ``HMMA.16816.F32``."""
         body = self.text.split(None, 1)[1] if self.predicate else self.text
         return body.split()[0]
 
-    @property
+    @functools.cached_property
     def base_opcode(self) -> str:
         return self.opcode.split(".")[0]
 
@@ -119,7 +122,7 @@ class Instruction:
         parts = body.split(None, 1)
         return [p.strip() for p in parts[1].split(",")] if len(parts) > 1 else []
 
-    @property
+    @functools.cached_property
     def control(self) -> ControlCode:
         return ControlCode.decode(self.hi)
 

@@ -39,7 +39,8 @@ def _sets(i: Instruction) -> set[int]:
 
 def _waits(i: Instruction) -> set[int]:
     """Scoreboards the instruction waits on before it issues."""
-    return {b for b in range(6) if i.control.wait_mask >> b & 1}
+    mask = i.control.wait_mask
+    return {b for b in range(6) if mask >> b & 1}
 
 
 def _scoreboards(i: Instruction) -> set[int]:
