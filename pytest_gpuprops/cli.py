@@ -326,7 +326,6 @@ def cmd_patch(a) -> int:
 
 
 def cmd_facts(a) -> int:
-    from tabulate import tabulate
     arch = gp_compile.parse_arch(a.arch) if a.arch else None
     if a.facts:
         sets = gp_facts.check_facts_path(a.facts)
@@ -348,20 +347,21 @@ def cmd_facts(a) -> int:
         return _show_fact(sets, a.fact, a.gpu)
     for f in sets:
         print(f"# {f.arch}{' for ' + f.gpu if f.gpu else ''}: {f.path}")
-        print(_facts_table(f.values(), tabulate))
+        print(_facts_table(f.values()))
         print()
         if f.gpu:
             continue
         for gpu, section in f.gpu_sections.items():  # the memory system's and the SKU's facts, per GPU model
             print(f"# {f.arch}, GPU {gpu} (adds to and overrides the arch's for that GPU): {f.path}")
-            print(_facts_table(section.values(), tabulate))
+            print(_facts_table(section.values()))
             print()
     return 0
 
 
-def _facts_table(facts, tabulate) -> str:
+def _facts_table(facts) -> str:
     """fact, expected, kind, method (60 characters), source (70); and the units measured so far where a
     fact has them (a population fact's units_range)."""
+    from tabulate import tabulate
     facts = list(facts)
     headers = ["fact", "expected", "kind", "method", "source"]
     rows = [[x.name, x.expected_text(), x.kind, x.method[:60], x.source[:70]] for x in facts]
@@ -376,7 +376,7 @@ def _show_fact(sets, name: str, gpu: str | None) -> int:
     """One fact whole, wherever the facts files have it: the arch's, and each GPU section's."""
     found = []
     for f in sets:
-        if name in f and (gpu or f[name].gpu is None or f[name].scope != "gpu"):
+        if name in f:
             found.append((f"{f.arch}{' for ' + f.gpu if f.gpu else ''}", f[name], f.path))
         if not gpu:
             found += [(f"{f.arch}, GPU {g}", s[name], f.path) for g, s in f.gpu_sections.items() if name in s]

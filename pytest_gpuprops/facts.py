@@ -164,6 +164,12 @@ def _fact_problems(name: str, t: dict) -> list[str]:
     return problems
 
 
+def table_tolerance(t: dict) -> float:
+    """A fact table's tolerance in its unit, as :attr:`Fact.tolerance` reads it: the wider of
+    tolerance_abs and tolerance_rel x |value|."""
+    return max(float(t.get("tolerance_abs", 0.0)), abs(float(t["value"])) * float(t.get("tolerance_rel", 0.0)))
+
+
 def _units_range_problems(t: dict) -> list[str]:
     """A population fact's units_range must be [lowest, highest] and lie inside value +- tolerance: a
     tolerance that leaves out a unit already measured is wrong arithmetic, not a strict fact."""
@@ -171,8 +177,7 @@ def _units_range_problems(t: dict) -> list[str]:
     if (not isinstance(r, list) or len(r) != 2 or not all(_number(v) and math.isfinite(v) for v in r)
             or r[0] > r[1]):
         return [f"units_range = {r!r}: expected [lowest, highest], the values the units measured so far read"]
-    value = float(t["value"])
-    tol = max(float(t.get("tolerance_abs", 0.0)), abs(value) * float(t.get("tolerance_rel", 0.0)))
+    value, tol = float(t["value"]), table_tolerance(t)
     if r[0] < value - tol - 1e-9 or r[1] > value + tol + 1e-9:
         return [f"units_range = {r!r} reaches outside value +- tolerance ({value - tol:g} .. {value + tol:g}): "
                 "the tolerance must cover every unit measured; recompute the entry with tools/population_fact.py"]

@@ -95,11 +95,8 @@ def source_sentence(units: dict[str, list[float]], noise_rel: float, p: Populati
 def entry_covers(entry: dict, units: dict[str, list[float]], *, floor: float | None = None) -> list[str]:
     """What in a facts ``entry`` (its value and tolerance) leaves a unit value outside, or closer to the
     band's edge than ``floor`` (cycles: 0.5 by default); [] when every value is covered."""
-    value = float(entry["value"])
-    if "tolerance_abs" in entry:
-        tol, margin = float(entry["tolerance_abs"]), CYCLES_FLOOR if floor is None else floor
-    else:
-        tol, margin = float(entry["tolerance_rel"]) * abs(value), 0.0 if floor is None else floor
+    value, tol = float(entry["value"]), facts.table_tolerance(entry)
+    margin = floor if floor is not None else CYCLES_FLOOR if "tolerance_abs" in entry else 0.0
     problems = []
     for label, values in units.items():
         for v in values:
