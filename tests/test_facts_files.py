@@ -839,6 +839,8 @@ def test_units_range_is_read_and_written_back(tmp_path):
     # the rounding defect: a midpoint rounded up and no margin left an edge unit outside its own population
     (68.938, 2.0, "[66.9375, 70.9375]", r"units_range = \[66.9375, 70.9375\] reaches outside value \+- tolerance "
                                         r"\(66.938 .. 70.938\): the tolerance must cover every unit measured"),
+    (68.9375, 1.0, "[68.0, 70.0]", r"units_range = \[68.0, 70.0\] reaches outside value \+- tolerance "
+                                   r"\(67.9375 .. 69.9375\)"),  # the highest unit above the band
     (68.9375, 2.5, "[70.9375, 66.9375]", r"expected \[lowest, highest\]"),
     (68.9375, 2.5, "[66.9375]", r"expected \[lowest, highest\]"),
     (68.9375, 2.5, '["a", "b"]', r"expected \[lowest, highest\]"),
