@@ -313,6 +313,10 @@ class Runner:  # pragma: no mutate block  (GPU only)
         self.cache_dir = cache_dir
         self.launch_timeout_s = launch_timeout_s
         self._modules: dict[str, object] = {}
+        #: kernel time of every timed launch so far (CUDA events around each), and how many: what the
+        #: GPU was busy with, against the wall time a test took (docs/performance.md)
+        self.gpu_busy_s = 0.0
+        self.launches = 0
         self._overhead: float | None = None
         self._clock: float | None = None
         self._tmp = tempfile.mkdtemp(prefix="gpuprops-mod-")
@@ -351,6 +355,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
         cycles = cp.zeros(2 * n_warps, dtype=cp.uint64)
         shape = spec.label()
         try:
+            begun = cp.cuda.Event()
+            begun.record()
             if needs_launch_ex(spec, args):
                 self.launch_ex(fn, spec, (cycles, *args))
             else:
@@ -363,6 +369,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
                     raise KernelLaunchError(f"{shape} did not finish within {self.launch_timeout_s:.0f} s")
                 time.sleep(0.0002)
             pairs = cycles.get().reshape(n_warps, 2).astype("int64")
+            self.gpu_busy_s += cp.cuda.get_elapsed_time(begun, done) / 1e3
+            self.launches += 1
         except KernelLaunchError:
             raise
         except Exception as exc:

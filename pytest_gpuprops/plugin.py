@@ -405,6 +405,20 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A GPU test's kernel time beside its wall time: its timed launches' seconds and count, as the
+    test's ``gpu_busy_s`` and ``gpu_launches`` properties (JUnit XML's <properties>)."""
+    state = item.config.stash.get(_STATE, None)
+    before = state.gpu_busy() if state is not None else (0.0, 0)
+    yield
+    if state is not None:
+        busy, launches = state.gpu_busy()
+        if launches > before[1]:
+            item.user_properties.append(("gpu_busy_s", round(busy - before[0], 6)))
+            item.user_properties.append(("gpu_launches", launches - before[1]))
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     rep = outcome.get_result()

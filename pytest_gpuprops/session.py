@@ -101,6 +101,11 @@ class GpuPropsState:
                                       cache_dir=self.config.option.gpuprops_cache)
         return s.runner
 
+    def gpu_busy(self) -> tuple[float, int]:
+        """Kernel seconds and launches timed so far by this process's runners (measure.Runner)."""
+        runners = [s.runner for s in self._slots.values() if s.runner is not None]
+        return sum(r.gpu_busy_s for r in runners), sum(r.launches for r in runners)
+
     @property
     def _info(self) -> measure.GpuInfo | None:
         """The first GPU measured in this process (for the report's header and record mode)."""
