@@ -1,5 +1,6 @@
 """hwtests: every file is a list of facts. The schedule helpers live beside them (schedule.py)."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -66,6 +67,69 @@ def _slowest_first(builds, specs):
     return sorted(builds, key=cost, reverse=True)
 
 
+def _gpu_builds(gpu_items, arch: str) -> list[tuple[str, str, dict, object]]:
+    """What the selected GPU tests launch on a GPU of ``arch``: [(arch, source, defines, KernelSpec to
+    patch for timing, or None)]. Always the clock-read overhead and SM clock kernels; per test, where
+    its module says (a module function ``_specs_of(item)`` and its ``BUILD_ARCH``: the wgmma files);
+    per file for the asynchronous and synchronous units (sm_90) and the stresses; every build of
+    specs.launched() for the other files (their tests share builds, and the hypothesis examples draw
+    from them). A selection (``-k``, ``-m``) compiles only the files and tests it keeps."""
+    import specs
+    import specs_async
+    import specs_sync_units
+
+    from pytest_gpuprops import throughput as tp
+    overhead = specs.clock_overhead()
+    out = [(arch, "sm_clock_rate.cu", {}, None), (arch, overhead.source, overhead.defines, overhead)]
+    per_file = {
+        "test_async_units.py": lambda: specs_async.builds().values() if arch == specs_async.ARCH else (),
+        "test_dpx_atomics_const.py": lambda: specs_sync_units.builds().values() if arch == specs_sync_units.ARCH else (),
+    }
+    done, shared = set(), False
+    for item in gpu_items:
+        name = item.path.name
+        per_item = getattr(getattr(item, "module", None), "_specs_of", None)
+        if per_item is not None:
+            if arch == "sm_90":
+                build_arch = getattr(item.module, "BUILD_ARCH", arch)
+                out += [(build_arch, s.source, s.defines, s) for s in per_item(item)]
+        elif name == "test_throughput_and_clocks.py":
+            if name not in done:
+                out += [(arch, "stress_ffma.cu", tp.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", tp.STREAM_DEFINES, None)]
+                if arch == "sm_90":
+                    out += [(specs.WGMMA_ARCH, "stress_ffma.cu", tp.wgmma_defines(dt), None) for dt in tp.WGMMA_DTYPES]
+        elif name in per_file:
+            if name not in done:
+                out += [(arch, s.source, s.defines, s) for s in per_file[name]()]
+        else:
+            shared = True
+        done.add(name)
+    if shared:
+        out += [(arch, s.source, s.defines, s) for s in specs.launched().values()]
+    return out
+
+
+def _start_ncu_profiles(config, gpu_items) -> None:
+    """Start, in the background, the ncu profiles the selected tests ask for (a module function
+    ``ncu_profiles(item)``: test_tensorcore.py), so ncu's start-up overlaps the compiles and reads
+    below; the job holds the GPU's lock, so nothing is measured beside it. Not under pytest-xdist
+    (a worker may never run the test), unless each worker runs every test on a GPU of its own."""
+    from pytest_gpuprops import plugin
+    state = plugin.session_state(config)
+    if state.worker_id and not state.gpus_option:
+        return
+    started = set()
+    for item in gpu_items:
+        for specs_, metrics in getattr(getattr(item, "module", None), "ncu_profiles", lambda _: [])(item):
+            key = (tuple(s.label() for s in specs_), tuple(metrics))
+            if key not in started:
+                started.add(key)
+                try:
+                    state.start_ncu(specs_, metrics)
+                except Exception:  # the test profiles for itself, and reports what went wrong
+                    return
+
+
 def _gpu(config):
     """(arch, kernels folder, cubin cache) of the GPU under test, or None where there is none.
     Asks what the plugin asks anyway before the first GPU test (through the same functions)."""
@@ -100,17 +164,13 @@ def _prefetch(session) -> None:
     if len(gpu_items) >= _GPU_PREFETCH_MIN_TESTS:
         gpu = _gpu(session.config)
         if gpu is not None:
+            _start_ncu_profiles(session.config, gpu_items)
             arch, kernels, cache = gpu
-            # what the Runner launches: every launched build (the hypothesis examples draw from the
-            # same builds), the clock-read overhead kernel and the SM clock kernel; and the wgmma
-            # builds, compiled for sm_90a
-            wanted = [(prefetch.Build.of(kernels / "sm_clock_rate.cu", arch), None)]
-            wanted += [(prefetch.Build.of(kernels / s.source, arch, s.defines), s) for s in launched.values()
-                       if _fits(s.source, arch)]
-            if arch == "sm_90" and any(i.path.name == "test_wgmma.py" for i in gpu_items):
-                wanted += [(prefetch.Build.of(kernels / s.source, specs.WGMMA_ARCH, s.defines), s)
-                           for s in specs.wgmma_builds().values()]
-            jobs.append((cache, _slowest_first(wanted, specs)))
+            wanted = {}
+            for a, src, d, s in _gpu_builds(gpu_items, arch):
+                if _fits(src, a):
+                    wanted.setdefault(prefetch.Build.of(kernels / src, a, d), s)
+            jobs.append((cache, _slowest_first(list(wanted.items()), specs)))
     if not jobs:
         return
     from filelock import FileLock
@@ -122,6 +182,29 @@ def _prefetch(session) -> None:
         for cache, wanted in jobs:
             cubins = prefetch.builds([b for b, _ in wanted], cache_dir=cache)
             prefetch.timing_patches((cubins[b], s) for b, s in wanted if s is not None and b in cubins)
+
+
+#: the markers a test of a test_static*.py file can carry: a -m expression that names no other marker
+#: and is false for them selects none of those tests
+_STATIC_FILE_MARKERS = {"static"}
+_MARKERS_THEY_LACK = {"gpu", "validation", "arch"}
+
+
+def pytest_ignore_collect(collection_path, config):
+    """``-m "not static"`` (the GPU facts) does not collect the static files' 736 tests only to
+    deselect them (about 1.5 s of a warm GPU run). Any other expression collects them as usual."""
+    if not (collection_path.name.startswith("test_static") and collection_path.suffix == ".py"):
+        return None
+    expr = config.getoption("markexpr", "") or ""
+    names = set(re.findall(r"[A-Za-z_][\w.]*", expr)) - {"and", "or", "not"}
+    if not expr or not names <= _STATIC_FILE_MARKERS | _MARKERS_THEY_LACK:
+        return None
+    try:
+        from _pytest.mark.expression import Expression
+        selected = Expression.compile(expr).evaluate(lambda name, **kw: name in _STATIC_FILE_MARKERS)
+    except Exception:  # pytest's expression API moved: collect as usual
+        return None
+    return True if not selected else None
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -24,6 +24,20 @@ def case_id(n, bf16, a_regs) -> str:
     return f"m64n{n}k16_{'bf16' if bf16 else 'f16'}_{'rs' if a_regs else 'ss'}"
 
 
+#: where the session prefetch (hwtests/conftest.py) compiles what :func:`_specs_of` names
+BUILD_ARCH = specs.WGMMA_ARCH
+
+
+def _specs_of(item) -> list:
+    """The builds one test of this file launches (for the session prefetch)."""
+    name, params = item.originalname, getattr(getattr(item, "callspec", None), "params", {})
+    if name == "test_wgmma_latency":
+        return [specs.wgmma(params["n"], params["bf16"], params["a_regs"], unroll=1)]
+    if name == "test_wgmma_cycles_per_sm":
+        return [specs.wgmma(params["n"], params["bf16"], params["a_regs"], unroll=U, warpgroups=THROUGHPUT_WARPGROUPS)]
+    return []
+
+
 def built(runner, spec):
     """``spec`` compiled for sm_90a and patched for timing (the runner compiles for the GPU's sm_90)."""
     compiled = compile_cuda(KERNELS / spec.source, specs.WGMMA_ARCH, spec.defines, cache_dir=runner.cache_dir)

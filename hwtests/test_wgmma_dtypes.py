@@ -42,6 +42,10 @@ def built(runner, spec):
     return build_for_timing(sass.Cubin(compiled.cubin, specs.WGMMA_ARCH, name=f"{spec.source} {spec.defines}"), spec)
 
 
+#: where the session prefetch (hwtests/conftest.py) compiles what :func:`_specs_of` names
+BUILD_ARCH = specs.WGMMA_ARCH
+
+
 def _specs_of(item) -> list:
     name, params = item.originalname, getattr(getattr(item, "callspec", None), "params", {})
     if name == "test_wgmma_dtype_latency":

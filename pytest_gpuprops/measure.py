@@ -300,6 +300,23 @@ def build_for_timing(cubin: sass.Cubin, spec: KernelSpec) -> tuple[bytes, list[s
     return built
 
 
+#: how long a launch's completion is polled without sleeping: the suite's kernels take microseconds,
+#: and a 0.2-ms sleep per poll was most of a launch's wall time (docs/performance.md)
+SPIN_S = 0.005
+
+
+def wait_for(event, timeout_s: float, what: str) -> None:  # pragma: no mutate block  (GPU only)
+    """Wait until ``event`` has completed: poll it without sleeping for :data:`SPIN_S`, then every
+    0.2 ms; a kernel still running after ``timeout_s`` is a hung launch, reported as one."""
+    start = time.monotonic()
+    while not event.done:
+        waited = time.monotonic() - start
+        if waited > timeout_s:
+            raise KernelLaunchError(f"{what} did not finish within {timeout_s:.0f} s")
+        if waited > SPIN_S:
+            time.sleep(0.0002)
+
+
 class Runner:  # pragma: no mutate block  (GPU only)
     """Compiles, patches, loads and times kernels on one GPU."""
 
@@ -363,11 +380,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
                 fn((spec.grid,), (spec.block,), (cycles, *args))
             done = cp.cuda.Event()
             done.record()
-            deadline = time.monotonic() + self.launch_timeout_s
-            while not done.done:
-                if time.monotonic() > deadline:
-                    raise KernelLaunchError(f"{shape} did not finish within {self.launch_timeout_s:.0f} s")
-                time.sleep(0.0002)
+            wait_for(done, self.launch_timeout_s, shape)
             pairs = cycles.get().reshape(n_warps, 2).astype("int64")
             self.gpu_busy_s += cp.cuda.get_elapsed_time(begun, done) / 1e3
             self.launches += 1
@@ -711,8 +724,52 @@ def ncu_metrics(runner: Runner, specs: Sequence[KernelSpec], metrics: list[str],
     """Profile one launch of each spec (built and patched as for timing) under ``ncu --clock-control
     none``, all in ONE ncu process, and return each launch's metrics in order. The kernels get the
     cycles buffer and the arguments their spec builds."""
+    return _ncu_finish(_ncu_start(runner, specs, metrics), metrics, len(specs), timeout_s, lock_gpu=runner.info.index)
+
+
+def ncu_key(specs: Sequence[KernelSpec], metrics: Sequence[str]) -> tuple:
+    """What an ncu profile is of: the specs' kernels and builds, and the metrics."""
+    return (tuple(f"{s.label()} {sorted(s.defines.items())}" for s in specs), tuple(metrics))
+
+
+class NcuJob:  # pragma: no mutate block  (GPU only)
+    """:func:`ncu_metrics` started ahead of its test, in the background: ncu's start-up (about 3 s,
+    most of it ncu's own) overlaps the session's CPU work instead of adding to the run. The job
+    holds the GPU's lock from before ncu starts until it ends, so no measurement runs beside it
+    (every launch takes that lock: :func:`gpu_lock`); :meth:`result` waits for it."""
+
+    def __init__(self, runner: Runner, specs: Sequence[KernelSpec], metrics: list[str], *, timeout_s: float = 300.0):
+        import threading
+        self.key = ncu_key(specs, metrics)
+        self._out: list[dict[str, float]] | None = None
+        self._error: BaseException | None = None
+        self._locked = threading.Event()
+        cmd = _ncu_start(runner, specs, metrics)  # builds in this thread (compile, patch: not thread-bound)
+
+        def run():
+            try:
+                with gpu_lock(runner.info.index):
+                    self._locked.set()
+                    self._out = _ncu_finish(cmd, metrics, len(specs), timeout_s)
+            except BaseException as exc:  # handed to result(), in the test that asks
+                self._error = exc
+            finally:
+                self._locked.set()
+
+        self._thread = threading.Thread(target=run, name="gpuprops-ncu", daemon=True)
+        self._thread.start()
+        self._locked.wait()  # the lock is the job's before anything else can measure
+
+    def result(self) -> list[dict[str, float]]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._out  # type: ignore[return-value]
+
+
+def _ncu_start(runner: Runner, specs: Sequence[KernelSpec], metrics: list[str]) -> list[str]:
+    """The ncu command line for one launch of each spec (its cubins written to the runner's folder)."""
     import json
-    import subprocess
     import sys
     launches = []
     for spec in specs:
@@ -722,16 +779,25 @@ def ncu_metrics(runner: Runner, specs: Sequence[KernelSpec], metrics: list[str],
         launches.append({"cubin": path, "kernel": spec.kernel, "grid": spec.grid, "block": spec.block,
                          "args": encode_args(spec), "device": runner.info.index})
     names = sorted({spec.kernel for spec in specs})
-    cmd = [find_ncu(), "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
-           "-k", "regex:^(" + "|".join(names) + ")$", sys.executable, "-m", "pytest_gpuprops.launch",
-           json.dumps(launches)]
-    with gpu_lock(runner.info.index):
+    return [find_ncu(), "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
+            "-k", "regex:^(" + "|".join(names) + ")$", sys.executable, "-m", "pytest_gpuprops.launch",
+            json.dumps(launches)]
+
+
+def _ncu_finish(cmd: list[str], metrics: list[str], launches: int, timeout_s: float, *, lock_gpu: int | None = None
+                ) -> list[dict[str, float]]:  # pragma: no mutate block  (GPU only)
+    """Run the ncu command and read its metrics; under GPU ``lock_gpu``'s lock (None: the caller
+    holds it)."""
+    import contextlib
+    import subprocess
+    with contextlib.nullcontext() if lock_gpu is None else gpu_lock(lock_gpu):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     text = proc.stdout
     if proc.returncode != 0 or '"Metric Name"' not in text:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise NcuUnavailable("ncu could not profile the kernels: " + " | ".join(tail))
-    return parse_ncu_csv(text[text.index('"ID"'):] if '"ID"' in text else text, metrics, len(specs))
+    return parse_ncu_csv(text[text.index('"ID"'):] if '"ID"' in text else text, metrics, launches)
+
 
 
 def parse_ncu_csv(body: str, metrics: list[str], launches: int) -> list[dict[str, float]]:

@@ -319,6 +319,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # fixtures
 
 
+def session_state(config: pytest.Config) -> GpuPropsState:
+    """The plugin's state for this run (hwtests/conftest.py starts ncu profiles ahead through it)."""
+    return config.stash[_STATE]
+
+
 @pytest.fixture(scope="session")
 def gpuprops_state(pytestconfig: pytest.Config) -> GpuPropsState:
     return pytestconfig.stash[_STATE]
@@ -376,7 +381,7 @@ def ncu(gpuprops_state: GpuPropsState, gpu, gpuprops_gpu_index: int):
 
     def run(specs: list[measure.KernelSpec], metrics: list[str]) -> list[dict[str, float]]:
         try:
-            return measure.ncu_metrics(gpuprops_state.runner(gpuprops_gpu_index), specs, metrics)
+            return gpuprops_state.ncu_profile(specs, metrics, gpuprops_gpu_index)
         except measure.NcuUnavailable as exc:
             pytest.skip(str(exc))
 

@@ -51,6 +51,8 @@ class GpuPropsState:
         self.selected = 0
         self.finished = 0
         self.run: dict | None = None
+        #: ncu profiles started ahead of their tests (measure.NcuJob), by measure.ncu_key
+        self._ncu_jobs: dict[tuple, measure.NcuJob] = {}
 
     # -- which GPUs ----------------------------------------------------------------------------
     def gpu_list(self) -> list[int]:
@@ -101,10 +103,28 @@ class GpuPropsState:
                                       cache_dir=self.config.option.gpuprops_cache)
         return s.runner
 
+    def start_ncu(self, specs, metrics: list[str], index: int | None = None) -> bool:
+        """Start the ncu profile a selected test will ask for now, in the background (measure.NcuJob);
+        False where there is no GPU or ncu cannot profile here (the test then says why itself)."""
+        if self.gpu_reason(index) or measure.ncu_unavailable_reason():
+            return False
+        job = measure.NcuJob(self.runner(index), specs, metrics)
+        self._ncu_jobs[job.key] = job
+        return True
+
+    def ncu_profile(self, specs, metrics: list[str], index: int | None = None) -> list[dict[str, float]]:
+        """The metrics of one launch of each spec under ncu: from the job started ahead for exactly
+        these specs and metrics (once: a second ask profiles again), else profiled now."""
+        job = self._ncu_jobs.pop(measure.ncu_key(specs, metrics), None)
+        if job is not None:
+            return job.result()
+        return measure.ncu_metrics(self.runner(index), specs, metrics)
+
     def gpu_busy(self) -> tuple[float, int]:
         """Kernel seconds and launches timed so far by this process's runners (measure.Runner)."""
         runners = [s.runner for s in self._slots.values() if s.runner is not None]
-        return sum(r.gpu_busy_s for r in runners), sum(r.launches for r in runners)
+        return (sum(getattr(r, "gpu_busy_s", 0.0) for r in runners),  # a stand-in runner may keep neither
+                sum(getattr(r, "launches", 0) for r in runners))
 
     @property
     def _info(self) -> measure.GpuInfo | None:

@@ -197,3 +197,55 @@ def test_chase_specs_take_their_footprint_from_the_level():
     assert specs.chase_level("l1", s).defines["CACHE"] == 0
     assert specs.chase_level("dram", s, unroll=1).region == {"LDG.E.64.STRONG.GPU": 1}
     assert specs.chase_sweep_point(8 * MIB, s).defines["CACHE"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- prefetch
+
+def _hwtests_conftest():
+    import importlib.util
+    path = Path(__file__).parent.parent / "hwtests" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("hwtests_conftest", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _item(file: str, name: str = "test_x", **params):
+    from types import SimpleNamespace
+    module = None
+    if file in ("test_wgmma.py", "test_wgmma_dtypes.py"):
+        import importlib
+        module = importlib.import_module(file[:-3])
+    return SimpleNamespace(path=Path("hwtests") / file, module=module, originalname=name,
+                           callspec=SimpleNamespace(params=params))
+
+
+def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
+    """hwtests/conftest.py's session prefetch: a selection compiles its own builds, nothing else."""
+    import specs_async
+    import specs_sync_units
+    gpu_builds = _hwtests_conftest()._gpu_builds
+
+    def keys(items, arch="sm_90"):
+        return {(a, src, tuple(sorted(d.items()))) for a, src, d, _ in gpu_builds(items, arch)}
+
+    always = keys([])
+    assert always == {("sm_90", "sm_clock_rate.cu", ()), ("sm_90", "clock_overhead.cu", ())}
+    # one wgmma test: its own sm_90a build, not the file's 48
+    one = keys([_item("test_wgmma.py", "test_wgmma_latency", n=256, bf16=True, a_regs=True)]) - always
+    assert one == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}
+    # a file of the asynchronous units: all its builds, on sm_90 only
+    async_units = keys([_item("test_async_units.py")]) - always
+    assert async_units == {("sm_90", s.source, tuple(sorted(s.defines.items()))) for s in specs_async.builds().values()}
+    assert keys([_item("test_async_units.py"), _item("test_dpx_atomics_const.py")], "sm_86") == \
+        {("sm_86", src, d) for _, src, d in always}
+    sync_units = keys([_item("test_dpx_atomics_const.py")]) - always
+    assert len(sync_units) == len({(s.source, tuple(sorted(s.defines.items())))
+                                   for s in specs_sync_units.builds().values()}) > 10
+    # the stresses: the FFMA and stream kernels, and the wgmma stress for sm_90a on sm_90
+    stresses = keys([_item("test_throughput_and_clocks.py")]) - always
+    assert {src for _, src, _ in stresses} == {"stress_ffma.cu", "stream_bandwidth.cu"}
+    assert {a for a, _, _ in stresses} == {"sm_90", "sm_90a"}
+    # any other file: the shared builds of specs.launched()
+    shared = keys([_item("test_smem.py")]) - always
+    assert ("sm_90", "smem_latency_ld.cu", (("UNROLL", 500),)) in shared and not any(a == "sm_90a" for a, _, _ in shared)

@@ -541,3 +541,36 @@ def test_a_gpu_the_compiler_cannot_build_for_is_named_by_its_own_arch(fake_cupy)
     reason = measure.gpu_unavailable_reason(1)
     assert reason.startswith("GPU 1 is sm_999, which cannot be compiled for here: ")
     assert measure.gpu_unavailable_reason(0) is None
+
+
+def test_an_ncu_profile_started_ahead_holds_the_gpu_until_it_ends(monkeypatch, tmp_path):
+    """measure.NcuJob: the GPU's lock is the job's before its constructor returns (no measurement can
+    run beside ncu), result() waits for the profile, and ncu's failure reaches the test that asks."""
+    import threading
+    from types import SimpleNamespace
+
+    import filelock
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+    release = threading.Event()
+    monkeypatch.setattr(measure, "_ncu_start", lambda runner, specs, metrics: ["ncu", metrics])
+
+    def finish(cmd, metrics, launches, timeout_s, lock_gpu=None):
+        assert lock_gpu is None and cmd == ["ncu", metrics]  # the job holds the lock itself
+        release.wait(10)
+        if metrics == ["gone"]:
+            raise measure.NcuUnavailable("counters gone")
+        return [{"a": float(n)} for n in range(launches)]
+    monkeypatch.setattr(measure, "_ncu_finish", finish)
+    runner = SimpleNamespace(info=SimpleNamespace(index=3))
+    specs = [measure.KernelSpec("x.cu", "k"), measure.KernelSpec("x.cu", "k2")]
+    job = measure.NcuJob(runner, specs, ["a"])
+    assert job.key == measure.ncu_key(specs, ["a"]) != measure.ncu_key(specs[:1], ["a"])
+    with pytest.raises(filelock.Timeout):
+        measure.gpu_lock(3, timeout=0.05).acquire()
+    release.set()
+    assert job.result() == [{"a": 0.0}, {"a": 1.0}]
+    with measure.gpu_lock(3, timeout=1):
+        pass
+    failing = measure.NcuJob(runner, specs, ["gone"])
+    with pytest.raises(measure.NcuUnavailable, match="counters gone"):
+        failing.result()

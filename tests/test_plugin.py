@@ -454,6 +454,65 @@ def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, mo
     r.stdout.fnmatch_lines(["*Nsight Compute (ncu) is not on PATH*"])
 
 
+def test_an_ncu_profile_started_ahead_is_the_one_its_test_gets_once(pytester, monkeypatch):
+    """hwtests/conftest.py starts a selected test's ncu profile before the tests run
+    (session_state(config).start_ncu); the ncu fixture hands that profile to the test that asks for
+    those specs and metrics, once: asking again profiles again."""
+    pytester.makeconftest(FAKE_RUNNER + """
+import pytest
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    from pytest_gpuprops import plugin
+    from pytest_gpuprops.measure import KernelSpec
+    assert plugin.session_state(session.config).start_ncu([KernelSpec("x.cu", "k")], ["a"])
+""")
+    pytester.makepyfile('''
+        import pytest
+        from pytest_gpuprops.measure import KernelSpec
+
+        @pytest.mark.gpu
+        def test_ncu(ncu):
+            assert ncu([KernelSpec("x.cu", "k")], ["a"]) == [{"a": "ahead"}]
+            assert ncu([KernelSpec("x.cu", "k")], ["a"]) == [{"a": "again"}]
+            assert ncu([KernelSpec("x.cu", "k2")], ["a"]) == [{"a": "again"}]
+    ''')
+    from pytest_gpuprops import measure
+    monkeypatch.setattr(measure, "_ncu_start", lambda runner, specs, metrics: ["ncu"])
+    monkeypatch.setattr(measure, "_ncu_finish", lambda cmd, metrics, n, timeout_s, lock_gpu=None: [{"a": "ahead"}] * n)
+    monkeypatch.setattr(measure, "ncu_metrics", lambda runner, specs, metrics: [{"a": "again"}] * len(specs))
+    monkeypatch.setenv("GPUPROPS_NCU", "/opt/ncu")
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(pytester.path))
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
+
+
+def test_a_gpu_tests_kernel_time_and_launches_are_junit_properties(pytester):
+    """The runner's timed launches during a test (their kernel seconds and count) become that test's
+    gpu_busy_s and gpu_launches properties; a test that launches nothing gets neither."""
+    pytester.makeconftest(FAKE_RUNNER.replace("""        m = measure.Measurement.given(name, [23.0] * 3)""",
+                                              """        self.gpu_busy_s = getattr(self, "gpu_busy_s", 0.0) + 0.25
+        self.launches = getattr(self, "launches", 0) + 6
+        m = measure.Measurement.given(name, [23.0] * 3)"""))
+    pytester.makepyfile('''
+        import pytest
+        from pytest_gpuprops.measure import KernelSpec
+
+        @pytest.mark.gpu
+        def test_twice(gpuprops):
+            gpuprops.measure("a", KernelSpec("x.cu", "k"), divisor=1)
+            gpuprops.measure("b", KernelSpec("x.cu", "k"), divisor=1)
+
+        @pytest.mark.gpu
+        def test_none(gpuprops):
+            pass
+    ''')
+    pytester.runpytest_inprocess("--junitxml", "j.xml").assert_outcomes(passed=2)
+    import xml.etree.ElementTree as ET
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in ET.parse(pytester.path / "j.xml").getroot().iter("testcase")}
+    assert props["test_twice"] == {"gpu_busy_s": "0.5", "gpu_launches": "12"}
+    assert props["test_none"] == {}
+
+
 def test_no_facts_for_the_arch(pytester):
     pytester.makeconftest(FAKE_GPU.replace('"sm_90"', '"sm_75"'))
     pytester.makepyfile('''

@@ -51,6 +51,21 @@ def test_ffma_sources_reuse_and_stall_read_back_exactly(regbank):
     assert sass.Cubin(res.cubin, cubin.arch).instructions("regbank_ffma")[ins.index(target)].text == after.text
 
 
+def test_a_patched_cubin_reads_as_its_bytes_parsed_afresh(regbank):
+    """patch() carries the original's ELF reading over to the patched bytes (the code is all that
+    changed): a fresh parse of those bytes reads the same kernels, offsets, registers and code."""
+    cubin, ins, scratch = regbank
+    res = sass.patch(cubin, "regbank_ffma", sass.ffma_operand_edits(ins, 9, 11, 13, 1) + sass.timing_edits(ins),
+                     scratch=scratch)
+    sass.clear_memo()  # no memo: the ELF is parsed again
+    parsed = sass.Cubin(res.cubin, cubin.arch)
+    carried = cubin.spliced("regbank_ffma", parsed.text("regbank_ffma"))
+    assert carried.data == res.cubin and carried.kernels == parsed.kernels and carried.arch == parsed.arch
+    assert [i.text for i in parsed.instructions("regbank_ffma")] == [i.text for i in res.instructions]
+    with pytest.raises(sass.SassError, match="must keep the kernel's size"):
+        cubin.spliced("regbank_ffma", parsed.text("regbank_ffma")[:-16])
+
+
 def test_rz_and_slot_c_reuse(regbank):
     cubin, ins, scratch = regbank
     t = _body(ins)[1]

@@ -10,10 +10,13 @@
 # 3. the micro-architecture facts warm (-m "not static and not validation") under cProfile, then
 #    once more without it (its wall time);
 # 4. one fact in a process of its own (-k ffma_latency), twice, and once under -X importtime.
-# Then tools/profile_gpu_run.py turns it into the tables docs/performance.md keeps.
+# 5. VALIDATION_RUNS (default 0) more runs of the validation facts (the stresses), with reports.
+# Then tools/profile_gpu_run.py turns it into the tables docs/performance.md keeps: $OUT/profile.md,
+# and everything in one archive, $OUT/profile.tgz.
 set -u
-OUT=${OUT:-/tmp/gpuprops-profile}
-mkdir -p "$OUT"
+FINAL=${OUT:-/tmp/gpuprops-profile}
+OUT=$(mktemp -d)
+mkdir -p "$FINAL"
 export PYTHONUNBUFFERED=1
 export GPUPROPS_CACHE_DIR=${GPUPROPS_CACHE_DIR:-$(mktemp -d)}
 RUN="python3 -m pytest hwtests -p no:cacheprovider -q"
@@ -56,6 +59,10 @@ for i in 1 2; do
 done
 timed "one fact process, -X importtime" "$OUT/one_importtime.log" python3 -X importtime -m pytest hwtests \
   -p no:cacheprovider -q -k ffma_latency
+for i in $(seq 1 "${VALIDATION_RUNS:-0}"); do
+  timed "validation facts $i" "$OUT/validation$i.log" $RUN -m validation --gpuprops-report "$OUT/validation$i.json"
+done
 python3 tools/profile_gpu_run.py --dir "$OUT" >"$OUT/profile.md" 2>&1
+cp "$OUT/profile.md" "$OUT/walls.txt" "$FINAL/"
+tar -czf "$FINAL/profile.tgz" -C "$OUT" .
 cat "$OUT/walls.txt"
-head -c 6000 "$OUT/profile.md"

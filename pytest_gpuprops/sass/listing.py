@@ -35,6 +35,12 @@ from .errors import ListingMismatch, SassError
 # nvdisasm
 
 
+#: (sys.path, $PATH) -> the nvdisasm the search below found there: the search stats some thirty
+#: paths, and every listing asks (a warm GPU run asks 5000 times); the answer is used only while it
+#: is still an executable
+_found_nvdisasm: dict[tuple, str] = {}
+
+
 def find_nvdisasm() -> str:
     """nvdisasm from $GPUPROPS_NVDISASM, the pip package nvidia-cuda-nvdisasm, or PATH."""
     env = os.environ.get("GPUPROPS_NVDISASM")
@@ -42,6 +48,17 @@ def find_nvdisasm() -> str:
         if not os.access(env, os.X_OK):
             raise SassError(f"GPUPROPS_NVDISASM={env} is not an executable")
         return env
+    where = (tuple(sys.path), os.environ.get("PATH"))
+    known = _found_nvdisasm.get(where)
+    if known is not None and os.access(known, os.X_OK):
+        return known
+    found = _search_nvdisasm()
+    _found_nvdisasm.clear()
+    _found_nvdisasm[where] = found
+    return found
+
+
+def _search_nvdisasm() -> str:
     for base in sys.path:
         for sub in ("nvidia/cu13/bin/nvdisasm", "nvidia/cuda_nvdisasm/bin/nvdisasm", "nvidia/cu12/bin/nvdisasm"):
             cand = os.path.join(base, sub)

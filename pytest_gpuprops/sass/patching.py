@@ -259,18 +259,14 @@ def _verify(before: list[Instruction], after: list[Instruction], planned: dict[i
     return changed
 
 
-def _splice(cubin: Cubin, kernel: str, text: bytes) -> bytes:
-    k = cubin.kernel(kernel)
-    return cubin.data[:k.text_offset] + text + cubin.data[k.text_offset + k.text_size:]
-
-
 def patch(cubin: Cubin, kernel: str, edits: list[Edit], *, scratch: set[int] | None = None) -> PatchResult:
-    """Apply ``edits`` to ``kernel`` and return verified new cubin bytes (the whole ELF is re-read)."""
+    """Apply ``edits`` to ``kernel`` and return verified new cubin bytes: the patched code as
+    nvdisasm reads it, checked against the bytes (:meth:`Cubin.instructions`) and the plan."""
     text, planned = _plan(cubin, kernel, edits, frozenset(scratch) if scratch is not None else None)
-    new = _splice(cubin, kernel, text)
-    after = Cubin(new, arch=cubin.arch, name=cubin.name + " (patched)").instructions(kernel)
+    patched = cubin.spliced(kernel, text, name=cubin.name + " (patched)")
+    after = patched.instructions(kernel)
     changed = _verify(cubin.instructions(kernel), after, planned, kernel)
-    return PatchResult(new, kernel, changed, after)
+    return PatchResult(patched.data, kernel, changed, after)
 
 
 def patch_many(cubin: Cubin, kernel: str, variants: list[list[Edit]], *,
@@ -293,7 +289,7 @@ def patch_many(cubin: Cubin, kernel: str, variants: list[list[Edit]], *,
     for n, (text, planned) in enumerate(plans, start=1):
         after = listings[n]
         changed = _verify(before, after, planned, kernel, same_listing_mode=False)
-        results.append(PatchResult(_splice(cubin, kernel, text), kernel, changed, after))
+        results.append(PatchResult(cubin.spliced(kernel, text).data, kernel, changed, after))
     return results
 
 
