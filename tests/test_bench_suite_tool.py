@@ -84,3 +84,19 @@ def test_every_accelsim_fact_names_a_test_of_the_suite(request):
         collected = set(out.stdout.split())
     for _, _, node, _ in bs.ACCELSIM:
         assert node in collected, node
+
+
+def test_the_targets_table_reads_each_number_where_the_issue_says():
+    suites = [{"name": "GPU suite", "cold": {"wall": 29.0}, "warm": {"wall": 20.0}},
+              {"name": "full hwtests", "cold": {"wall": 50.0}, "warm": {"wall": 11.0}}]
+    parts = [("micro-architecture facts (no stresses)", "pytest hwtests ...", {"wall": 7.5}),
+             ("one fact in its own process", "pytest hwtests -k ffma_latency", {"wall": 2.5})]
+    rows = bs.targets_table(suites, parts, {"rows": [], "ratio_warm": 5.5, "ratio_cold": 1.5})
+    text = "\n".join(rows)
+    assert "| GPU micro-architecture facts, warm | 7.5 s | < 8 s | yes |" in text
+    assert "| GPU suite with the stresses, warm | 20.0 s | < 8 s | no |" in text
+    assert "| full `pytest hwtests`, first run | 50.0 s | < 45 s | no |" in text
+    assert "| GPU suite, first run | 29.0 s | < 30 s | yes |" in text
+    assert "| one fact in its own process | 2.5 s | < 2 s | no |" in text
+    assert "ours warm vs theirs | 5.5x | >= 5x | yes |" in text and "ours cold vs theirs | 1.5x | >= 2x | no |" in text
+    assert bs.targets_table([], [], None) == []

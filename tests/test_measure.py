@@ -574,3 +574,29 @@ def test_an_ncu_profile_started_ahead_holds_the_gpu_until_it_ends(monkeypatch, t
     failing = measure.NcuJob(runner, specs, ["gone"])
     with pytest.raises(measure.NcuUnavailable, match="counters gone"):
         failing.result()
+
+
+def test_a_build_for_timing_is_made_once_per_input_and_a_refusal_every_time(monkeypatch):
+    """measure.build_for_timing keeps what it made for the same bytes, kernel, edits and region; a
+    different input is built again, and a region that does not hold is refused on every ask."""
+    from types import SimpleNamespace
+    calls = []
+
+    def patched(cubin, kernel, edits):
+        calls.append((cubin.data, kernel))
+        return b"patched" + cubin.data, ["instructions"]
+    monkeypatch.setattr(measure, "patched_for_timing", patched)
+    monkeypatch.setattr(measure.sass, "region_mismatch", lambda instrs, region, other: ["wrong"] if region.get("X") else [])
+    cubin = SimpleNamespace(data=b"cubin-1", arch="sm_90")
+    spec = measure.KernelSpec("x.cu", "k", region={"FFMA": 8})
+    first = measure.build_for_timing(cubin, spec)
+    assert measure.build_for_timing(cubin, spec) == first == (b"patchedcubin-1", ["instructions"])
+    assert len(calls) == 1
+    measure.build_for_timing(SimpleNamespace(data=b"cubin-2", arch="sm_90"), spec)
+    measure.build_for_timing(cubin, measure.KernelSpec("x.cu", "k", region={"FFMA": 9}))
+    assert len(calls) == 3
+    bad = measure.KernelSpec("x.cu", "k", region={"X": 1})
+    for _ in range(2):
+        with pytest.raises(measure.UncleanRegion, match="wrong"):
+            measure.build_for_timing(cubin, bad)
+    assert len(calls) == 5

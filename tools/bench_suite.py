@@ -243,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
             suites.append(gpu_suite)
         if gpu and "full" not in a.skip:
             suites.append(cold_and_warm("full hwtests", ["hwtests"], tmp))
+        warm_runs = []
+        if gpu_suite:  # warm runs of parts of the GPU suite, in its (warm) cache
+            for label, args in WARM_PARTS:
+                print(f"  {label}: warm ...", file=sys.stderr, flush=True)
+                warm_runs.append((label, shlex.join(["pytest", *args]), run([*PYTEST, *args], env_with_cache(tmp / "GPU-suite"))))
 
         refs: list = []
         together = None
@@ -280,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                 accel = accelsim_side_by_side(Path(a.accelsim), ref_arch, str(nvcc), tmp,
                                               junit_times(gpu_suite["warm"]["junit"]) if gpu_suite else {})
         text = report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, ROOT if ROOT != here else None,
-                      together, accel)
+                      together, accel, warm_runs)
     finally:
         if not a.cache_root:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -308,8 +313,10 @@ def accelsim_side_by_side(folder: Path, arch: str, nvcc: str, work: Path, warm_t
     cold_cache = work / "accelsim-cold"
     shutil.rmtree(cold_cache, ignore_errors=True)
     cold = run([*PYTEST, *nodes], env_with_cache(cold_cache))
+    theirs = sum(r["theirs"].get("total", 0.0) for r in rows)
     return {"rows": rows, "warm": (warm["wall"], warm["summary"]), "cold": (cold["wall"], cold["summary"]),
-            "theirs": sum(r["theirs"].get("total", 0.0) for r in rows)}
+            "theirs": theirs, "ratio_warm": theirs / warm["wall"] if warm["wall"] else None,
+            "ratio_cold": theirs / cold["wall"] if cold["wall"] else None}
 
 
 def accelsim_report(accel: dict | None) -> list[str]:
@@ -341,8 +348,46 @@ def accelsim_report(accel: dict | None) -> list[str]:
     return md
 
 
+#: warm runs of parts of the GPU suite: (label, pytest arguments)
+WARM_PARTS = [("micro-architecture facts (no stresses)", ["hwtests", "-m", "not static and not validation"]),
+              ("validation facts (health, stresses)", ["hwtests", "-m", "validation"]),
+              ("one fact in its own process", ["hwtests", "-k", "ffma_latency"])]
+
+#: issue 21's targets: (row, where its number comes from, limit in seconds or ratio, "<" or ">=")
+TARGETS = [("GPU micro-architecture facts, warm", ("part", "micro-architecture facts (no stresses)"), 8.0, "<"),
+           ("GPU suite with the stresses, warm", ("suite", "GPU suite", "warm"), 8.0, "<"),
+           ("full `pytest hwtests`, warm", ("suite", "full hwtests", "warm"), 12.0, "<"),
+           ("full `pytest hwtests`, first run", ("suite", "full hwtests", "cold"), 45.0, "<"),
+           ("GPU suite, first run", ("suite", "GPU suite", "cold"), 30.0, "<"),
+           ("one fact in its own process", ("part", "one fact in its own process"), 2.0, "<")]
+
+
+def targets_table(suites, warm_runs, accel) -> list[str]:
+    """The issue's targets against this run's numbers (wall seconds; accel-sim as ratios)."""
+    parts = {label: r for label, _, r in warm_runs}
+    named = {s["name"]: s for s in suites}
+    rows = []
+    for row, src, limit, op in TARGETS:
+        if src[0] == "part":
+            value = parts.get(src[1], {}).get("wall")
+        else:
+            value = named.get(src[1], {}).get(src[2], {}).get("wall")
+        if value is None:
+            continue
+        rows.append(f"| {row} | {value:.1f} s | {op} {limit:g} s | {'yes' if value < limit else 'no'} |")
+    if accel and accel.get("rows") is not None:
+        for label, key, limit in (("accel-sim's five facts: ours warm vs theirs", "ratio_warm", 5.0),
+                                  ("accel-sim's five facts: ours cold vs theirs", "ratio_cold", 2.0)):
+            value = accel.get(key)
+            if value is not None:
+                rows.append(f"| {label} | {value:.1f}x | >= {limit:g}x | {'yes' if value >= limit else 'no'} |")
+    if not rows:
+        return []
+    return ["", "Against issue 21's targets:", "", "| target | this run | limit | met |", "|---|---:|---:|---|", *rows]
+
+
 def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root=None, together=None,
-           accel=None) -> str:
+           accel=None, warm_runs=()) -> str:
     what = f" of `{other_root}`" if other_root else ""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
@@ -363,6 +408,12 @@ def report(suites, refs, ref_note, ref_arch, gpu, no_gpu, start_load, other_root
             failed = failures(s[phase]["stdout"])
             if failed:
                 md += ["", f"Did not pass in the {phase} {s['name']} run:", ""] + [f"- `{f}`" for f in failed]
+    if warm_runs:
+        md += ["", "Parts of the GPU suite, warm (its kernel cache), each a pytest process of its own:", "",
+               "| run | command | wall s | CPU s | result |", "|---|---|---:|---:|---|"]
+        md += [f"| {label} | `{cmd}` | {fmt(r['wall'], 2)} | {fmt(r['cpu'])} | {r['summary']} |"
+                for label, cmd, r in warm_runs]
+    md += targets_table(suites, warm_runs, accel)
     if not gpu:
         md += ["", f"GPU suite, full `pytest hwtests` and per-fact times: skipped, no GPU ({no_gpu})."]
     gpu_suite = next((s for s in suites if s["name"] == "GPU suite"), None)

@@ -50,14 +50,20 @@ _elf_memo: dict[bytes, tuple[str, dict[str, KernelInfo]]] = {}
 _elf_memo_lock = threading.Lock()
 
 
+#: what else to forget with clear_memo (the patch planner's per-kernel readings register here)
+_clear_also: list = []
+
+
 def clear_memo() -> None:
     """Forget everything kept in memory: listings, what Cubin() read off each ELF, decoded control
-    codes (the disk cache stays)."""
+    codes, the planner's readings of each kernel (the disk cache stays)."""
     with _memo_lock:
         _memo.clear()
     with _elf_memo_lock:
         _elf_memo.clear()
     _decode_control.cache_clear()
+    for clear in _clear_also:
+        clear()
 
 
 class Cubin:

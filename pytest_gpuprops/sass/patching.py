@@ -7,11 +7,13 @@ exactly as intended and every other instruction exactly as before; otherwise it 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import operator
 import re
+import threading
 from collections.abc import Iterable
 
-from .cubin import Cubin, KernelInfo
+from .cubin import Cubin, KernelInfo, _clear_also
 from .encoding import FFMA_RRRR_OPCODE, RZ, ControlCode, Instruction, join_words
 from .errors import PatchRefused, SassError
 from .listing import code_listings
@@ -136,6 +138,28 @@ class _KernelFacts:
         return s
 
 
+#: (the kernel's code's SHA-256, its KernelInfo, arch) -> its _KernelFacts: the same kernel is planned
+#: for again and again in a run (the session prefetch, then its test; every repeat of a fact), and
+#: what _KernelFacts holds is a function of that code and info alone
+_FACTS: dict[tuple, _KernelFacts] = {}
+_FACTS_MAX = 1024
+_facts_lock = threading.Lock()
+_clear_also.append(_FACTS.clear)
+
+
+def _kernel_facts(cubin: Cubin, kernel: str) -> _KernelFacts:
+    key = (hashlib.sha256(cubin.text(kernel)).digest(), cubin.kernel(kernel), cubin.arch)
+    with _facts_lock:
+        facts = _FACTS.get(key)
+    if facts is None:
+        facts = _KernelFacts(cubin, kernel)
+        with _facts_lock:
+            if len(_FACTS) >= _FACTS_MAX:
+                _FACTS.pop(next(iter(_FACTS)))
+            _FACTS[key] = facts
+    return facts
+
+
 _CONTROL_FIELDS = ("reuse", "stall", "yield_flag", "read_barrier", "write_barrier", "wait_mask")
 _asked = operator.attrgetter(*_CONTROL_FIELDS)
 #: what :func:`_reg_name` prints for each register number a patch may name (0..254 and RZ)
@@ -218,7 +242,7 @@ def _plan(cubin: Cubin, kernel: str, edits: list[Edit], scratch,
     """The patched code of ``kernel`` and, per edited offset, (lo, hi, text nvdisasm must print).
     ``facts``: the kernel as read for an earlier plan of the same call (:func:`patch_many`);
     read here where not given."""
-    facts = facts if facts is not None else _KernelFacts(cubin, kernel)
+    facts = facts if facts is not None else _kernel_facts(cubin, kernel)
     by_off, kinfo, usable, memo, static = facts.by_off, facts.kinfo, facts.usable, facts.memo, facts.static
     text = bytearray(facts.text)
     planned: dict[int, tuple[int, int, str]] = {}
@@ -280,7 +304,7 @@ def patch_many(cubin: Cubin, kernel: str, variants: list[list[Edit]], *,
     if not variants:
         return []
     frozen = frozenset(scratch) if scratch is not None else None
-    facts = _KernelFacts(cubin, kernel)  # read once, for every variant
+    facts = _kernel_facts(cubin, kernel)  # read once, for every variant
     plans = [_plan(cubin, kernel, v, frozen, facts=facts) for v in variants]
     # The original code is read with them so that before and after come from the same listing mode.
     listings = code_listings([cubin.text(kernel)] + [t for t, _ in plans], cubin.arch)
