@@ -10,7 +10,9 @@
 # 3. the micro-architecture facts warm (-m "not static and not validation") under cProfile, then
 #    once more without it (its wall time);
 # 4. one fact in a process of its own (-k ffma_latency), twice, and once under -X importtime.
-# 5. VALIDATION_RUNS (default 0) more runs of the validation facts (the stresses), with reports.
+# 5. the micro-architecture facts and the one fact again, with bytecode written and reused (twice);
+# 6. VALIDATION_RUNS (default 0) more runs of the validation facts (the stresses), with reports.
+# SKIP_PROFILE=1 leaves out the cProfile run.
 # Then tools/profile_gpu_run.py turns it into the tables docs/performance.md keeps: $OUT/profile.md,
 # and everything in one archive, $OUT/profile.tgz.
 set -u
@@ -51,18 +53,29 @@ json.dump(sorted(rows, key=lambda r: -r["seconds"]), open(sys.argv[2], "w"), ind
 PY
 timed "gpu suite warm" "$OUT/warm.log" $RUN -m "not static" --durations=0 --junitxml="$OUT/warm.xml" \
   --gpuprops-report "$OUT/warm.json"
-timed "micro facts warm, cProfile" "$OUT/micro_prof.log" python3 -m cProfile -o "$OUT/micro.prof" -m pytest hwtests \
-  -p no:cacheprovider -q -m "$MICRO" --junitxml="$OUT/micro_prof.xml"
+if [ -z "${SKIP_PROFILE:-}" ]; then
+  timed "micro facts warm, cProfile" "$OUT/micro_prof.log" python3 -m cProfile -o "$OUT/micro.prof" -m pytest hwtests \
+    -p no:cacheprovider -q -m "$MICRO" --junitxml="$OUT/micro_prof.xml"
+fi
 timed "micro facts warm" "$OUT/micro.log" $RUN -m "$MICRO" --durations=0 --junitxml="$OUT/micro.xml"
 for i in 1 2; do
   timed "one fact process $i" "$OUT/one$i.log" $RUN -k ffma_latency
 done
 timed "one fact process, -X importtime" "$OUT/one_importtime.log" python3 -X importtime -m pytest hwtests \
   -p no:cacheprovider -q -k ffma_latency
+# the same with bytecode written and reused (where the environment sets PYTHONDONTWRITEBYTECODE, every
+# process above compiles every module and pytest rewrites every test file from scratch)
+for i in 1 2; do
+  timed "micro facts warm, bytecode kept $i" "$OUT/micro_bc$i.log" env -u PYTHONDONTWRITEBYTECODE \
+    PYTHONPYCACHEPREFIX="$OUT/pycache" $RUN -m "$MICRO"
+  timed "one fact process, bytecode kept $i" "$OUT/one_bc$i.log" env -u PYTHONDONTWRITEBYTECODE \
+    PYTHONPYCACHEPREFIX="$OUT/pycache" $RUN -k ffma_latency
+done
 for i in $(seq 1 "${VALIDATION_RUNS:-0}"); do
   timed "validation facts $i" "$OUT/validation$i.log" $RUN -m validation --gpuprops-report "$OUT/validation$i.json"
 done
 python3 tools/profile_gpu_run.py --dir "$OUT" >"$OUT/profile.md" 2>&1
 cp "$OUT/profile.md" "$OUT/walls.txt" "$FINAL/"
+rm -rf "$OUT/pycache"
 tar -czf "$FINAL/profile.tgz" -C "$OUT" .
 cat "$OUT/walls.txt"
