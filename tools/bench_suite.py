@@ -112,6 +112,8 @@ def run(cmd: list[str], env: dict | None = None, timeout: float = 3600) -> dict:
 
 #: --pycache: where the timed processes may write bytecode (None: the environment decides)
 PYCACHE: Path | None = None
+#: --keep: where each timed run's output (and the GPU runs' reports) are kept (None: nowhere)
+KEEP: Path | None = None
 
 
 def env_with_cache(cache: Path) -> dict:
@@ -130,8 +132,12 @@ def cold_and_warm(name: str, args: list[str], cache_root: Path, junit: bool = Fa
     out = {"name": name, "cmd": shlex.join(["pytest", *args])}
     for phase in ("cold", "warm"):
         extra = [f"--junitxml={cache_root / (cache.name + '-' + phase + '.xml')}"] if junit else []
+        if KEEP and args[:1] == ["hwtests"] and "static" != args[-1]:
+            extra.append(f"--gpuprops-report={KEEP / (cache.name + '-' + phase + '.json')}")
         print(f"  {name}: {phase} ...", file=sys.stderr, flush=True)
         r = run([*PYTEST, *args, *extra], env_with_cache(cache))
+        if KEEP:
+            (KEEP / f"{cache.name}-{phase}.log").write_text(r["stdout"] + r["stderr"])
         r["junit"] = extra[0].split("=", 1)[1] if junit else None
         out[phase] = r
         print(f"  {name}: {phase} {r['wall']:.1f} s wall, {r['cpu']:.1f} s CPU: {r['summary']}", file=sys.stderr)
@@ -213,11 +219,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--accelsim", metavar="DIR",
                     help="accel-sim's GPU_Microbenchmark folder (gpu-app-collection/src/cuda/GPU_Microbenchmark): "
                          "its programs for the same five facts, built and run beside ours (needs a GPU and nvcc)")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep every timed pytest run's output here (<suite>-<phase>.log), and give each GPU run "
+                         "a report (--gpuprops-report): a fact that fails in a timed run can be read afterwards")
     ap.add_argument("--root", help="time the suites of this checkout instead (e.g. an exported older commit); "
                                    "the reference .cu files still come from this script's folder")
     a = ap.parse_args(argv)
-    global ROOT, PYCACHE
+    global ROOT, PYCACHE, KEEP
     here = ROOT
+    KEEP = Path(a.keep).resolve() if a.keep else None
+    if KEEP:
+        KEEP.mkdir(parents=True, exist_ok=True)
     if a.root:
         ROOT = Path(a.root).resolve()
 
