@@ -16,9 +16,12 @@ Method (hwtests/test_throughput_and_clocks.py states each fact's):
 * **sustained clock** (:func:`stress_clock`): after 0.25 s idle, launches of ~50 ms kept two deep in
   the stream for ``duration_s`` (the GPU never waits for the host). The kernel-side clock of every
   block's intervals, in 10 ms bins over the whole GPU, is the clock over time: sustained = the median
-  of the medians of 5 consecutive windows of its second half (those 5 are the measurement's values),
-  min = the lowest bin from the ramp on, ramp = the time from the first launch until a bin first
-  reaches 95 % of sustained. NVML's samples give the same three and the throttle reasons seen.
+  of the means of 5 consecutive windows of its sustained part (the second half, or from
+  ``sustained_from_s`` on; those 5 are the measurement's values), min = the lowest bin from the ramp
+  on, ramp = the time from the first launch until a bin first reaches 95 % of sustained. NVML's
+  samples give the same three and the throttle reasons seen. The load's own rate in the same 5
+  windows (:func:`window_rates`) is a throughput fact of its own where the load is one
+  (:func:`stress_rate`: the dense bf16 wgmma rate, from the tensor stress).
 
 Every Measurement has ``remeasure`` set (the same workload measured again, fresh launches), so a
 failing fact is confirmed before it is reported. No pytest in this module; the pure arithmetic is
@@ -178,18 +181,85 @@ def per_second(work: float, seconds: float, unit: str) -> float:
     return work / seconds / UNIT_SCALE[unit]
 
 
-def second_half_rate(spans: Sequence[tuple[int, int]], work_per_launch: float, unit: str) -> float | None:
-    """A stress's own rate over the second half of its launches' time (where its sustained clock is
-    taken): the work of the launches that started there over their span. ``spans``: each launch's
-    (first, last) %globaltimer ns over its blocks, in launch order; None when too few launches."""
+def _sustained_start(spans: Sequence[tuple[int, int]], from_s: float | None) -> int | float:
+    """Where a stress's sustained part starts, in %globaltimer ns: ``from_s`` after its first launch
+    started, or (None) the middle of its launches' time."""
+    start, end = spans[0][0], max(e for _, e in spans)
+    return start + from_s * 1e9 if from_s is not None else start + (end - start) / 2
+
+
+def sustained_rate(spans: Sequence[tuple[int, int]], work_per_launch: float, unit: str,
+                   from_s: float | None = None) -> float | None:
+    """A stress's own rate over its sustained part (where its sustained clock is taken: the second half,
+    or from ``from_s`` on): the work of the launches that started there over their span. ``spans``:
+    each launch's (first, last) %globaltimer ns over its blocks, in launch order; None when too few
+    launches."""
     if len(spans) < 2:
         return None
-    start, end = spans[0][0], max(e for _, e in spans)
-    late = [s for s in spans if s[0] >= start + (end - start) / 2]
+    late = [s for s in spans if s[0] >= _sustained_start(spans, from_s)]
     if not late:
         return None
     span_ns = max(e for _, e in late) - min(s for s, _ in late)
     return per_second(work_per_launch * len(late), span_ns / 1e9, unit) if span_ns > 0 else None
+
+
+#: how many windows of a stress's sustained part its rate is read in (as its clock: summarize_clock)
+RATE_WINDOWS = 5
+
+
+def window_rates(spans: Sequence[tuple[int, int]], work_per_launch: float, unit: str,
+                 windows: int = RATE_WINDOWS, from_s: float | None = None) -> list[float]:
+    """A stress's own rate in each of ``windows`` equal windows of its sustained part (the second half
+    of its launches' time, or from ``from_s`` on: where its sustained clock is read): the work of the
+    launches that started in a window over their span. ``spans`` as :func:`sustained_rate`'s; []
+    when a window holds no launch."""
+    if len(spans) < 2:
+        return []
+    end = max(e for _, e in spans)
+    half = _sustained_start(spans, from_s)
+    width = (end - half) / windows
+    rates = []
+    for k in range(windows):
+        lo, hi = half + k * width, half + (k + 1) * width
+        inside = [sp for sp in spans if lo <= sp[0] < hi or (k == windows - 1 and sp[0] == hi)]
+        span_ns = max((e for _, e in inside), default=0) - min((s for s, _ in inside), default=0)
+        if not inside or span_ns <= 0:
+            return []
+        rates.append(per_second(work_per_launch * len(inside), span_ns / 1e9, unit))
+    return rates
+
+
+def stress_rate(m: Measurement, name: str) -> Measurement:
+    """A throughput fact read from a sustained-clock stress (:func:`stress_clock`): the load's rate in
+    each of its sustained windows, as the measurement's values. Measured again, it runs the stress
+    again. Why: the tensor stress's load is the dense bf16 wgmma whose rate the bf16 TFLOP/s fact is;
+    measured apart it took 6.5 s more and read the same within 0.75 % (docs/performance.md)."""
+    ln = m.launch
+    rates = list(ln.get("rate_windows") or [])
+    if len(rates) < RATE_WINDOWS:
+        raise measure.KernelLaunchError(
+            f"{m.kernel}: the stress's sustained windows held too few launches to read its rate ({len(rates)} of "
+            f"{RATE_WINDOWS} windows); launches of ~{ln.get('launch_s', 0) * 1e3:.0f} ms over {ln.get('duration_s')} s")
+    r = Measurement(name=name, unit=ln["rate_unit"], values=rates, stop_reason="time budget", noise_target=RATE_STOP.noise_target,
+                    overhead_cycles=0.0, sm_clock_mhz=round(m.median, 1), throttle=list(m.throttle),
+                    kernel=m.kernel, launch=dict(ln, series_mhz=[]))
+    remeasure = getattr(m, "remeasure", None)
+    if remeasure is not None:
+        r.remeasure = lambda: stress_rate(remeasure(), name)
+    return r
+
+
+def stress_rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | None) -> str:
+    """The method text of a throughput fact read from a stress (:func:`stress_rate`)."""
+    ln = m.launch
+    text = (f"{ln['kernel']} ({ln['source']}) on every SM: grid {ln['grid']} x {ln['block']} threads, "
+            f"{_WHAT[ln['kind']](ln)}; the load of the sustained-clock stress (launches of ~{ln['launch_s'] * 1e3:.0f} "
+            f"ms two deep for {ln['duration_s']:g} s after {ln['idle_s']:g} s idle): its rate in each of the "
+            f"{len(m.values)} windows of {sustained_part_text(ln)}, each the work of the launches that started in it over "
+            f"their %globaltimer span, median of the windows; SM clock {m.sm_clock_mhz} MHz (the stress's "
+            "sustained clock)")
+    frac = fraction_text(ln["kind"], m.median, arch, sm_count, m.sm_clock_mhz, sheet)
+    return text + (f"; {frac}" if frac else "")
 
 
 def scale_for(scale: int, seconds: float, target_s: float) -> int:
@@ -297,11 +367,15 @@ class ClockSummary:
                 "start_mhz": round(self.start_mhz, 1), "points": self.points}
 
 
-def summarize_clock(series: Sequence[tuple[float, float]], *, windows: int = 5, frac: float = 0.95) -> ClockSummary:
-    """Sustained, minimum and ramp of a clock series [(seconds from the first launch, MHz)]."""
+def summarize_clock(series: Sequence[tuple[float, float]], *, windows: int = 5, frac: float = 0.95,
+                    from_s: float | None = None) -> ClockSummary:
+    """Sustained, minimum and ramp of a clock series [(seconds from the first launch, MHz)]; the
+    sustained clock over its second half, or from ``from_s`` on."""
     if not series:
         raise ValueError("an empty clock series has no sustained clock")
-    late = second_half(series)
+    late = second_half(series) if from_s is None else [p for p in series if p[0] >= from_s]
+    if not late:
+        raise ValueError(f"the clock series ends at {series[-1][0]:.3f} s, before its sustained part ({from_s} s on)")
     wins = window_means([mhz for _, mhz in late], windows)
     sustained = float(statistics.median(wins))
     ramp = ramp_time_s(series, sustained, frac)
@@ -498,6 +572,12 @@ def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | Non
     return text + (f"; {frac}" if frac else "")
 
 
+def sustained_part_text(ln: dict) -> str:
+    """Which part of a stress its sustained clock and rate are read over, in words."""
+    start = ln.get("sustained_from_s")
+    return "the second half" if start is None else f"{start:g} s to {ln['duration_s']:g} s"
+
+
 def clock_method(m: Measurement, sheet: Datasheet | None) -> str:
     """A sustained-clock fact's method text."""
     ln = m.launch
@@ -505,14 +585,16 @@ def clock_method(m: Measurement, sheet: Datasheet | None) -> str:
     text = (f"{ln['kernel']} ({ln['source']}, {ln['kind']}) on all {ln['sms_covered']} SMs, grid {ln['grid']} x "
             f"{ln['block']}, launches of ~{ln['launch_s'] * 1e3:.0f} ms two deep for {ln['duration_s']:g} s after "
             f"{ln['idle_s']:g} s idle; clock64 / %globaltimer per block between {ln['samples']} stamps, "
-            f"{ln['bin_s'] * 1e3:g} ms bins; sustained = median of the means of 5 windows of the second half "
+            f"{ln['bin_s'] * 1e3:g} ms bins; sustained = median of the means of 5 windows of "
+            f"{sustained_part_text(ln)} "
             f"({m.median:.0f} MHz; min {k['min_mhz']:.0f}, ramp to 95 % "
             f"{'never' if k['ramp_s'] is None else format(k['ramp_s'], '.3f') + ' s'}); NVML every "
             f"{ln['period_s'] * 1e3:.0f} ms: sustained {n.get('sustained_mhz')} MHz, min {n.get('min_mhz')}, "
             f"ramp {n.get('ramp_s')} s, idle {ln.get('idle_mhz')} MHz; throttle reasons: "
             f"{', '.join(m.throttle) or 'none'}")
-    if ln.get("rate_second_half") is not None:
-        text += f"; the load's own rate over those windows {ln['rate_second_half']:g} {ln['rate_unit']} (reported)"
+    rate = ln.get("rate_sustained", ln.get("rate_second_half"))
+    if rate is not None:
+        text += f"; the load's own rate over those windows {rate:g} {ln['rate_unit']} (reported)"
     if ln.get("early_sustained_mhz") is not None:
         text += (f"; the same statistic from {EARLY_FROM_S:g} s to {EARLY_FROM_S + ln['duration_s'] / 2:g} s "
                  f"{ln['early_sustained_mhz']:g} MHz (reported)")
@@ -631,9 +713,11 @@ def measure_rate(cp, wl: Workload, *, name: str, info: measure.GpuInfo, target_l
 
 def stress_clock(cp, wl: Workload, *, name: str, info: measure.GpuInfo, duration_s: float = 2.0,
                  launch_s: float = 0.05, idle_s: float = 0.25, bin_s: float = 0.01, period_s: float = 0.05,
-                 read: Callable | None = None) -> Measurement:  # pragma: no mutate block  (GPU only)
+                 read: Callable | None = None, sustained_from_s: float | None = None
+                 ) -> Measurement:  # pragma: no mutate block  (GPU only)
     """The SM clock ``wl`` sustains on every SM: ``duration_s`` of launches kept two deep, the clock
-    sampled in the kernels (every block, SAMPLES intervals a launch) and by NVML (every ``period_s``)."""
+    sampled in the kernels (every block, SAMPLES intervals a launch) and by NVML (every ``period_s``);
+    sustained over the second half, or from ``sustained_from_s`` on."""
     read = read or nvml_reader(info)
     timeout = max(30.0, 40 * launch_s)
     with measure.gpu_lock(info.index):
@@ -672,27 +756,31 @@ def stress_clock(cp, wl: Workload, *, name: str, info: measure.GpuInfo, duration
         raise measure.KernelLaunchError(f"{wl.kernel}: the clock stamps are not in order: {exc}") from exc
     t0_ns = min(block[0][1] for block in per_launch[0])
     series = clock_series(intervals, t0_ns=t0_ns, bin_ns=int(bin_s * 1e9))
-    kernel = summarize_clock(series)
+    kernel = summarize_clock(series, from_s=sustained_from_s)
     nvml_series = nvml.series(0.0, end_s)
-    nvml_summary = summarize_clock(nvml_series).as_dict() if len(nvml_series) >= 2 else None
+    nvml_summary = summarize_clock(nvml_series, from_s=sustained_from_s).as_dict() if len(nvml_series) >= 2 else None
     # the load's own rate in the sustained windows: reported beside the clock, not asserted (to compare
     # with the rate facts, which measure it separately after their own settling)
     spans = [(min(b[0][1] for b in stamps), max(b[-1][1] for b in stamps)) for stamps in per_launch]
-    rate = second_half_rate(spans, wl.work(scale), wl.unit)
-    early = early_sustained(series, duration_s)
+    rate = sustained_rate(spans, wl.work(scale), wl.unit, from_s=sustained_from_s)
+    rates = window_rates(spans, wl.work(scale), wl.unit, from_s=sustained_from_s)
+    early = early_sustained(series, duration_s) if sustained_from_s is None else None
     launch = dict(wl.describe(), scale=scale, launches=launched, launch_s=end_s / max(1, launched),
                   duration_s=duration_s, idle_s=idle_s, bin_s=bin_s, period_s=period_s,
+                  sustained_from_s=sustained_from_s,
                   samples=wl.stamps_per_block, sms_covered=sms, sm_count=info.sm_count,
                   kernel_clock=kernel.as_dict(), nvml_clock=nvml_summary,
                   idle_mhz=round(statistics.median(idle), 1) if idle else None,
-                  rate_second_half=None if rate is None else round(rate, 3), rate_unit=wl.unit,
+                  rate_sustained=None if rate is None else round(rate, 3), rate_unit=wl.unit,
+                  rate_windows=[round(r, 3) for r in rates],
                   early_sustained_mhz=None if early is None else round(early, 1),
                   series_mhz=[(round(t, 3), round(mhz, 1)) for t, mhz in series])
     m = Measurement(name=name, unit="MHz", values=kernel.windows_mhz, stop_reason="time budget",
                     noise_target=CLOCK_NOISE, overhead_cycles=0.0, sm_clock_mhz=round(kernel.sustained_mhz, 1),
                     throttle=nvml.reasons(0.0, end_s), kernel=wl.kernel, launch=launch)
     m.remeasure = lambda: stress_clock(cp, wl, name=name, info=info, duration_s=duration_s, launch_s=launch_s,
-                                       idle_s=idle_s, bin_s=bin_s, period_s=period_s, read=read)
+                                       idle_s=idle_s, bin_s=bin_s, period_s=period_s, read=read,
+                                       sustained_from_s=sustained_from_s)
     return m
 
 

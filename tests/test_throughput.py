@@ -161,6 +161,16 @@ def test_second_half_and_window_means():
     assert tp.window_means([1650, 1650, 1650, 1400, 1400], 1) == [1550.0]
 
 
+def test_the_sustained_clock_from_a_given_time_on():
+    # 0-6 s: 1000 MHz for the first second (the cap settling), then 1600 MHz
+    series = [(t / 100, 1000.0 if t < 100 else 1600.0) for t in range(601)]
+    assert tp.summarize_clock(series, from_s=1.0).windows_mhz == [1600.0] * 5
+    assert tp.summarize_clock(series).sustained_mhz == 1600.0  # the second half, 3-6 s
+    assert tp.summarize_clock(series, from_s=0.0).windows_mhz[0] < 1600.0  # the first window takes in the settling
+    with pytest.raises(ValueError, match="before its sustained part"):
+        tp.summarize_clock(series, from_s=7.0)
+
+
 def test_ramp_time_is_the_first_point_at_95_percent():
     series = [(0.005, 1000.0), (0.015, 1500.0), (0.025, 1880.0), (0.035, 1890.0), (0.045, 1700.0)]
     assert tp.ramp_time_s(series, 1980.0) == 0.035  # 0.95 x 1980 = 1881
@@ -446,8 +456,8 @@ def test_stress_clock_on_a_simulated_gpu_finds_sustained_ramp_and_every_sm():
     assert m.remeasure().median == pytest.approx(1980.0)
     # the load's own rate over the second half: every launch's work over its simulated time (10 us a trip)
     expected = tp.per_second(wl.work(m.launch["scale"]), m.launch["scale"] * 10e-6, "TFLOP/s")
-    assert m.launch["rate_unit"] == "TFLOP/s" and m.launch["rate_second_half"] == pytest.approx(expected, rel=1e-3)
-    assert f"the load's own rate over those windows {m.launch['rate_second_half']:g} TFLOP/s (reported)" in \
+    assert m.launch["rate_unit"] == "TFLOP/s" and m.launch["rate_sustained"] == pytest.approx(expected, rel=1e-3)
+    assert f"the load's own rate over those windows {m.launch['rate_sustained']:g} TFLOP/s (reported)" in \
         tp.clock_method(m, None)
 
 
@@ -462,14 +472,51 @@ def test_early_sustained_is_the_same_statistic_from_one_second_to_half_the_stres
     assert tp.early_sustained(short, 2.0) == pytest.approx(1980.0)
 
 
-def test_second_half_rate_takes_the_launches_that_started_in_the_second_half():
+def test_sustained_rate_takes_the_launches_that_started_in_the_sustained_part():
     # four launches of 1 s of work each: 0-1, 1-2, 2-3 and 3-5 s (the last one slower)
     spans = [(0, 10**9), (10**9, 2 * 10**9), (2 * 10**9, 3 * 10**9), (3 * 10**9, 5 * 10**9)]
     # the second half starts at 2.5 s: only the last launch, 1e12 FLOP over 2 s
-    assert tp.second_half_rate(spans, 1e12, "TFLOP/s") == pytest.approx(0.5)
-    assert tp.second_half_rate(spans[:3], 1e12, "TFLOP/s") == pytest.approx(1.0)  # from 1.5 s: the third
-    assert tp.second_half_rate(spans[:1], 1e12, "TFLOP/s") is None
-    assert tp.second_half_rate([(0, 0), (0, 0)], 1e12, "TFLOP/s") is None
+    assert tp.sustained_rate(spans, 1e12, "TFLOP/s") == pytest.approx(0.5)
+    assert tp.sustained_rate(spans[:3], 1e12, "TFLOP/s") == pytest.approx(1.0)  # from 1.5 s: the third
+    # from 1 s on: three launches over 1-5 s
+    assert tp.sustained_rate(spans, 1e12, "TFLOP/s", from_s=1.0) == pytest.approx(0.75)
+    assert tp.sustained_rate(spans[:1], 1e12, "TFLOP/s") is None
+    assert tp.sustained_rate([(0, 0), (0, 0)], 1e12, "TFLOP/s") is None
+
+
+def test_window_rates_split_the_second_half_into_equal_windows():
+    # twenty launches of 1 s of work each, back to back over 0-20 s; the ones from 15 s on take 2 s
+    spans = [(k * 10**9, (k + 1) * 10**9) for k in range(15)] + [(15 * 10**9 + 2 * k * 10**9, 17 * 10**9 + 2 * k * 10**9)
+                                                                  for k in range(5)]
+    # 0-25 s: the second half is 12.5-25 s, five windows of 2.5 s: launches started at 13, 14 | 15, 17 | 19 | 21 | 23
+    assert tp.window_rates(spans, 1e12, "TFLOP/s") == pytest.approx([1.0, 0.5, 0.5, 0.5, 0.5])
+    assert tp.window_rates(spans, 1e12, "TFLOP/s", windows=1) == pytest.approx([7 / 12])  # 7 launches, 13-25 s
+    assert tp.window_rates(spans[:1], 1e12, "TFLOP/s") == []
+    # from 10 s on: 10-25 s in windows of 3 s: 10, 11, 12 | 13, 14, 15 | 17 | 19, 21 | 23
+    assert tp.window_rates(spans, 1e12, "TFLOP/s", from_s=10.0) == pytest.approx([1.0, 3 / 4, 1 / 2, 2 / 4, 1 / 2])
+    # a window no launch started in: no rates at all, rather than a median over fewer windows
+    assert tp.window_rates([(0, 10**9), (10**9, 10 * 10**9)], 1e12, "TFLOP/s") == []
+
+
+def test_a_rate_read_from_a_stress_is_its_windows_and_measured_again_by_a_new_stress():
+    launch = {"kernel": "stress_wgmma", "source": "stress_ffma.cu", "kind": "wgmma_bf16", "grid": 132, "block": 256,
+              "defines": {"UNROLL": 16}, "launch_s": 0.05, "duration_s": 10.0, "idle_s": 0.25, "rate_unit": "TFLOP/s",
+              "rate_windows": [860.0, 858.0, 861.0, 859.0, 862.0]}
+    clock = Measurement.given("sustained_sm_clock_tensor_mhz", [1600.0, 1590.0, 1610.0, 1600.0, 1600.0], unit="MHz",
+                              throttle=["sw_power_cap"], launch=launch)
+    again = Measurement.given("sustained_sm_clock_tensor_mhz", [1500.0] * 5, unit="MHz",
+                              launch=dict(launch, rate_windows=[800.0] * 5))
+    clock.remeasure = lambda: again
+    r = tp.stress_rate(clock, "wgmma_bf16_dense_tflops")
+    assert (r.name, r.unit, r.values, r.median, r.sm_clock_mhz) == ("wgmma_bf16_dense_tflops", "TFLOP/s",
+                                                                   [860.0, 858.0, 861.0, 859.0, 862.0], 860.0, 1600.0)
+    assert r.throttle == ["sw_power_cap"] and r.remeasure().median == 800.0
+    text = tp.stress_rate_method(r, "sm_90", 132, H100)
+    for part in ("stress_wgmma (stress_ffma.cu) on every SM: grid 132 x 256", "two deep for 10 s after 0.25 s idle",
+                 "each of the 5 windows of the second half", "SM clock 1600.0 MHz", "989.4"):
+        assert part in text, (part, text)
+    with pytest.raises(measure.KernelLaunchError, match="too few launches to read its rate"):
+        tp.stress_rate(Measurement.given("c", [1600.0], unit="MHz", launch=dict(launch, rate_windows=[860.0])), "x")
 
 
 def test_stress_clock_keeps_every_launch_when_launches_outnumber_the_first_stamp_buffer():
@@ -547,12 +594,15 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     _mp.undo()
 
-@pytest.fixture(autouse=True)
-def _short(request, monkeypatch):
-    monkeypatch.setattr(request.module, "STRESS_S", 0.04)
-    monkeypatch.setattr(request.module, "TENSOR_STRESS_S", 0.04)
-    monkeypatch.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
-    monkeypatch.setattr(request.module, "TENSOR_LAUNCHES", 5)  # each simulated launch sleeps 1 ms
+@pytest.fixture(autouse=True, scope="module")
+def _short(request):  # module scope: before the module's tensor stress fixture runs
+    mp = pytest.MonkeyPatch()
+    mp.setattr(request.module, "STRESS_S", 0.04)
+    mp.setattr(request.module, "TENSOR_STRESS_S", 0.04)
+    mp.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
+    mp.setattr(request.module, "TENSOR_LAUNCHES", 5)  # each simulated launch sleeps 1 ms
+    yield
+    mp.undo()
 '''
 
 
@@ -579,6 +629,10 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester):
     # one loop trip every 20 us: FLOPs (bytes) of one trip / 20 us
     assert facts["ffma_fp32_tflops"]["value"] == pytest.approx(tp.ffma_flops(528, 512, 8, 1, 64, 8) / 20e-6 / 1e12,
                                                                abs=1e-3)
+    # the bf16 rate is the tensor stress's own: its windows' rates, one loop trip every 20 us
+    bf16 = facts["wgmma_bf16_dense_tflops"]
+    assert bf16["value"] == pytest.approx(tp.wgmma_workload(np, None, "bf16", sms=132).work(1) / 20e-6 / 1e12, rel=1e-6)
+    assert "the load of the sustained-clock stress" in bf16["method"] and "median of the windows" in bf16["method"]
     assert facts["wgmma_e4m3_dense_tflops"]["unit"] == "TFLOP/s"
     assert "of the H100 SXM5 80GB datasheet's 1978.9 TFLOP/s" in facts["wgmma_e4m3_dense_tflops"]["method"]
     assert facts["dram_copy_gbps"]["value"] == pytest.approx(2 * 16 * 2**20 / 20e-6 / 1e9, abs=1e-3)

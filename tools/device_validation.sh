@@ -148,7 +148,7 @@ m = re.search(r"(\[smem_lds_float4_bytes_per_cycle\]\nvalue = )([0-9.]+)", text)
 open("/tmp/planted_wgmma.toml", "w").write(text.replace(m.group(0), m.group(1) + f"{float(m.group(2)) * 0.95:.3f}"))
 PY
   for shift in "tma_2d_store_4k_latency_cycles:+5%" "atom_global_add_distinct_near_latency_cycles:-5%" \
-               "sustained_sm_clock_ffma_mhz:-5%" "dsmem_latency_cluster4_cycles:+5%"; do
+               "sustained_sm_clock_ffma_mhz:-5%" "dsmem_latency_cluster4_cycles:+5%" "wgmma_bf16_dense_tflops:-5%"; do
     name=${shift%%:*}
     value=$(python3 - "$FACTS" "$name" "${shift##*:}" <<'PY'
 import sys, tomllib

@@ -26,9 +26,13 @@ def main(paths: list[str]) -> int:
         for v in data.get("facts", []):  # what a stress reports beside its clock, for shorter methods later
             launch = (v.get("measurement") or {}).get("launch") or {}
             load = v["fact"].replace("sustained_sm_clock_", "").replace("_mhz", "")
-            for key, column in (("rate_second_half", "stress_rate_"), ("early_sustained_mhz", "stress_early_mhz_")):
-                if v.get("gpu") and launch.get(key) is not None:
-                    got[column + load] = launch[key]
+            if not v["fact"].startswith("sustained_sm_clock_"):
+                continue
+            for keys, column in ((("rate_sustained", "rate_second_half"), "stress_rate_"),
+                                 (("early_sustained_mhz",), "stress_early_mhz_")):
+                value = next((launch[k] for k in keys if launch.get(k) is not None), None)
+                if v.get("gpu") and value is not None:
+                    got[column + load] = value
         names |= set(got)
         rows.append((path.rsplit("/", 1)[-1], gpu.get("name", "?"), (gpu.get("uuid") or "?")[:12], got))
     cols = sorted(names)
