@@ -147,8 +147,9 @@ def test_write_joins_the_earlier_units_and_the_reports_and_reads_back(tmp_path, 
     assert rc == 0 and "units 358.25 .. 370.5 written" in capsys.readouterr().out
     from pytest_gpuprops import facts as F
     f = F.load_facts("sm_90", facts_path).gpu_sections["NVIDIA H200"]["tma_2d_4k_latency_cycles"]
-    # 358.25-370.5: middle 364.375; 6.125 + 2 x 0.59 % x 364.375 = 10.425 -> 10.43
-    assert (f.value, f.tolerance_abs, f.units_range) == (364.375, 10.43, (358.25, 370.5))
+    # 358.25-370.5: middle 364.375; the entry's own margin (8.11 - 0.875 cycles at 359.125: 1.007 % of
+    # run noise) is larger than the reports' 0.59 %: 6.125 + 2 x 1.007 % x 364.375 = 13.47
+    assert (f.value, f.tolerance_abs, f.units_range) == (364.375, 13.47, (358.25, 370.5))
     assert f.source.endswith("and the 0.5-cycle floor") and "GPU-cf880720 (370.5, 367.75)" in f.source
     # a time-unit fact: relative, 3 % floor; an entry without units_range starts from the reports alone
     rc = pf.main(["--facts", str(facts_path), "--gpu", "NVIDIA H200", "--fact", "dram_read_gbps",
@@ -156,6 +157,20 @@ def test_write_joins_the_earlier_units_and_the_reports_and_reads_back(tmp_path, 
     d = F.load_facts("sm_90", facts_path).gpu_sections["NVIDIA H200"]["dram_read_gbps"]
     assert rc == 0 and d.tolerance_rel == 0.03 and d.units_range == (4486.2, 4504.7)
     assert d.value == pytest.approx((4486.2 + 4504.7) / 2)
+
+
+def test_a_recomputation_keeps_the_noise_the_entry_was_made_with():
+    """New units' reports may be quieter than the runs that set an entry's margin: --write reads that
+    margin's noise back from the entry and never takes less (it once narrowed 12.52 cycles to 6.41)."""
+    noisy = {"value": 285.75, "tolerance_abs": 12.52, "units_range": [281.75, 289.75], "unit": "cycles"}
+    assert pf.earlier_noise(noisy, False) == pytest.approx((12.52 - 4.0) / (2 * 285.75))
+    p = pf.population({"earlier units": [281.75, 289.75], "new": [290.0]}, pf.earlier_noise(noisy, False))
+    assert p.tolerance >= 12.52 + (290.0 - 289.75) / 2 - 0.01
+    # a margin the floor set, and a time-unit tolerance at its 3 % floor, say nothing of the noise
+    assert pf.earlier_noise({"tolerance_abs": 1.0, "units_range": [63.0, 64.0]}, False) == 0.0
+    assert pf.earlier_noise({"tolerance_rel": 0.03, "units_range": [850.0, 870.0]}, True) == 0.0
+    assert pf.earlier_noise({"tolerance_rel": 0.0345, "units_range": [1600.0, 1700.0]}, True) == \
+        pytest.approx((0.0345 - 50 / 1650) / 2)
 
 
 def test_write_leaves_the_file_as_it_was_when_the_entry_is_missing_or_the_input_is_wrong(tmp_path, capsys):

@@ -138,6 +138,22 @@ def units_from_reports(paths: list[str], fact: str, gpu: str | None = None) -> t
     return units, noise
 
 
+def earlier_noise(entry: dict, time_unit: bool) -> float:
+    """The run noise an entry's tolerance was made with, read back from it: its margin beyond its
+    units' range is 2 x that noise where the noise, not the floor, set it (0 where the floor did). A
+    recomputation never takes less: the new units' reports may be quieter than the runs that set it."""
+    lo, hi = (float(v) for v in entry["units_range"])
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    tol = entry.get("tolerance_rel" if time_unit else "tolerance_abs")
+    if tol is None or not mid:
+        return 0.0
+    if time_unit:
+        margin = float(tol) - half / abs(mid)
+        return margin / 2 if float(tol) > TIME_UNIT_FLOOR_REL + 1e-9 and margin > 0 else 0.0
+    margin = float(tol) - half
+    return margin / (2 * abs(mid)) if margin > CYCLES_FLOOR + 0.01 else 0.0
+
+
 def rewrite_entry(path: str, gpu: str | None, fact: str, units: dict[str, list[float]], noise_rel: float,
                   today: str) -> Population:
     """Recompute a facts entry from its earlier units (its units_range) and ``units``, and write value,
@@ -149,9 +165,10 @@ def rewrite_entry(path: str, gpu: str | None, fact: str, units: dict[str, list[f
     if not isinstance(entry, dict) or "value" not in entry:
         raise ValueError(f"{path} has no fact {fact!r} in " + (f"section gpus.{gpu!r}" if gpu else "the arch's facts"))
     every = dict(units)
+    time_unit = entry.get("unit") in assertions.TIME_UNITS
     if "units_range" in entry:
         every["earlier units"] = [float(v) for v in entry["units_range"]]
-    time_unit = entry.get("unit") in assertions.TIME_UNITS
+        noise_rel = max(noise_rel, earlier_noise(entry, time_unit))
     p = population(every, noise_rel, time_unit=time_unit)
     header = f'[gpus."{gpu}".{fact}]' if gpu else f"[{fact}]"
     start = text.index(header + "\n")
