@@ -601,6 +601,8 @@ def _short(request):  # module scope: before the module's tensor stress fixture 
     mp.setattr(request.module, "TENSOR_STRESS_S", 0.04)
     mp.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
     mp.setattr(request.module, "TENSOR_LAUNCHES", 5)  # each simulated launch sleeps 1 ms
+    stress = request.module.tp.stress_clock  # a simulated GPU has no idle clock to wait 0.25 s for
+    mp.setattr(request.module.tp, "stress_clock", lambda *a, **kw: stress(*a, **{"idle_s": 0.01, **kw}))
     yield
     mp.undo()
 '''
