@@ -178,7 +178,7 @@ def _prefetch(session) -> None:
     from pytest_gpuprops import cache as gp_cache
     lock = gp_cache.root() / "prefetch.lock"  # pytest-xdist workers: one compiles, the others read its cache
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(lock), timeout=1800):
+    with FileLock(str(lock), timeout=1800), prefetch.long_lived():
         for cache, wanted in jobs:
             cubins = prefetch.builds([b for b, _ in wanted], cache_dir=cache)
             prefetch.timing_patches((cubins[b], s) for b, s in wanted if s is not None and b in cubins)

@@ -9,7 +9,9 @@ never correctness.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +35,26 @@ class Build:
            include_dirs: Iterable[str | Path] = ()) -> Build:
         return cls(Path(source), arch, tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items())),
                    tuple(Path(d) for d in include_dirs))
+
+
+@contextlib.contextmanager
+def long_lived():
+    """Fill the session's caches with Python's cyclic garbage collector paused, then freeze what
+    they hold (:func:`gc.freeze`) so that no later collection walks it again.
+
+    A warm prefetch reads ~1 000 listings, 400 000 instruction objects, that live as long as the
+    session. Allocating them triggers full collections, and every later full collection (and
+    pytest's five at exit) walks all of them: 20 % of a warm static run (6.4 s -> 5.2 s with the
+    collector off). Nothing here frees or keeps alive anything that would not be otherwise, beyond
+    the cycles made during the prefetch itself, which live until the process ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 def workers() -> int:

@@ -146,11 +146,12 @@ def _prefetch(request, cache_dir):
     if len(here) < _PREFETCH_MIN_TESTS:
         return
     from pytest_gpuprops import prefetch
-    if os.environ.get("GPUPROPS_TEST_CUBIN_SEED"):
-        cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
-    else:  # compiled once into the persistent cubin cache, copied into this session's folder
-        cubins = prefetch.builds(_builds(), cache_dir=default_cache_dir(), copy_to=cache_dir)
-    try:
-        sass.prefetch_patches(_foreseen_patches(cubins))
-    except sass.SassError:
-        pass  # nvdisasm missing: the tests that need it say so
+    with prefetch.long_lived():
+        if os.environ.get("GPUPROPS_TEST_CUBIN_SEED"):
+            cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
+        else:  # compiled once into the persistent cubin cache, copied into this session's folder
+            cubins = prefetch.builds(_builds(), cache_dir=default_cache_dir(), copy_to=cache_dir)
+        try:
+            sass.prefetch_patches(_foreseen_patches(cubins))
+        except sass.SassError:
+            pass  # nvdisasm missing: the tests that need it say so

@@ -492,7 +492,7 @@ def key_of(code, arch=ARCH, build=BUILD):
     """The listing key written out by hand: SHA-256 over length-prefixed mode, format, arch, build
     and the code's SHA-256."""
     h = hashlib.sha256()
-    for part in (b"raw@0", b"1", arch.encode(), build.encode(), hashlib.sha256(code).digest()):
+    for part in (b"raw@0", b"2", arch.encode(), build.encode(), hashlib.sha256(code).digest()):
         h.update(len(part).to_bytes(8, "little") + part)
     return h.hexdigest()
 
@@ -501,13 +501,15 @@ def entry_of(root, code, arch=ARCH):
     return root / "sass" / "listings" / arch / f"{key_of(code, arch)}.json"
 
 
-def payload_of(code, rows, arch=ARCH):
-    return {"mode": "raw@0", "format": 1, "arch": arch, "nvdisasm": BUILD,
-            "code_sha256": hashlib.sha256(code).hexdigest(), "instructions": rows}
+def payload_of(code, texts, arch=ARCH, offsets=None):
+    """An entry as written by hand: nvdisasm's texts, their offsets where not every word was
+    printed; the words themselves are the code's."""
+    return {"mode": "raw@0", "format": 2, "arch": arch, "nvdisasm": BUILD,
+            "code_sha256": hashlib.sha256(code).hexdigest(), "texts": texts, "offsets": offsets}
 
 
-def rows_of(code):
-    return [[i.offset, i.text, i.lo, i.hi] for i in reading(code)]
+def texts_of(code):
+    return [i.text for i in reading(code)]
 
 
 A = word(OP) + word(BRA, -16)
@@ -520,7 +522,7 @@ def test_a_miss_is_read_in_one_batch_and_kept_in_memory_and_on_disk(nv, fresh): 
     assert sorted(nv) == batch(A + B)  # a code asked for twice is read once
     assert stats() == {"disassembled": 2, "nvdisasm_runs": 2}
     for code in (A, B):
-        assert cache.read_json(entry_of(fresh, code)) == payload_of(code, rows_of(code))
+        assert cache.read_json(entry_of(fresh, code)) == payload_of(code, texts_of(code))
     assert sass._memo == {key_of(A): tuple(reading(A)), key_of(B): tuple(reading(B))}
 
     # in the same process: from memory, even with the disk cache gone
@@ -542,30 +544,53 @@ def test_a_miss_is_read_in_one_batch_and_kept_in_memory_and_on_disk(nv, fresh): 
 
 
 def test_an_entry_written_by_hand_is_read_and_nvdisasm_is_not_started(nv, fresh):  # noqa: F811
-    cache.write_json(entry_of(fresh, A), payload_of(A, [[0, "BY HAND", *struct.unpack("<QQ", A[:16])],
-                                                        [16, "BY HAND TOO", *struct.unpack("<QQ", A[16:])]]))
+    cache.write_json(entry_of(fresh, A), payload_of(A, ["BY HAND", "BY HAND TOO"]))
     got = sass.code_listings([A], ARCH)
-    assert [i.text for i in got[0]] == ["BY HAND", "BY HAND TOO"]
+    assert [(i.offset, i.text, i.raw) for i in got[0]] == [(0, "BY HAND", A[:16]), (16, "BY HAND TOO", A[16:])]
     assert nv == [] and stats() == {"disk_hits": 1}
 
 
+def test_an_entry_of_some_of_the_words_reads_them_at_their_offsets(nv, fresh):  # noqa: F811
+    code = word(OP) + word(MOV, 5) + word(OP, hi=7)
+    cache.write_json(entry_of(fresh, code), payload_of(code, ["FIRST", "THIRD"], offsets=[0, 32]))
+    got = sass.code_listings([code], ARCH)[0]
+    assert [(i.offset, i.text, i.raw) for i in got] == [(0, "FIRST", code[:16]), (32, "THIRD", code[32:])]
+    assert nv == []
+
+
+def test_an_entry_is_written_dense_or_with_offsets_as_read(nv, fresh):  # noqa: F811
+    """A listing of every word is stored without offsets; one that skips a word keeps them, and
+    reads back equal to what nvdisasm printed."""
+    code = word(OP) + word(MOV, 5) + word(OP, hi=7)
+    listing = tuple(sass.Instruction(i.offset, i.text, i.lo, i.hi) for i in reading(code) if i.offset != 16)
+    key = sass.listing_key(code, ARCH)
+    sass.listing._disk_put(key, listing, code, ARCH, BUILD)
+    assert cache.read_json(entry_of(fresh, code))["offsets"] == [0, 32]
+    assert sass.listing._disk_get(key, code, ARCH, BUILD) == listing
+    sass.listing._disk_put(key, tuple(reading(code)), code, ARCH, BUILD)
+    assert cache.read_json(entry_of(fresh, code)) == payload_of(code, texts_of(code))
+    assert sass.listing._disk_get(key, code, ARCH, BUILD) == tuple(reading(code))
+
+
 @pytest.mark.parametrize("damage", [
-    dict(mode="raw@1"), dict(format=2), dict(arch="sm_86"), dict(nvdisasm="nvdisasm 98.0"),
-    dict(code_sha256=hashlib.sha256(B).hexdigest()), dict(instructions=[]),
-    dict(instructions=[[0, "OP_01", 1, True]]),          # a bool is not a word
-    dict(instructions=[[0, 7, 1, 1]]),                   # a text that is not a str
-    dict(instructions=[[False, "OP_01", 1, 1]]),         # an offset that is not an int
-    dict(instructions=[[0.0, "OP_01", 1, 1]]),
-    dict(instructions=[[0, "OP_01", 1]]),                # a row of three
-    dict(instructions=[[0, "OP_01", 1, 2]]),             # other words
+    dict(mode="raw@1"), dict(format=1), dict(arch="sm_86"), dict(nvdisasm="nvdisasm 98.0"),
+    dict(code_sha256=hashlib.sha256(B).hexdigest()),     # an entry of other bytes
+    dict(texts=[]), dict(texts="OP_01"), dict(texts=[7]),  # no text, not a list, a text not a str
+    dict(texts=["OP_01", "OP_01"]),                      # more texts than the code has words
+    dict(offsets=[16]), dict(offsets=[8]), dict(offsets=[-16]),  # outside the code, between words
+    dict(offsets=[False]), dict(offsets=[0.0]), dict(offsets=[0, 0]), dict(offsets={}),
+    dict(instructions=[[0, "OP_01", 1, 1]]),             # the first layout (no texts)
 ])
 def test_an_entry_of_another_kind_or_malformed_is_ignored_and_rewritten(nv, fresh, damage):  # noqa: F811
-    code = word(OP, hi=1)  # lo = hi = 1: a bool row would pack to these very bytes
-    assert rows_of(code) == [[0, "OP_01", 1, 1]]
-    cache.write_json(entry_of(fresh, code), {**payload_of(code, rows_of(code)), **damage})
+    code = word(OP, hi=1)
+    assert texts_of(code) == ["OP_01"]
+    entry = {**payload_of(code, texts_of(code)), **damage}
+    if "instructions" in damage:
+        del entry["texts"], entry["offsets"]
+    cache.write_json(entry_of(fresh, code), entry)
     assert sass.code_listings([code], ARCH) == [reading(code)]
     assert nv == [(code, ARCH, 0)] and stats() == {"disassembled": 1, "nvdisasm_runs": 1}
-    assert cache.read_json(entry_of(fresh, code)) == payload_of(code, rows_of(code))
+    assert cache.read_json(entry_of(fresh, code)) == payload_of(code, texts_of(code))
 
 
 def test_the_memo_keeps_the_most_recently_used(nv, fresh, monkeypatch):  # noqa: F811
@@ -685,7 +710,7 @@ def reads(monkeypatch, ld4):
     return calls
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "checksum", "words", "other-arch"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "checksum", "other-code", "a-text-short", "other-arch"])
 def test_a_bad_entry_is_ignored_and_rewritten(fresh, ld4, reads, damage):
     cubin, good = ld4
     assert cubin.instructions("smem_latency_ld") == good and len(reads) == 1  # a cold cache reads once
@@ -697,11 +722,13 @@ def test_a_bad_entry_is_ignored_and_rewritten(fresh, ld4, reads, damage):
     elif damage == "truncated":
         path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
     elif damage == "checksum":  # a text changed, the checksum not updated
-        payload["instructions"][3][1] = "NOP"
+        payload["texts"][3] = "NOP"
         path.write_bytes(head + b"\n" + json.dumps(payload).encode())
     else:  # well-formed entries (checksum recomputed) that do not describe these bytes
-        if damage == "words":
-            payload["instructions"][3][2] ^= 1
+        if damage == "other-code":
+            payload["code_sha256"] = hashlib.sha256(b"other").hexdigest()
+        elif damage == "a-text-short":
+            del payload["texts"][3]
         else:
             payload["arch"] = "sm_90"
         cache.write_json(path, payload)
@@ -709,7 +736,7 @@ def test_a_bad_entry_is_ignored_and_rewritten(fresh, ld4, reads, damage):
     sass.clear_memo()
     assert cubin.instructions("smem_latency_ld") == good
     assert len(reads) == 2  # read again ...
-    assert cache.read_json(path)["instructions"] == [[i.offset, i.text, i.lo, i.hi] for i in good]  # ... rewritten
+    assert cache.read_json(path)["texts"] == [i.text for i in good]  # ... rewritten
     sass.clear_memo()
     assert cubin.instructions("smem_latency_ld") == good and len(reads) == 2  # and then trusted
 
