@@ -209,3 +209,26 @@ def test_after_the_prefetch_builds_reads_and_timing_patches_start_nothing(fresh,
         built, _ = build_for_timing(cubin, spec)
         assert built != cubin.data
     assert compiles == [] and [c for c in spawns if "--version" not in c] == []
+
+
+# ----------------------------------------------------------------------------------------------
+# the caches it fills, kept out of the garbage collector's way
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_what_the_prefetch_allocates_is_frozen_and_the_collector_is_left_as_found(enabled):
+    import gc
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        frozen_before = gc.get_freeze_count()
+        with prefetch.long_lived():
+            assert not gc.isenabled()  # no collection walks the caches while they fill
+            kept = [[n] for n in range(1000)]  # tracked containers, as the listings' objects are
+        assert gc.get_freeze_count() >= frozen_before + len(kept)
+        assert gc.isenabled() is enabled
+        with pytest.raises(RuntimeError), prefetch.long_lived():
+            raise RuntimeError("a failing prefetch")
+        assert gc.isenabled() is enabled  # restored on the way out of an error too
+    finally:  # left frozen: unfreezing would also hand this session's caches back to the collector
+        (gc.enable if was else gc.disable)()
