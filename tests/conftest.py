@@ -77,6 +77,15 @@ def cache_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def kernel_cache():
+    """The persistent cubin cache (``$GPUPROPS_CACHE_DIR``, else ~/.cache/gpuprops/cubins), read
+    before any pytester run moves HOME: a pytester run of the suite's own kernels passes it as
+    --gpuprops-cache and compiles them once, not in every session. (A mutation run points
+    $GPUPROPS_CACHE_DIR at a folder of its session alone; so does this, then.)"""
+    return default_cache_dir()
+
+
+@pytest.fixture(scope="session")
 def build(cache_dir):
     """build(source, arch, **defines) -> sass.Cubin"""
     def _build(source, arch, **defines):

@@ -608,7 +608,7 @@ def _short(request):  # module scope: before the module's tensor stress fixture 
 '''
 
 
-def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester):
+def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kernel_cache):
     pytester.makeconftest(SIM_CONFTEST)
     pytester.makepyfile(test_tp=(KERNELS.parent / "hwtests" / "test_throughput_and_clocks.py").read_text())
     # the packaged file without the H100's time-unit facts: recorded afresh, method and all (a fact the
@@ -618,7 +618,7 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester):
     time_unit = re.compile(r'^\[gpus\."NVIDIA H100 80GB HBM3"\.\w+_(mhz|tflops|gbps)\]')
     (pytester.path / "sm_90.toml").write_text("".join(b for b in blocks if not time_unit.match(b)))
     common = ["-p", "no:randomly", "-p", "no:cacheprovider", "--gpuprops-kernels", str(KERNELS),
-              "--gpuprops-facts", str(pytester.path / "sm_90.toml")]
+              "--gpuprops-facts", str(pytester.path / "sm_90.toml"), "--gpuprops-cache", str(kernel_cache)]
     r = pytester.runpytest_inprocess(*common, "--gpuprops-record", "rec.toml")
     r.assert_outcomes(passed=9)
     facts = tomllib.loads((pytester.path / "rec.toml").read_text())["gpus"]["NVIDIA H100 80GB HBM3"]
