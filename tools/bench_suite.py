@@ -290,9 +290,11 @@ def main(argv: list[str] | None = None) -> int:
             refs_total = sum(r[3].get("total", 0.0) for r in refs)
             together = (both["wall"], both["summary"], refs_total)
         accel = None
-        if a.accelsim:
-            if ref_note:
-                accel = {"note": ref_note.replace("left out (--skip ref)", "left out with the references (--skip ref)")}
+        if a.accelsim:  # independent of our references: --skip ref leaves it in
+            accel_note = None if gpu and nvcc else (f"skipped: no GPU ({no_gpu})" if not gpu else
+                                                     "skipped: nvcc not found (PATH, /usr/local/cuda*/bin)")
+            if accel_note:
+                accel = {"note": accel_note}
             else:
                 accel = accelsim_side_by_side(Path(a.accelsim), ref_arch, str(nvcc), tmp,
                                               junit_times(gpu_suite["warm"]["junit"]) if gpu_suite else {})
