@@ -3,6 +3,7 @@ protected offsets. Cubins compiled here and then edited byte by byte (.nv.info r
 the section header's register byte), cubins written byte by byte and read through the stand-in
 nvdisasm of test_sass_listing.py, and what is refused."""
 
+import hashlib
 import io
 import struct
 
@@ -342,7 +343,53 @@ def test_a_cubins_elf_is_read_once_per_process(nv, monkeypatch):  # noqa: F811
     sass.Cubin(datas[2])  # three cubins, two kept: the first one read is forgotten
     assert len(parses) == 3
     assert [sass.Cubin(d).arch for d in datas[1:]] == ["sm_86", "sm_80"] and len(parses) == 3
+    # forgotten in memory, read back from the disk: a warm run parses no ELF it has read before
+    assert sass.Cubin(datas[0]).kernels == first.kernels and len(parses) == 3
+    sass.clear_memo()
+    assert [sass.Cubin(d).kernels for d in datas] == [first.kernels] * 3 and len(parses) == 3
+    sass.cubin._reading_path(hashlib.sha256(datas[0]).digest()).unlink()
+    sass.clear_memo()
     assert sass.Cubin(datas[0]).kernels == first.kernels and len(parses) == 4
+
+
+def _stored(data):
+    return sass.cubin._reading_path(hashlib.sha256(data).digest())
+
+
+@pytest.mark.parametrize("damage", [
+    dict(format=2), dict(sha256="00" * 32), dict(arch=90), dict(kernels={}),
+    dict(kernels=[["k", 0, 10**9, 24, []]]),            # code beyond the cubin's bytes
+    dict(kernels=[["k", -16, 16, 24, []]]), dict(kernels=[["k", 0, 16, True, []]]),
+    dict(kernels=[["k", 0, 16, 24, [0.5]]]), dict(kernels=[["k", 0, 16, 24]]),
+    dict(kernels=[["k", 0, 16, 24, []], ["k", 0, 16, 24, []]]),  # a kernel twice
+])
+def test_a_stored_reading_that_cannot_be_these_bytes_is_parsed_again_and_rewritten(fresh, monkeypatch, damage):  # noqa: F811
+    from pytest_gpuprops import cache
+    data = elf([("k", K_CODE, K_INFO, [0x118])])
+    first = sass.Cubin(data)
+    entry = _stored(data)
+    good = cache.read_json(entry)
+    assert good["kernels"] == [["k", first.kernel("k").text_offset, len(K_CODE), first.kernel("k").register_count,
+                                sorted(first.kernel("k").protected_offsets)]]
+    cache.write_json(entry, {**good, **damage})
+    sass.clear_memo()
+    parses = []
+    real = sass.cubin.ELFFile
+    monkeypatch.setattr(sass.cubin, "ELFFile", lambda stream: parses.append(1) or real(stream))
+    again = sass.Cubin(data)
+    assert (again.arch, again.kernels) == (first.arch, first.kernels) and parses == [1]
+    assert cache.read_json(entry) == good
+
+
+def test_a_reading_stored_by_hand_is_what_cubin_answers(fresh):  # noqa: F811
+    """The stored reading is trusted for the bytes it names (so a changed reading format must bump
+    _READING_FORMAT): here one written by hand, for these very bytes, is what Cubin() says."""
+    from pytest_gpuprops import cache
+    data = elf([("k", K_CODE, K_INFO, [0x118])])
+    cache.write_json(_stored(data), {"format": sass.cubin._READING_FORMAT, "sha256": hashlib.sha256(data).hexdigest(),
+                                     "arch": "sm_86", "kernels": [["by_hand", 0, 32, 7, [16]]]})
+    c = sass.Cubin(data)
+    assert c.arch == "sm_86" and c.kernels == {"by_hand": sass.KernelInfo("by_hand", 0, 32, 7, frozenset({16}))}
 
 
 def test_instructions_read_all_kernels_of_a_cubin_in_one_batch(nv):  # noqa: F811

@@ -12,6 +12,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from .. import cache
 from .encoding import Instruction, _decode_control
 from .errors import ListingMismatch, SassError
 from .listing import _MEMO_MAX, _memo, _memo_lock, _words_problem, code_listing, code_listings
@@ -50,6 +51,52 @@ _elf_memo: dict[bytes, tuple[str, dict[str, KernelInfo]]] = {}
 _elf_memo_lock = threading.Lock()
 
 
+#: Bump when what Cubin() reads off an ELF, or how, changes: every stored reading then misses.
+_READING_FORMAT = 1
+
+
+def _reading_path(digest: bytes) -> Path:
+    return cache.subdir("sass") / "elf" / f"{digest.hex()}.json"
+
+
+def _stored_reading(digest: bytes, size: int) -> tuple[str, dict[str, KernelInfo]] | None:
+    """What Cubin() read off the ELF whose bytes have SHA-256 ``digest``, stored by an earlier
+    process; None where missing, damaged, of another format, or not possibly of these bytes (a
+    kernel's code outside them). The reading is a function of the bytes alone, so a warm run reads
+    it back instead of parsing some 300 cubins with pyelftools again (1-3 ms each)."""
+    payload = cache.read_json(_reading_path(digest))
+    try:
+        if (payload["format"], payload["sha256"]) != (_READING_FORMAT, digest.hex()):
+            return None
+        arch, rows = payload["arch"], payload["kernels"]
+        if type(arch) is not str or type(rows) is not list:
+            return None
+        kernels = {}
+        for name, offset, text_size, regs, protected in rows:
+            if not (type(name) is str and all(type(v) is int and v >= 0 for v in (offset, text_size, regs))
+                    and offset + text_size <= size and type(protected) is list
+                    and all(type(o) is int for o in protected)) or name in kernels:
+                return None
+            kernels[name] = KernelInfo(name, offset, text_size, regs, frozenset(protected))
+        return arch, kernels
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def _remember_reading(digest: bytes, reading: tuple[str, dict[str, KernelInfo]]) -> None:
+    with _elf_memo_lock:
+        _elf_memo[digest] = reading
+        while len(_elf_memo) > _MEMO_MAX:
+            _elf_memo.pop(next(iter(_elf_memo)))
+
+
+def _store_reading(digest: bytes, arch: str, kernels: dict[str, KernelInfo]) -> None:
+    cache.write_json(_reading_path(digest), {
+        "format": _READING_FORMAT, "sha256": digest.hex(), "arch": arch,
+        "kernels": [[k.name, k.text_offset, k.text_size, k.register_count, sorted(k.protected_offsets)]
+                    for k in kernels.values()]})
+
+
 #: what else to forget with clear_memo (the patch planner's per-kernel readings register here)
 _clear_also: list = []
 
@@ -78,7 +125,11 @@ class Cubin:
         with _elf_memo_lock:
             known = _elf_memo.get(digest)
         self._elf_file: ELFFile | None = None
-        if known is not None:  # these very bytes were read before in this process: the same answer
+        if known is None:  # read by an earlier process?
+            known = _stored_reading(digest, len(self.data))
+            if known is not None:
+                _remember_reading(digest, known)
+        if known is not None:  # these very bytes were read before: the same answer
             flags_arch, kernels = known
             self.arch = arch or flags_arch
             self.kernels: dict[str, KernelInfo] = dict(kernels)
@@ -104,10 +155,8 @@ class Cubin:
             if nvinfo is not None and nvinfo != info.register_count:
                 # sm_90 cubins from CUDA 13 leave sh_info's register byte at 0; .nv.info is authoritative.
                 self.kernels[k] = dataclasses.replace(info, register_count=nvinfo)
-        with _elf_memo_lock:
-            _elf_memo[digest] = (flags_arch, dict(self.kernels))
-            while len(_elf_memo) > _MEMO_MAX:
-                _elf_memo.pop(next(iter(_elf_memo)))
+        _remember_reading(digest, (flags_arch, dict(self.kernels)))
+        _store_reading(digest, flags_arch, self.kernels)
 
     def spliced(self, kernel: str, code: bytes, name: str | None = None) -> Cubin:
         """This cubin with ``kernel``'s code replaced by ``code`` of the same length (a patch).
