@@ -199,3 +199,16 @@ def test_control_code_encode_decode_round_trip(stall, y, wb, rb, wait, reuse, lo
 def test_control_code_notation():
     c = sass.ControlCode(stall=4, yield_flag=False, write_barrier=None, read_barrier=0, wait_mask=0b1, reuse=0)
     assert str(c) == "[B0-----:R0:W-:-:S04]"
+
+
+def test_an_instructions_decoded_fields_are_computed_once_and_kept():
+    from pytest_gpuprops.sass import encoding
+    calls = []
+    real = encoding.ControlCode.decode.__func__
+    ins = Instruction(0x10, "@!PT FFMA.FTZ R1, R2, R3, R4", 0x223, 0x000FC00000000004)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(encoding.ControlCode, "decode", classmethod(lambda cls, hi: calls.append(hi) or real(cls, hi)))
+        assert ins.control is ins.control and calls == [0x000FC00000000004]
+    assert (ins.predicate, ins.opcode, ins.base_opcode) == ("@!PT", "FFMA.FTZ", "FFMA")
+    assert ins.__dict__["opcode"] == "FFMA.FTZ"  # kept on the instance, found there from now on
+    assert Instruction.opcode.__doc__.startswith("Full mnemonic")

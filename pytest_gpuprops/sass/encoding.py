@@ -92,6 +92,27 @@ def join_words(lo: int, hi: int) -> bytes:
 # instructions
 
 
+class _computed_once:
+    """:func:`functools.cached_property` without its lock: computed on first access and stored in
+    the instance's ``__dict__``, which every later lookup finds first (a non-data descriptor).
+    Before Python 3.12, cached_property takes a lock on every first access; a warm run makes the
+    first access hundreds of thousands of times (every instruction of every listing read)."""
+
+    def __init__(self, func):
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.func(obj)
+        return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Instruction:
     """One instruction as nvdisasm read it. The fields never change, so what is parsed or decoded from
@@ -102,17 +123,17 @@ class Instruction:
     lo: int
     hi: int
 
-    @functools.cached_property
+    @_computed_once
     def predicate(self) -> str:
         return self.text.split()[0] if self.text.startswith("@") else ""
 
-    @functools.cached_property
+    @_computed_once
     def opcode(self) -> str:
         """Full mnemonic with modifiers, e.g. ``HMMA.16816.F32``."""
         body = self.text.split(None, 1)[1] if self.predicate else self.text
         return body.split()[0]
 
-    @functools.cached_property
+    @_computed_once
     def base_opcode(self) -> str:
         return self.opcode.split(".")[0]
 
@@ -122,7 +143,7 @@ class Instruction:
         parts = body.split(None, 1)
         return [p.strip() for p in parts[1].split(",")] if len(parts) > 1 else []
 
-    @functools.cached_property
+    @_computed_once
     def control(self) -> ControlCode:
         return ControlCode.decode(self.hi)
 

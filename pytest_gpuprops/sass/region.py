@@ -31,6 +31,10 @@ def timed_region(instrs: list[Instruction]) -> tuple[Instruction, list[Instructi
 # edits the fact kernels need
 
 
+#: wait mask -> the scoreboards it names, in order (the region checks ask for every instruction's)
+_WAIT_SETS = tuple(tuple(b for b in range(6) if mask >> b & 1) for mask in range(64))
+
+
 def _sets(i: Instruction) -> set[int]:
     """Scoreboards the instruction sets (its read and write barriers)."""
     c = i.control
@@ -39,8 +43,7 @@ def _sets(i: Instruction) -> set[int]:
 
 def _waits(i: Instruction) -> set[int]:
     """Scoreboards the instruction waits on before it issues."""
-    mask = i.control.wait_mask
-    return {b for b in range(6) if mask >> b & 1}
+    return set(_WAIT_SETS[i.control.wait_mask])
 
 
 def _scoreboards(i: Instruction) -> set[int]:
