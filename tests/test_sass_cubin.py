@@ -423,3 +423,23 @@ def test_nvinfo_records_cut_short_or_long():
     assert list(sass._iter_nvinfo(b"\x01\x0a")) == [(0x0A, b"")]  # a record of its two header bytes only
     big = bytes(range(256)) * 128
     assert list(sass._iter_nvinfo(sval(0x1C, big) + b"\x03\x1b\x01\x02")) == [(0x1C, big), (0x1B, b"\x01\x02")]
+
+
+def test_a_warm_process_never_loads_pyelftools(fresh, tmp_path):  # noqa: F811
+    """The plugin's import loads no pyelftools, and a Cubin whose reading is stored needs none; a
+    new ELF is still parsed with it."""
+    import subprocess
+    import sys
+    data = elf([("k", K_CODE, K_INFO, [0x118])])
+    first = sass.Cubin(data)  # parsed here, its reading stored under the fresh cache root
+    (tmp_path / "k.cubin").write_bytes(data)
+    script = ("import sys; import pytest_gpuprops.plugin; from pytest_gpuprops import sass; "
+              "before = 'elftools' in sys.modules; c = sass.load_cubin(sys.argv[1]); "
+              "print(before, 'elftools' in sys.modules, sorted(c.kernels), c.arch)")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False", "['k']", first.arch]
+    sass.cubin._reading_path(hashlib.sha256(data).digest()).unlink()
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True", "['k']", first.arch]

@@ -9,15 +9,20 @@ import struct
 import threading
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
 from .. import cache
 from .encoding import Instruction, _decode_control
 from .errors import ListingMismatch, SassError
 from .listing import _MEMO_MAX, _memo, _memo_lock, _words_problem, code_listing, code_listings
 
 EM_CUDA = 190
+
+
+def ELFFile(stream):  # noqa: N802  (pyelftools' class, imported where first needed)
+    """pyelftools' ELFFile on ``stream``. Imported on first use: a warm run reads what it needs of
+    every ELF from the stored readings and never loads pyelftools (0.1 s of a process's start-up
+    where Python compiles its sources afresh)."""
+    from elftools.elf.elffile import ELFFile as _ELFFile
+    return _ELFFile(stream)
 
 # .nv.info attributes whose payload is a list of instruction offsets the driver may patch at load.
 _NVINFO_OFFSET_ATTRS = {
@@ -124,7 +129,7 @@ class Cubin:
         digest = hashlib.sha256(self.data).digest()
         with _elf_memo_lock:
             known = _elf_memo.get(digest)
-        self._elf_file: ELFFile | None = None
+        self._elf_file = None  # pyelftools' reading, made where needed
         if known is None:  # read by an earlier process?
             known = _stored_reading(digest, len(self.data))
             if known is not None:
@@ -134,6 +139,7 @@ class Cubin:
             self.arch = arch or flags_arch
             self.kernels: dict[str, KernelInfo] = dict(kernels)
             return
+        from elftools.common.exceptions import ELFError
         try:
             elf = ELFFile(io.BytesIO(self.data))
             machine = elf["e_machine"]
@@ -178,7 +184,7 @@ class Cubin:
         return new
 
     @property
-    def _elf(self) -> ELFFile:
+    def _elf(self):
         """The parsed ELF (parsed again on demand where the kernels' facts came from the memo)."""
         if self._elf_file is None:
             self._elf_file = ELFFile(io.BytesIO(self.data))
