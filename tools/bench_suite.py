@@ -265,14 +265,11 @@ def main(argv: list[str] | None = None) -> int:
         together = None
         nvcc = find_nvcc()
         ref_arch = a.arch or (gpu.split()[0] if gpu else "sm_90")
-        ref_note = None
-        if "ref" in a.skip:
-            ref_note = "left out (--skip ref)"
-        elif not gpu:
-            ref_note = f"skipped: no GPU ({no_gpu})"
-        elif not nvcc:
-            ref_note = "skipped: nvcc not found (PATH, /usr/local/cuda*/bin)"
-        else:
+        # what a build-and-run beside ours lacks here (ours and accel-sim's alike); None: nothing
+        cannot_run = (f"skipped: no GPU ({no_gpu})" if not gpu
+                      else None if nvcc else "skipped: nvcc not found (PATH, /usr/local/cuda*/bin)")
+        ref_note = "left out (--skip ref)" if "ref" in a.skip else cannot_run
+        if not ref_note:
             warm_times = junit_times(gpu_suite["warm"]["junit"]) if gpu_suite else {}
             for label, cu, pattern, unit in SIDE_BY_SIDE:
                 print(f"  reference {cu} ...", file=sys.stderr, flush=True)
@@ -291,10 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             together = (both["wall"], both["summary"], refs_total)
         accel = None
         if a.accelsim:  # independent of our references: --skip ref leaves it in
-            accel_note = None if gpu and nvcc else (f"skipped: no GPU ({no_gpu})" if not gpu else
-                                                     "skipped: nvcc not found (PATH, /usr/local/cuda*/bin)")
-            if accel_note:
-                accel = {"note": accel_note}
+            if cannot_run:
+                accel = {"note": cannot_run}
             else:
                 accel = accelsim_side_by_side(Path(a.accelsim), ref_arch, str(nvcc), tmp,
                                               junit_times(gpu_suite["warm"]["junit"]) if gpu_suite else {})
