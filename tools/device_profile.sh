@@ -9,7 +9,7 @@
 # 2. the same again, warm (every fact, the stresses included), with its report;
 # 3. the micro-architecture facts warm (-m "not static and not validation") under cProfile, then
 #    once more without it (its wall time);
-# 4. one fact in a process of its own (-k ffma_latency), twice, and once under -X importtime.
+# 4. one fact in a process of its own (-k ffma_latency), twice, once under cProfile, once under -X importtime.
 # 5. the micro-architecture facts and the one fact again, with bytecode written and reused (twice);
 # 6. VALIDATION_RUNS (default 0) more runs of the validation facts (the stresses), with reports.
 # SKIP_PROFILE=1 leaves out the cProfile run.
@@ -36,6 +36,18 @@ timed() {  # timed <label> <log> <command...>: run it, then print label, exit st
 
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,temperature.gpu --format=csv >"$OUT/gpu.csv" 2>&1
 nproc >"$OUT/nproc.txt"
+# whether this Python reuses bytecode, and whether the installed packages came with any
+python3 - >"$OUT/bytecode.txt" 2>&1 <<'PY'
+import os, sys, importlib.util
+print("PYTHONDONTWRITEBYTECODE =", os.environ.get("PYTHONDONTWRITEBYTECODE"), "| sys.flags.dont_write_bytecode =",
+      sys.flags.dont_write_bytecode)
+for mod in ("_pytest", "pluggy", "numpy", "cupy", "hypothesis", "tabulate"):
+    spec = importlib.util.find_spec(mod)
+    if spec is None or not spec.origin:
+        continue
+    cache = importlib.util.cache_from_source(spec.origin)
+    print(f"{mod}: {spec.origin} bytecode {'present' if os.path.exists(cache) else 'absent'}")
+PY
 timed "gpu suite cold" "$OUT/cold.log" $RUN -m "not static" --durations=0 --junitxml="$OUT/cold.xml" \
   --gpuprops-report "$OUT/cold.json"
 python3 - "$GPUPROPS_CACHE_DIR" "$OUT/compile_seconds.json" <<'PY'
@@ -61,6 +73,8 @@ timed "micro facts warm" "$OUT/micro.log" $RUN -m "$MICRO" --durations=0 --junit
 for i in 1 2; do
   timed "one fact process $i" "$OUT/one$i.log" $RUN -k ffma_latency
 done
+timed "one fact process, cProfile" "$OUT/one_prof.log" python3 -m cProfile -o "$OUT/one.prof" -m pytest hwtests \
+  -p no:cacheprovider -q -k ffma_latency
 timed "one fact process, -X importtime" "$OUT/one_importtime.log" python3 -X importtime -m pytest hwtests \
   -p no:cacheprovider -q -k ffma_latency
 # the same with bytecode written and reused (where the environment sets PYTHONDONTWRITEBYTECODE, every

@@ -60,14 +60,17 @@ def per_file(cases: list[dict]) -> str:
     return tabulate(rows, ["file", "tests", "wall s", "kernel s", "launches"], tablefmt="github")
 
 
-def profile_top(path: Path, n: int) -> str:
-    """The cumulative-time top of a cProfile run, our package's functions and the calls out of it."""
+OURS_AND_CALLS_OUT = r"pytest_gpuprops|hwtests|cupy|pynvml|filelock|subprocess|_pytest/(main|runner|python|fixtures)\.py"
+
+
+def profile_top(path: Path, n: int, sort: str = "cumulative", pattern: str | None = OURS_AND_CALLS_OUT) -> str:
+    """The top of a cProfile run by `sort`: our package's functions and the calls out of it, or every
+    function where `pattern` is None."""
     if not path.exists():
         return "(no profile)"
     out = io.StringIO()
     st = pstats.Stats(str(path), stream=out)
-    st.sort_stats("cumulative").print_stats(
-        r"pytest_gpuprops|hwtests|cupy|pynvml|filelock|subprocess|_pytest/(main|runner|python|fixtures)\.py", n)
+    st.sort_stats(sort).print_stats(*([pattern] if pattern else []), n)
     text = out.getvalue()
     start = text.find("   ncalls")
     return text[start:] if start >= 0 else text
@@ -130,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     parts += ["## Cold run: compiles", "", compiles(d / "compile_seconds.json", cores), ""]
     parts += ["## micro-architecture facts, warm, cProfile (cumulative)", "", "```",
               profile_top(d / "micro.prof", a.top), "```", ""]
+    parts += ["## One fact in its own process, cProfile (whole process, by own time)", "", "```",
+              profile_top(d / "one.prof", a.top, "tottime", None), "```", ""]
+    parts += ["## One fact in its own process, cProfile (cumulative)", "", "```",
+              profile_top(d / "one.prof", a.top, "cumulative", None), "```", ""]
+    if (d / "bytecode.txt").exists():
+        parts += ["## Bytecode", "", "```", (d / "bytecode.txt").read_text().strip(), "```", ""]
     parts += ["## One fact in its own process: imports", "", imports(d / "one_importtime.log", 20), ""]
     print("\n".join(parts))
     return 0
