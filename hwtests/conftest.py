@@ -112,7 +112,8 @@ def _gpu_builds(gpu_items, arch: str) -> list[tuple[str, str, dict, object]]:
 def _start_ncu_profiles(config, gpu_items) -> None:
     """Start, in the background, the ncu profiles the selected tests ask for (a module function
     ``ncu_profiles(item)``: test_tensorcore.py), so ncu's start-up overlaps the compiles and reads
-    below; the job holds the GPU's lock, so nothing is measured beside it. Not under pytest-xdist
+    below and the first tests; the profiled process takes the GPU's lock around its launches, so
+    nothing is measured beside them (pytest_gpuprops.launch). Not under pytest-xdist
     (a worker may never run the test), unless each worker runs every test on a GPU of its own."""
     from pytest_gpuprops import plugin
     state = plugin.session_state(config)

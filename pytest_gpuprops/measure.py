@@ -173,11 +173,24 @@ def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:  # pragma: 
     return [name for bit, name in _THROTTLE_BITS.items() if bits & bit], clock
 
 
+def gpu_lock_path(index: int) -> Path:
+    """The file of GPU ``index``'s lock ($GPUPROPS_LOCK_DIR, else the temp folder)."""
+    return Path(os.environ.get("GPUPROPS_LOCK_DIR", tempfile.gettempdir())) / f"gpuprops-gpu{index}.lock"
+
+
+_GPU_LOCKS: dict[tuple[str, float], object] = {}
+
+
 def gpu_lock(index: int, timeout: float = 600.0):
-    """A per-GPU file lock: only one process measures on a GPU at a time."""
+    """A per-GPU file lock: only one process measures on a GPU at a time. One lock object per file
+    and timeout, kept: a session takes it once per measurement (about 1 300 times a run), and a new
+    FileLock each time cost 0.1 ms of filelock's instance bookkeeping."""
     from filelock import FileLock
-    path = Path(os.environ.get("GPUPROPS_LOCK_DIR", tempfile.gettempdir())) / f"gpuprops-gpu{index}.lock"
-    return FileLock(str(path), timeout=timeout)
+    key = (str(gpu_lock_path(index)), timeout)
+    lock = _GPU_LOCKS.get(key)
+    if lock is None:
+        lock = _GPU_LOCKS[key] = FileLock(key[0], timeout=timeout)
+    return lock
 
 
 # ----------------------------------------------------------------------------------------------
@@ -742,7 +755,7 @@ def ncu_metrics(runner: Runner, specs: Sequence[KernelSpec], metrics: list[str],
     """Profile one launch of each spec (built and patched as for timing) under ``ncu --clock-control
     none``, all in ONE ncu process, and return each launch's metrics in order. The kernels get the
     cycles buffer and the arguments their spec builds."""
-    return _ncu_finish(_ncu_start(runner, specs, metrics), metrics, len(specs), timeout_s, lock_gpu=runner.info.index)
+    return _ncu_finish(_ncu_start(runner, specs, metrics), metrics, len(specs), timeout_s)
 
 
 def ncu_key(specs: Sequence[KernelSpec], metrics: Sequence[str]) -> tuple:
@@ -752,31 +765,26 @@ def ncu_key(specs: Sequence[KernelSpec], metrics: Sequence[str]) -> tuple:
 
 class NcuJob:  # pragma: no mutate block  (GPU only)
     """:func:`ncu_metrics` started ahead of its test, in the background: ncu's start-up (about 3 s,
-    most of it ncu's own) overlaps the session's CPU work instead of adding to the run. The job
-    holds the GPU's lock from before ncu starts until it ends, so no measurement runs beside it
-    (every launch takes that lock: :func:`gpu_lock`); :meth:`result` waits for it."""
+    most of it ncu's own, on the CPU) overlaps the session's work instead of adding to the run. The
+    profiled process takes the GPU's lock itself, before it first touches CUDA, and holds it until its
+    kernels and buffers are gone (pytest_gpuprops.launch), so no measurement runs beside its launches;
+    :meth:`result` waits for the profile."""
 
     def __init__(self, runner: Runner, specs: Sequence[KernelSpec], metrics: list[str], *, timeout_s: float = 300.0):
         import threading
         self.key = ncu_key(specs, metrics)
         self._out: list[dict[str, float]] | None = None
         self._error: BaseException | None = None
-        self._locked = threading.Event()
         cmd = _ncu_start(runner, specs, metrics)  # builds in this thread (compile, patch: not thread-bound)
 
         def run():
             try:
-                with gpu_lock(runner.info.index):
-                    self._locked.set()
-                    self._out = _ncu_finish(cmd, metrics, len(specs), timeout_s)
+                self._out = _ncu_finish(cmd, metrics, len(specs), timeout_s)
             except BaseException as exc:  # handed to result(), in the test that asks
                 self._error = exc
-            finally:
-                self._locked.set()
 
         self._thread = threading.Thread(target=run, name="gpuprops-ncu", daemon=True)
         self._thread.start()
-        self._locked.wait()  # the lock is the job's before anything else can measure
 
     def result(self) -> list[dict[str, float]]:
         self._thread.join()
@@ -797,19 +805,18 @@ def _ncu_start(runner: Runner, specs: Sequence[KernelSpec], metrics: list[str]) 
         launches.append({"cubin": path, "kernel": spec.kernel, "grid": spec.grid, "block": spec.block,
                          "args": encode_args(spec), "device": runner.info.index})
     names = sorted({spec.kernel for spec in specs})
+    job = {"lock": str(gpu_lock_path(runner.info.index)), "launches": launches}
     return [find_ncu(), "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", ",".join(metrics),
             "-k", "regex:^(" + "|".join(names) + ")$", sys.executable, "-m", "pytest_gpuprops.launch",
-            json.dumps(launches)]
+            json.dumps(job)]
 
 
-def _ncu_finish(cmd: list[str], metrics: list[str], launches: int, timeout_s: float, *, lock_gpu: int | None = None
+def _ncu_finish(cmd: list[str], metrics: list[str], launches: int, timeout_s: float
                 ) -> list[dict[str, float]]:  # pragma: no mutate block  (GPU only)
-    """Run the ncu command and read its metrics; under GPU ``lock_gpu``'s lock (None: the caller
-    holds it)."""
-    import contextlib
+    """Run the ncu command and read its metrics. The profiled process takes the GPU's lock itself:
+    the caller must not hold it (the two would wait for each other until the lock's timeout)."""
     import subprocess
-    with contextlib.nullcontext() if lock_gpu is None else gpu_lock(lock_gpu):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     text = proc.stdout
     if proc.returncode != 0 or '"Metric Name"' not in text:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]

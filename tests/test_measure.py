@@ -3,12 +3,17 @@ noise, the stop rule and what a Measurement reports (every expected number worke
 comment beside it); and the CPU side of the ncu path: ncu's CSV as it prints it read back into
 per-launch values, and a spec's arguments encoded for the launcher (with a stand-in CuPy module)."""
 
+import json
 import math
+import os
+import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
 import pytest
+from gp_testing import child_processes_outside_mutmut
 
 from pytest_gpuprops import measure
 from pytest_gpuprops.measure import (
@@ -543,19 +548,19 @@ def test_a_gpu_the_compiler_cannot_build_for_is_named_by_its_own_arch(fake_cupy)
     assert measure.gpu_unavailable_reason(0) is None
 
 
-def test_an_ncu_profile_started_ahead_holds_the_gpu_until_it_ends(monkeypatch, tmp_path):
-    """measure.NcuJob: the GPU's lock is the job's before its constructor returns (no measurement can
-    run beside ncu), result() waits for the profile, and ncu's failure reaches the test that asks."""
+def test_an_ncu_profile_started_ahead_leaves_the_gpu_lock_to_the_profiled_process(monkeypatch, tmp_path):
+    """measure.NcuJob: ncu starts in the background without the GPU's lock (the process it profiles
+    takes it around its launches: pytest_gpuprops.launch), result() waits for the profile, and ncu's
+    failure reaches the test that asks."""
     import threading
     from types import SimpleNamespace
 
-    import filelock
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
     release = threading.Event()
     monkeypatch.setattr(measure, "_ncu_start", lambda runner, specs, metrics: ["ncu", metrics])
 
-    def finish(cmd, metrics, launches, timeout_s, lock_gpu=None):
-        assert lock_gpu is None and cmd == ["ncu", metrics]  # the job holds the lock itself
+    def finish(cmd, metrics, launches, timeout_s):
+        assert cmd == ["ncu", metrics]
         release.wait(10)
         if metrics == ["gone"]:
             raise measure.NcuUnavailable("counters gone")
@@ -565,15 +570,65 @@ def test_an_ncu_profile_started_ahead_holds_the_gpu_until_it_ends(monkeypatch, t
     specs = [measure.KernelSpec("x.cu", "k"), measure.KernelSpec("x.cu", "k2")]
     job = measure.NcuJob(runner, specs, ["a"])
     assert job.key == measure.ncu_key(specs, ["a"]) != measure.ncu_key(specs[:1], ["a"])
-    with pytest.raises(filelock.Timeout):
-        measure.gpu_lock(3, timeout=0.05).acquire()
+    with measure.gpu_lock(3, timeout=0.5):  # free while ncu starts: measurements go on beside it
+        assert job._thread.is_alive()
     release.set()
     assert job.result() == [{"a": 0.0}, {"a": 1.0}]
-    with measure.gpu_lock(3, timeout=1):
-        pass
     failing = measure.NcuJob(runner, specs, ["gone"])
     with pytest.raises(measure.NcuUnavailable, match="counters gone"):
         failing.result()
+
+
+def test_the_process_ncu_profiles_is_told_the_gpus_lock_and_its_launches(monkeypatch, tmp_path):
+    """measure._ncu_start names GPU ``index``'s lock file (measure.gpu_lock's) in the job it hands
+    pytest_gpuprops.launch, beside one launch per spec, its cubin written where the runner keeps files."""
+    from types import SimpleNamespace
+
+    from pytest_gpuprops import launch
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(measure, "find_ncu", lambda: "/opt/ncu")
+    runner = SimpleNamespace(info=SimpleNamespace(index=2), _tmp=str(tmp_path),
+                             build=lambda spec: (spec.kernel.encode(), []))
+    cmd = measure._ncu_start(runner, [measure.KernelSpec("x.cu", "k", grid=2, block=64),
+                                      measure.KernelSpec("x.cu", "k2")], ["m1", "m2"])
+    assert cmd[:8] == ["/opt/ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", "m1,m2"]
+    assert cmd[cmd.index("-k") + 1] == "regex:^(k|k2)$" and cmd[-2:-1] == ["pytest_gpuprops.launch"]
+    lock, launches = launch.parse(cmd[-1])
+    assert lock == str(tmp_path / "gpuprops-gpu2.lock") == measure.gpu_lock(2).lock_file
+    assert [(L["kernel"], L["grid"], L["block"], L["device"]) for L in launches] == [("k", 2, 64, 2), ("k2", 1, 32, 2)]
+    assert [Path(L["cubin"]).read_bytes() for L in launches] == [b"k", b"k2"]
+
+
+def test_the_profiled_process_waits_for_the_gpus_lock(monkeypatch, tmp_path):
+    """pytest_gpuprops.launch takes the lock named in its job before anything else: while this
+    process holds GPU 0's lock it waits, and it ends once the lock is free."""
+    child_processes_outside_mutmut(monkeypatch)
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+    job = json.dumps({"lock": str(measure.gpu_lock_path(0)), "launches": []})
+    with measure.gpu_lock(0):
+        proc = subprocess.Popen([sys.executable, "-m", "pytest_gpuprops.launch", job], env=os.environ.copy())
+        time.sleep(1.0)
+        assert proc.poll() is None, "the profiled process went on while another held the GPU's lock"
+    assert proc.wait(timeout=30) == 0
+
+
+def test_a_launch_job_is_read_with_or_without_a_lock():
+    from pytest_gpuprops import launch
+    one = {"cubin": "x.cubin", "kernel": "k", "grid": 1, "block": 32}
+    assert launch.parse(json.dumps({"lock": "/l", "launches": [one]})) == ("/l", [one])
+    assert launch.parse(json.dumps([one, one])) == (None, [one, one])
+    assert launch.parse(json.dumps(one)) == (None, [one])
+
+
+def test_a_gpus_lock_is_one_object_per_file_and_timeout(monkeypatch, tmp_path):
+    """The session takes the lock once per measurement: the same FileLock each time (reentrant in
+    this thread), another for another folder or timeout."""
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+    assert measure.gpu_lock(1) is measure.gpu_lock(1) is not measure.gpu_lock(1, timeout=5.0)
+    with measure.gpu_lock(1), measure.gpu_lock(1):
+        pass
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path / "other"))
+    assert measure.gpu_lock(1).lock_file == str(tmp_path / "other" / "gpuprops-gpu1.lock")
 
 
 def test_a_build_for_timing_is_made_once_per_input_and_a_refusal_every_time(monkeypatch):
