@@ -208,6 +208,14 @@ def pytest_ignore_collect(collection_path, config):
     return True if not selected else None
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    """One line: what the prefetch compiled and read, and how long each part took (a first run's
+    time is mostly here)."""
+    from pytest_gpuprops import prefetch
+    if prefetch.timings.builds:
+        terminalreporter.write_line(f"gpuprops prefetch: {prefetch.timings.line()}")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session):
     """The prefetch runs once the tests are selected and before the first one, so its time is the

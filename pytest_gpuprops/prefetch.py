@@ -13,6 +13,8 @@ import contextlib
 import dataclasses
 import gc
 import os
+import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,6 +59,30 @@ def long_lived():
             gc.enable()
 
 
+@dataclasses.dataclass
+class Timings:
+    """Where this process's prefetch went: builds asked for, compiled (not in the cache), the wall
+    seconds of compiling, of reading SASS and of reading the timing patches, and the compiler's own
+    seconds summed over the threads. A first run's line in the summary (hwtests/conftest.py)."""
+
+    builds: int = 0
+    compiled: int = 0
+    compiler_s: float = 0.0
+    compile_s: float = 0.0
+    sass_s: float = 0.0
+    patches_s: float = 0.0
+
+    def line(self) -> str:
+        return (f"{self.builds} builds ({self.compiled} compiled, {self.compiler_s:.1f} s of compiler time on "
+                f"{workers()} threads) in {self.compile_s:.1f} s; SASS read in {self.sass_s:.1f} s; timing "
+                f"patches read in {self.patches_s:.1f} s")
+
+
+#: this process's prefetch so far
+timings = Timings()
+_timings_lock = threading.Lock()
+
+
 def workers() -> int:
     """Threads for compiling: NVRTC releases the GIL while it compiles."""
     return max(1, min(16, os.cpu_count() or 1))
@@ -71,8 +97,13 @@ def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
 
     def one(b: Build):
         try:
+            t0 = time.perf_counter()
             c = gp_compile.compile_cuda(b.source, b.arch, dict(b.defines), include_dirs=list(b.include_dirs),
                                         cache_dir=cache_dir)
+            if not c.cached:
+                with _timings_lock:
+                    timings.compiled += 1
+                    timings.compiler_s += time.perf_counter() - t0
             if copy_to is not None:
                 for f in (c.path, c.path.with_suffix(".json")):
                     if f.exists() and not (Path(copy_to) / f.name).exists():
@@ -81,11 +112,14 @@ def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
         except Exception:  # reported where the build is used, not here
             return b, None
 
+    t0 = time.perf_counter()
     if len(todo) <= 1:
         done = [one(b) for b in todo]
     else:
         with ThreadPoolExecutor(workers()) as ex:
             done = list(ex.map(one, todo))
+    timings.builds += len(todo)
+    timings.compile_s += time.perf_counter() - t0
     return {b: cb for b, cb in done if cb is not None}
 
 
@@ -93,10 +127,12 @@ def builds(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
            copy_to: str | Path | None = None) -> dict[Build, sass.Cubin]:
     """Compile ``builds`` in parallel and read all their kernels' SASS, one nvdisasm batch per arch."""
     cubins = compile_all(builds, cache_dir=cache_dir, copy_to=copy_to)
+    t0 = time.perf_counter()
     try:
         sass.prefetch(cubins.values())
     except sass.SassError:
         pass  # nvdisasm missing or failing: every test that reads SASS says so itself
+    timings.sass_s += time.perf_counter() - t0
     return cubins
 
 
@@ -104,6 +140,14 @@ def timing_patches(pairs: Iterable[tuple[sass.Cubin, object]]) -> int:
     """Read, in one nvdisasm batch per arch, every ``(cubin, KernelSpec)`` build as
     :func:`measure.build_for_timing` will patch it (the spec's edits, then both clock reads waiting
     on all scoreboards). Returns how many patches were planned."""
+    t0 = time.perf_counter()
+    try:
+        return _timing_patches(pairs)
+    finally:
+        timings.patches_s += time.perf_counter() - t0
+
+
+def _timing_patches(pairs: Iterable[tuple[sass.Cubin, object]]) -> int:
     requests = []
     for cubin, spec in pairs:
         try:

@@ -33,7 +33,7 @@ def compiled(monkeypatch, tmp_path):
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(b"cubin " + arch.encode())
         path.with_suffix(".json").write_text("{}")
-        return SimpleNamespace(cubin=b"cubin " + arch.encode(), path=path)
+        return SimpleNamespace(cubin=b"cubin " + arch.encode(), path=path, cached=arch == "sm_80")
 
     def cubin(data, arch=None, *, name=None):
         made.append(dict(data=data, arch=arch, name=name))
@@ -83,6 +83,19 @@ def test_many_builds_compile_on_a_pool_of_workers_and_one_build_on_the_caller(co
 def test_compile_threads_follow_the_cores_up_to_sixteen(monkeypatch, cpus, threads):
     monkeypatch.setattr(prefetch.os, "cpu_count", lambda: cpus)
     assert prefetch.workers() == threads
+
+
+def test_the_prefetch_counts_what_it_compiled_and_times_each_part(compiled, monkeypatch):
+    """prefetch.timings: every build asked for, those the compiler made (not cache hits: sm_80 is
+    a hit in the stand-in), and the summary line that says so."""
+    monkeypatch.setattr(prefetch, "timings", prefetch.Timings())
+    monkeypatch.setattr(prefetch, "workers", lambda: 4)
+    monkeypatch.setattr(prefetch.sass, "prefetch", lambda cubins: 0)
+    prefetch.builds([prefetch.Build.of(KERNELS / "ffma.cu", a) for a in ("sm_80", "sm_86", "sm_90")])
+    prefetch.timing_patches([])
+    t = prefetch.timings
+    assert (t.builds, t.compiled) == (3, 2) and min(t.compile_s, t.sass_s, t.patches_s, t.compiler_s) >= 0
+    assert t.line().startswith("3 builds (2 compiled, ") and "s of compiler time on 4 threads) in " in t.line()
 
 
 def test_an_entry_already_in_the_copy_folder_is_left_as_it_is(compiled, tmp_path):

@@ -11,7 +11,8 @@
 #    once more without it (its wall time);
 # 4. one fact in a process of its own (-k ffma_latency), twice, once under cProfile, once under -X importtime.
 # 5. the micro-architecture facts and the one fact again, with bytecode written and reused (twice);
-# 6. VALIDATION_RUNS (default 0) more runs of the validation facts (the stresses), with reports.
+# 6. WARM_RUNS more GPU suite runs (with reports), MICRO_RUNS more micro-architecture runs and
+#    VALIDATION_RUNS more runs of the validation facts (the stresses), with reports (each default 0).
 # SKIP_PROFILE=1 leaves out the cProfile run.
 # Then tools/profile_gpu_run.py turns it into the tables docs/performance.md keeps: $OUT/profile.md,
 # and everything in one archive, $OUT/profile.tgz.
@@ -32,6 +33,7 @@ timed() {  # timed <label> <log> <command...>: run it, then print label, exit st
   local rc=$?
   local s; s=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.2f}')")
   echo "$label: rc=$rc wall=$s s | $(grep -aE '[0-9]+ (passed|failed)' "$log" | tail -1)" | tee -a "$OUT/walls.txt"
+  grep -a "^gpuprops prefetch:" "$log" | sed 's/^/    /' | tee -a "$OUT/walls.txt"
 }
 
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,temperature.gpu --format=csv >"$OUT/gpu.csv" 2>&1
@@ -84,6 +86,12 @@ for i in 1 2; do
     PYTHONPYCACHEPREFIX="$OUT/pycache" $RUN -m "$MICRO"
   timed "one fact process, bytecode kept $i" "$OUT/one_bc$i.log" env -u PYTHONDONTWRITEBYTECODE \
     PYTHONPYCACHEPREFIX="$OUT/pycache" $RUN -k ffma_latency
+done
+for i in $(seq 1 "${WARM_RUNS:-0}"); do
+  timed "gpu suite warm again $i" "$OUT/warm_again$i.log" $RUN -m "not static" --gpuprops-report "$OUT/warm_again$i.json"
+done
+for i in $(seq 1 "${MICRO_RUNS:-0}"); do
+  timed "micro facts warm again $i" "$OUT/micro_again$i.log" $RUN -m "$MICRO"
 done
 for i in $(seq 1 "${VALIDATION_RUNS:-0}"); do
   timed "validation facts $i" "$OUT/validation$i.log" $RUN -m validation --gpuprops-report "$OUT/validation$i.json"
