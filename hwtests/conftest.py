@@ -67,20 +67,21 @@ def _slowest_first(builds, specs):
     return sorted(builds, key=cost, reverse=True)
 
 
-def _gpu_builds(gpu_items, arch: str) -> list[tuple[str, str, dict, object]]:
+def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tuple[str, str, dict, object]]:
     """What the selected GPU tests launch on a GPU of ``arch``: [(arch, source, defines, KernelSpec to
     patch for timing, or None)]. Always the clock-read overhead and SM clock kernels; per test, where
     its module says (a module function ``_specs_of(item)`` and its ``BUILD_ARCH``: the wgmma files);
     per file for the asynchronous and synchronous units (sm_90) and the stresses; every build of
     specs.launched() for the other files (their tests share builds, and the hypothesis examples draw
-    from them). A selection (``-k``, ``-m``) compiles only the files and tests it keeps."""
+    from them). A selection (``-k``, ``-m``) compiles only the files and tests it keeps.
+    ``per_test_only``: only the per-test builds (those of the wgmma files)."""
     import specs
     import specs_async
     import specs_sync_units
 
     from pytest_gpuprops import throughput as tp
     overhead = specs.clock_overhead()
-    out = [(arch, "sm_clock_rate.cu", {}, None), (arch, overhead.source, overhead.defines, overhead)]
+    out = [] if per_test_only else [(arch, "sm_clock_rate.cu", {}, None), (arch, overhead.source, overhead.defines, overhead)]
     per_file = {
         "test_async_units.py": lambda: specs_async.builds().values() if arch == specs_async.ARCH else (),
         "test_dpx_atomics_const.py": lambda: specs_sync_units.builds().values() if arch == specs_sync_units.ARCH else (),
@@ -93,6 +94,8 @@ def _gpu_builds(gpu_items, arch: str) -> list[tuple[str, str, dict, object]]:
             if arch == "sm_90":
                 build_arch = getattr(item.module, "BUILD_ARCH", arch)
                 out += [(build_arch, s.source, s.defines, s) for s in per_item(item)]
+        elif per_test_only:
+            continue
         elif name == "test_throughput_and_clocks.py":
             if name not in done:
                 out += [(arch, "stress_ffma.cu", tp.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", tp.STREAM_DEFINES, None)]
@@ -171,6 +174,14 @@ def _prefetch(session) -> None:
             for a, src, d, s in _gpu_builds(gpu_items, arch):
                 if _fits(src, a):
                     wanted.setdefault(prefetch.Build.of(kernels / src, a, d), s)
+            # the wgmma files' own builds (190 of a first run's 220 s of compiling on an H100's host) are
+            # made beside the tests before them; not under pytest-xdist, whose workers share one prefetch
+            late = set() if hasattr(session.config, "workerinput") else \
+                {prefetch.Build.of(kernels / src, a, d) for a, src, d, _ in _gpu_builds(gpu_items, arch, per_test_only=True)}
+            beside = [(b, s) for b, s in wanted.items() if b in late]
+            if beside and len(beside) < len(wanted):
+                prefetch.in_background(_slowest_first(beside, specs), cache_dir=cache)
+                wanted = {b: s for b, s in wanted.items() if b not in late}
             jobs.append((cache, _slowest_first(list(wanted.items()), specs)))
     if not jobs:
         return

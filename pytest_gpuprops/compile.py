@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -314,19 +315,41 @@ def compile_cuda(
         data, log = cached
         return CompiledCubin(data, cubin_path, arch, path.name, dkey, version, log, True)
 
-    t0 = time.perf_counter()
-    if backend == "nvrtc":
-        data, log = _compile_nvrtc(source_bytes, path.name, opts)
-    else:
-        data, log = _compile_nvcc(path, opts)
-    elapsed = time.perf_counter() - t0
-    if not _is_elf(data):
-        raise CompileError(f"{backend} returned something that is not an ELF cubin for {path.name}")
+    with _in_flight_lock:  # another thread compiling the same entry (the session's background builds)
+        running = _in_flight.get(cubin_path)
+        mine = None if running is not None else _in_flight.setdefault(cubin_path, threading.Event())
+    if running is not None:
+        running.wait()
+        cached = _read_entry(cubin_path, meta_path)
+        if cached is not None:
+            data, log = cached
+            return CompiledCubin(data, cubin_path, arch, path.name, dkey, version, log, True)
+        # it failed, or could not write the cache: compile here, and raise its error here
+    try:
+        t0 = time.perf_counter()
+        if backend == "nvrtc":
+            data, log = _compile_nvrtc(source_bytes, path.name, opts)
+        else:
+            data, log = _compile_nvcc(path, opts)
+        elapsed = time.perf_counter() - t0
+        if not _is_elf(data):
+            raise CompileError(f"{backend} returned something that is not an ELF cubin for {path.name}")
 
-    meta = {"source": str(path), "arch": arch, "options": key_opts, "compiler": version,
-            "sha256": hashlib.sha256(data).hexdigest(), "log": log, "seconds": round(elapsed, 4)}
-    _write_entry(cache, ((cubin_path, data), (meta_path, json.dumps(meta, indent=1).encode())))
+        meta = {"source": str(path), "arch": arch, "options": key_opts, "compiler": version,
+                "sha256": hashlib.sha256(data).hexdigest(), "log": log, "seconds": round(elapsed, 4)}
+        _write_entry(cache, ((cubin_path, data), (meta_path, json.dumps(meta, indent=1).encode())))
+    finally:
+        if mine is not None:
+            with _in_flight_lock:
+                _in_flight.pop(cubin_path, None)
+            mine.set()
     return CompiledCubin(data, cubin_path, arch, path.name, dkey, version, log, False)
+
+
+#: cache entries being compiled now in this process, by cubin path: a second thread asking for one
+#: waits for that compile and reads its entry instead of compiling it again
+_in_flight: dict[Path, threading.Event] = {}
+_in_flight_lock = threading.Lock()
 
 
 def _read_entry(cubin_path: Path, meta_path: Path) -> tuple[bytes, str] | None:

@@ -902,3 +902,48 @@ def test_missing_nvrtc_says_what_to_install(monkeypatch):
         gp_compile._nvrtc()
     assert str(e.value) == ("NVRTC is not importable: install cuda-bindings and nvidia-cuda-nvrtc "
                             "(pip install 'pytest-gpuprops[dev]' or '[cuda13]'), or pass backend='nvcc'")
+
+
+def test_threads_asking_for_one_entry_at_once_compile_it_once(monkeypatch, tmp_path):
+    """compile_cuda: a thread that asks for an entry another thread is compiling waits for that
+    compile and reads its entry (the session's background builds and the test that needs one)."""
+    calls = []
+
+    def slow_nvrtc(source, name, opts):
+        calls.append(name)
+        time.sleep(0.3)
+        return b"\x7fELF one", ""
+    monkeypatch.setattr(C, "_compile_nvrtc", slow_nvrtc)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(compile_cuda(KERNELS / "ffma.cu", "sm_90", {"ILP": 1},
+                                                                        cache_dir=tmp_path)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == ["ffma.cu"] and [g.cubin for g in got] == [b"\x7fELF one"] * 3
+    assert sorted(g.cached for g in got) == [False, True, True] and not C._in_flight
+
+
+def test_a_thread_waiting_for_a_compile_that_failed_compiles_and_reports_it_itself(monkeypatch, tmp_path):
+    calls = []
+
+    def failing_nvrtc(source, name, opts):
+        calls.append(name)
+        time.sleep(0.2)
+        raise CompileError("ffma.cu(3): error: expected a ';'")
+    monkeypatch.setattr(C, "_compile_nvrtc", failing_nvrtc)
+    errors = []
+
+    def ask():
+        try:
+            compile_cuda(KERNELS / "ffma.cu", "sm_90", {"ILP": 2}, cache_dir=tmp_path)
+        except CompileError as exc:
+            errors.append(str(exc))
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 2 and errors == ["ffma.cu(3): error: expected a ';'"] * 2 and not C._in_flight

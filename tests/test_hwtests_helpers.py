@@ -249,3 +249,14 @@ def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
     # any other file: the shared builds of specs.launched()
     shared = keys([_item("test_smem.py")]) - always
     assert ("sm_90", "smem_latency_ld.cu", (("UNROLL", 500),)) in shared and not any(a == "sm_90a" for a, _, _ in shared)
+
+
+def test_the_builds_made_beside_the_tests_are_the_wgmma_files_own():
+    """hwtests/conftest.py: per_test_only keeps the per-test builds (the wgmma files', compiled beside
+    the tests before them on a first run) and leaves out the shared, per-file and always-built ones."""
+    gpu_builds = _hwtests_conftest()._gpu_builds
+    items = [_item("test_wgmma.py", "test_wgmma_latency", n=256, bf16=True, a_regs=True), _item("test_smem.py"),
+             _item("test_throughput_and_clocks.py"), _item("test_async_units.py")]
+    late = {(a, src, tuple(sorted(d.items()))) for a, src, d, _ in gpu_builds(items, "sm_90", per_test_only=True)}
+    assert late == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}
+    assert gpu_builds(items, "sm_86", per_test_only=True) == []

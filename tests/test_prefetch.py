@@ -7,7 +7,9 @@ timing the same builds start no compiler and no nvdisasm, and return what they r
 
 from __future__ import annotations
 
+import os
 import subprocess
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -96,6 +98,30 @@ def test_the_prefetch_counts_what_it_compiled_and_times_each_part(compiled, monk
     t = prefetch.timings
     assert (t.builds, t.compiled) == (3, 2) and min(t.compile_s, t.sass_s, t.patches_s, t.compiler_s) >= 0
     assert t.line().startswith("3 builds (2 compiled, ") and "s of compiler time on 4 threads) in " in t.line()
+
+
+def test_builds_beside_the_tests_compile_in_order_then_read_and_patch_at_a_lower_priority(compiled, monkeypatch):
+    """prefetch.in_background: each job compiled in the order given, its SASS read and its timing
+    patch read (where it has a spec), on daemon threads 10 nice levels below the caller's."""
+    monkeypatch.setattr(prefetch, "timings", prefetch.Timings())
+    read, patched, nice = [], [], []
+    monkeypatch.setattr(prefetch.sass, "prefetch", lambda cubins: read.extend(c.arch for c in cubins))
+    monkeypatch.setattr(prefetch, "_timing_patches", lambda pairs: patched.extend((c.arch, s) for c, s in pairs))
+    lower = prefetch._lower_priority
+
+    def lower_and_see():
+        lower()
+        nice.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    monkeypatch.setattr(prefetch, "_lower_priority", lower_and_see)
+    jobs = [(prefetch.Build.of(KERNELS / "ffma.cu", a), "spec" if a == "sm_90" else None) for a in ("sm_90", "sm_86", "sm_80")]
+    threads = prefetch.in_background(jobs, threads=1)
+    for t in threads:
+        t.join(10)
+    assert len(threads) == 1 and threads[0].daemon and not threads[0].is_alive()
+    assert [c["arch"] for c in compiled.calls] == read == ["sm_90", "sm_86", "sm_80"] and patched == [("sm_90", "spec")]
+    assert nice == [min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)]
+    assert (prefetch.timings.background, prefetch.timings.background_done) == (3, 3)
+    assert prefetch.timings.line().endswith("; 3 more beside the tests (3 finished)")
 
 
 def test_an_entry_already_in_the_copy_folder_is_left_as_it_is(compiled, tmp_path):
