@@ -72,13 +72,15 @@ class Timings:
     compile_s: float = 0.0
     sass_s: float = 0.0
     patches_s: float = 0.0
-    #: builds handed to :func:`in_background`, and how many of them it has finished (read or failed)
+    #: builds handed to :func:`in_background`, how many of them it has finished (read or failed), and
+    #: how many of those it compiled (not in the cache)
     background: int = 0
     background_done: int = 0
+    background_compiled: int = 0
 
     def line(self) -> str:
-        beside = (f"; {self.background} more beside the tests ({self.background_done} finished)"
-                  if self.background else "")
+        beside = (f"; {self.background} more beside the tests ({self.background_done} finished, "
+                  f"{self.background_compiled} of them compiled)" if self.background else "")
         return (f"{self.builds} builds ({self.compiled} compiled, {self.compiler_s:.1f} s of compiler time on "
                 f"{workers()} threads) in {self.compile_s:.1f} s; SASS read in {self.sass_s:.1f} s; timing "
                 f"patches read in {self.patches_s:.1f} s{beside}")
@@ -94,17 +96,21 @@ def workers() -> int:
     return max(1, min(16, os.cpu_count() or 1))
 
 
-def _compile_one(b: Build, cache_dir, copy_to) -> sass.Cubin | None:
-    """One build through compile_cuda (counted in :data:`timings` where it compiled), or None where it
-    fails: the test that needs it compiles it again and reports the error itself."""
+def _compile_one(b: Build, cache_dir, copy_to, *, beside: bool = False) -> sass.Cubin | None:
+    """One build through compile_cuda (counted in :data:`timings` where it compiled: ``beside``, as
+    one of :func:`in_background`'s), or None where it fails: the test that needs it compiles it again
+    and reports the error itself."""
     try:
         t0 = time.perf_counter()
         c = gp_compile.compile_cuda(b.source, b.arch, dict(b.defines), include_dirs=list(b.include_dirs),
                                     cache_dir=cache_dir)
         if not c.cached:
             with _timings_lock:
-                timings.compiled += 1
-                timings.compiler_s += time.perf_counter() - t0
+                if beside:
+                    timings.background_compiled += 1
+                else:
+                    timings.compiled += 1
+                    timings.compiler_s += time.perf_counter() - t0
         if copy_to is not None:
             for f in (c.path, c.path.with_suffix(".json")):
                 if f.exists() and not (Path(copy_to) / f.name).exists():
@@ -138,7 +144,7 @@ def in_background(jobs: Iterable[tuple[Build, object]], *, cache_dir: str | Path
                     return
                 b, spec = queue.popleft()
             try:
-                cubin = _compile_one(b, cache_dir, None)
+                cubin = _compile_one(b, cache_dir, None, beside=True)
                 if cubin is not None:
                     sass.prefetch([cubin])
                     if spec is not None:

@@ -120,8 +120,9 @@ def test_builds_beside_the_tests_compile_in_order_then_read_and_patch_at_a_lower
     assert len(threads) == 1 and threads[0].daemon and not threads[0].is_alive()
     assert [c["arch"] for c in compiled.calls] == read == ["sm_90", "sm_86", "sm_80"] and patched == [("sm_90", "spec")]
     assert nice == [min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)]
-    assert (prefetch.timings.background, prefetch.timings.background_done) == (3, 3)
-    assert prefetch.timings.line().endswith("; 3 more beside the tests (3 finished)")
+    t = prefetch.timings
+    assert (t.background, t.background_done, t.background_compiled, t.compiled) == (3, 3, 2, 0)
+    assert t.line().endswith("; 3 more beside the tests (3 finished, 2 of them compiled)")
 
 
 def test_an_entry_already_in_the_copy_folder_is_left_as_it_is(compiled, tmp_path):
