@@ -260,3 +260,19 @@ def test_the_builds_made_beside_the_tests_are_the_wgmma_files_own():
     late = {(a, src, tuple(sorted(d.items()))) for a, src, d, _ in gpu_builds(items, "sm_90", per_test_only=True)}
     assert late == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}
     assert gpu_builds(items, "sm_86", per_test_only=True) == []
+
+
+def test_the_static_prefetch_foresees_the_sm_90_units_builds_as_launched():
+    """hwtests/conftest.py's _static_builds: test_build_is_clean_and_as_intended of the asynchronous
+    and synchronous units' files compiles its build for sm_90 and patches it for timing; the
+    prefetch reads both in its batches instead of each test reading its own alone."""
+    import specs_async
+    import specs_sync_units
+    static_builds = _hwtests_conftest()._static_builds
+    for file, units in (("test_static_async_units.py", specs_async), ("test_static_dpx_atomics_const.py", specs_sync_units)):
+        build_id, spec = sorted(units.builds().items())[0]
+        (build, patched), = static_builds(_item(file, "test_build_is_clean_and_as_intended", build_id=build_id), specs, {})
+        assert (build.source.name, build.arch, dict(build.defines)) == (spec.source, "sm_90", {k: str(v) for k, v in spec.defines.items()})
+        assert (patched.kernel, patched.defines, patched.region) == (spec.kernel, spec.defines, spec.region)
+    assert static_builds(_item("test_static_async_units.py", "test_build_is_clean_and_as_intended", build_id="no such"),
+                         specs, {}) == []
