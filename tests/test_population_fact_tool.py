@@ -107,7 +107,8 @@ source = "measured on NVIDIA H200, driver 580.159.04, CUDA 13.0, 2026-11-25: two
 
 def _reading(fact, measured, uuid, status="PASS", flags=(), noise=0.004, name="NVIDIA H200"):
     return {"fact": fact, "measured": measured, "status": status, "flags": list(flags),
-            "measurement": {"noise": noise}, "gpu": {"name": name, "uuid": uuid, "index": 0}}
+            "measurement": {"noise": noise}, "gpu": {"name": name, "uuid": uuid, "index": 0,
+                                                     "driver_version": "580.159.04", "cuda_driver_version": "13.0"}}
 
 
 def _reports(tmp_path):
@@ -151,6 +152,7 @@ def test_write_joins_the_earlier_units_and_the_reports_and_reads_back(tmp_path, 
     # run noise) is larger than the reports' 0.59 %: 6.125 + 2 x 1.007 % x 364.375 = 13.47
     assert (f.value, f.tolerance_abs, f.units_range) == (364.375, 13.47, (358.25, 370.5))
     assert f.source.endswith("and the 0.5-cycle floor") and "GPU-cf880720 (370.5, 367.75)" in f.source
+    assert "(NVIDIA H200, driver 580.159.04, CUDA 13.0) with GPU-cf880720" in f.source
     # a time-unit fact: relative, 3 % floor; an entry without units_range starts from the reports alone
     rc = pf.main(["--facts", str(facts_path), "--gpu", "NVIDIA H200", "--fact", "dram_read_gbps",
                   "--unit", "GPU-2cf08462=4486.2,4497.0", "--reports", *_reports(tmp_path), "--write"])

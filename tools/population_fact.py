@@ -111,9 +111,12 @@ def entry_covers(entry: dict, units: dict[str, list[float]], *, floor: float | N
 _LEFT_OUT = ("NOISY", "THROTTLED", "ERROR", "SKIPPED")
 
 
-def units_from_reports(paths: list[str], fact: str, gpu: str | None = None) -> tuple[dict[str, list[float]], float]:
+def units_from_reports(paths: list[str], fact: str, gpu: str | None = None, *, settings: set[str] | None = None
+                       ) -> tuple[dict[str, list[float]], float]:
     """The readings of ``fact`` in report JSONs (``--gpuprops-report``), by GPU UUID, and the largest
-    relative noise among them; only reports of GPU model ``gpu`` when given."""
+    relative noise among them; only reports of GPU model ``gpu`` when given. ``settings``: filled with
+    the model, driver and CUDA version of each reading taken ("NVIDIA H100 80GB HBM3, driver
+    580.159.04, CUDA 13.0"), for the entry's source."""
     units: dict[str, list[float]] = {}
     noise = 0.0
     for path in paths:
@@ -134,6 +137,9 @@ def units_from_reports(paths: list[str], fact: str, gpu: str | None = None) -> t
                 continue
             label = (info.get("uuid") or f"GPU {info.get('index', '?')} of {path}")[:12]
             units.setdefault(label, []).append(float(v["measured"]))
+            if settings is not None:
+                settings.add(f"{info.get('name', 'GPU model not reported')}, driver {info.get('driver_version', '?')}, "
+                             f"CUDA {info.get('cuda_driver_version', '?')}")
             noise = max(noise, float((v.get("measurement") or {}).get("noise") or 0.0))
     return units, noise
 
@@ -155,7 +161,7 @@ def earlier_noise(entry: dict, time_unit: bool) -> float:
 
 
 def rewrite_entry(path: str, gpu: str | None, fact: str, units: dict[str, list[float]], noise_rel: float,
-                  today: str) -> Population:
+                  today: str, setting: str = "") -> Population:
     """Recompute a facts entry from its earlier units (its units_range) and ``units``, and write value,
     tolerance, units_range and a source sentence in place; the file is read back, and restored if it
     does not load."""
@@ -180,7 +186,8 @@ def rewrite_entry(path: str, gpu: str | None, fact: str, units: dict[str, list[f
     block = re.sub(r"\nvalue = [^\n]*", f"\nvalue = {p.value:.10g}\n{key} = {p.tolerance:.10g}\n"
                    f"units_range = [{p.lowest!r}, {p.highest!r}]", block, count=1)
     listed = "; ".join(f"{label} ({', '.join(f'{v:g}' for v in vs)})" for label, vs in units.items())
-    block = re.sub(r'(\nsource = ".*)"$', lambda m: m.group(1) + f". Recomputed {today} with {listed} "
+    when = f"{today} ({setting})" if setting else today
+    block = re.sub(r'(\nsource = ".*)"$', lambda m: m.group(1) + f". Recomputed {when} with {listed} "
                    f"(tools/population_fact.py): population {p.lowest:g}-{p.highest:g}, value = its middle, "
                    f"tolerance = {_rule_text(p, noise_rel)}\"", block, count=1, flags=re.S)
     new_text = text[:start] + block + text[end:]
@@ -238,11 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     units = dict(args.unit)
     noise = args.noise
+    settings: set[str] = set()
     if args.reports:
         if not args.fact:
             ap.error("--reports needs --fact NAME: which fact's readings to take")
         try:
-            found, reported_noise = units_from_reports(args.reports, args.fact, args.gpu)
+            found, reported_noise = units_from_reports(args.reports, args.fact, args.gpu, settings=settings)
         except ValueError as exc:
             ap.error(str(exc))
         if not found:
@@ -258,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.facts and args.fact):
             ap.error("--write needs --facts FILE and --fact NAME (and --gpu for a per-GPU fact)")
         try:
-            p = rewrite_entry(args.facts, args.gpu, args.fact, units, noise, datetime.date.today().isoformat())
+            p = rewrite_entry(args.facts, args.gpu, args.fact, units, noise, datetime.date.today().isoformat(),
+                              "; ".join(sorted(settings)))
         except (ValueError, OSError, facts.FactsError) as exc:  # the file is as it was
             print(f"error: {exc}", file=sys.stderr)
             return 2
