@@ -17,7 +17,7 @@ import contextlib
 import json
 import sys
 
-#: how long the process waits for the GPU's lock before it gives up (as measure.gpu_lock)
+#: how long a process waits for a GPU's lock before it gives up (here, and measure.gpu_lock's default)
 LOCK_TIMEOUT_S = 600.0
 
 

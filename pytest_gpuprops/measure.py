@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import compile as gp_compile
 from . import sass
+from .launch import LOCK_TIMEOUT_S
 
 #: NVML clock-event reasons that mean the clocks were held down (not idle, not app settings).
 _THROTTLE_BITS = {
@@ -181,7 +182,7 @@ def gpu_lock_path(index: int) -> Path:
 _GPU_LOCKS: dict[tuple[str, float], object] = {}
 
 
-def gpu_lock(index: int, timeout: float = 600.0):
+def gpu_lock(index: int, timeout: float = LOCK_TIMEOUT_S):
     """A per-GPU file lock: only one process measures on a GPU at a time. One lock object per file
     and timeout, kept: a session takes it once per measurement (about 1 300 times a run), and a new
     FileLock each time cost 0.1 ms of filelock's instance bookkeeping."""
