@@ -2,6 +2,7 @@
 
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -9,9 +10,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 KERNELS = Path(__file__).parent.parent / "kernels"
-#: Below this many selected GPU tests (``-k lds_latency``), each test compiles and reads only what it
-#: launches; a batch of every launched build would cost more than it saves.
-_GPU_PREFETCH_MIN_TESTS = 20
 
 
 def _fits(source: str, arch: str) -> bool:
@@ -78,9 +76,10 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
     """What the selected GPU tests launch on a GPU of ``arch``: [(arch, source, defines, KernelSpec to
     patch for timing, or None)]. Always the clock-read overhead and SM clock kernels; per test, where
     its module says (a module function ``_specs_of(item)`` and its ``BUILD_ARCH``: the wgmma files);
-    per file for the asynchronous and synchronous units (sm_90) and the stresses; every build of
-    specs.launched() for the other files (their tests share builds, and the hypothesis examples draw
-    from them). A selection (``-k``, ``-m``) compiles only the files and tests it keeps.
+    per file for the asynchronous and synchronous units (sm_90), the stresses and the files whose
+    tests share builds (specs.launched_by_file: the hypothesis examples draw from them); every build
+    of specs.launched() for a file none of these name. A selection (``-k``, ``-m``) compiles only the
+    files and tests it keeps.
     ``per_test_only``: only the per-test builds (those of the wgmma files)."""
     import specs
     import specs_async
@@ -93,6 +92,7 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
         "test_async_units.py": lambda: specs_async.builds().values() if arch == specs_async.ARCH else (),
         "test_dpx_atomics_const.py": lambda: specs_sync_units.builds().values() if arch == specs_sync_units.ARCH else (),
     }
+    shared_by_file = specs.launched_by_file()
     done, shared = set(), False
     for item in gpu_items:
         name = item.path.name
@@ -111,6 +111,9 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
         elif name in per_file:
             if name not in done:
                 out += [(arch, s.source, s.defines, s) for s in per_file[name]()]
+        elif name in shared_by_file:
+            if name not in done:
+                out += [(arch, s.source, s.defines, s) for s in shared_by_file[name].values()]
         else:
             shared = True
         done.add(name)
@@ -172,7 +175,7 @@ def _prefetch(session) -> None:
     if static:
         jobs.append((None, _slowest_first(static, specs)))
     gpu_items = [i for i in items if i.get_closest_marker("gpu")]
-    if len(gpu_items) >= _GPU_PREFETCH_MIN_TESTS:
+    if gpu_items:
         gpu = _gpu(session.config)
         if gpu is not None:
             _start_ncu_profiles(session.config, gpu_items)
@@ -232,6 +235,18 @@ def pytest_terminal_summary(terminalreporter, config):
     from pytest_gpuprops import prefetch
     if prefetch.timings.builds:
         terminalreporter.write_line(f"gpuprops prefetch: {prefetch.timings.line()}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Count the compiles a test makes on its own thread (the builds the prefetch did not foresee:
+    specs.launched_by_file or a module's ``_specs_of`` leaves them out); the summary line names them."""
+    from pytest_gpuprops import compile as gp_compile
+    from pytest_gpuprops import prefetch
+    before = len(gp_compile.compiled_here)
+    yield
+    me = threading.current_thread().name
+    prefetch.timings.by_tests += [c for c in gp_compile.compiled_here[before:] if c[3] == me]
 
 
 @pytest.hookimpl(hookwrapper=True)

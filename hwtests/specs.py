@@ -127,18 +127,35 @@ def regbank(warps_per_smsp: int) -> KernelSpec:
 def launched() -> dict[str, KernelSpec]:
     """Every kernel build the GPU suite launches, by a readable id (block size aside: it does not
     change the code). The register-bank variants are this kernel with FFMA operands patched."""
-    out = {"clock_overhead": clock_overhead(), "regbank": regbank(4)}
-    out.update({f"lds_chase_{u}": lds_chase(u) for u in (50, 500)})
-    out.update({"sts_chain_50": sts_chain(50), "sts_then_lds": sts_chain(1, then_lds=True),
-                "lds_alone": sts_chain(0, then_lds=True)})
-    out.update({f"smem_{'lds' if ld else 'sts'}_vec{v}": smem_bandwidth(v, ld) for v in (1, 2, 4) for ld in (0, 1)})
-    out["l1_bandwidth"] = l1_bandwidth()
-    out.update({f"hmma_ilp{i}": hmma(i, 1) for i in range(1, 9)})
-    out.update({f"hmma_ncu_ilp{i}": hmma(i, 1, HMMA_NCU_ITERS) for i in (1, 2, 3)})
-    out.update({f"ffma_ilp{i}": ffma(i, 1) for i in (1, 8)})
-    out.update(chains_launched())
-    out.update(memory_launched())
+    out = {"clock_overhead": clock_overhead()}
+    for builds in launched_by_file().values():
+        out.update(builds)
     return out
+
+
+def launched_by_file() -> dict[str, dict[str, KernelSpec]]:
+    """The builds each GPU test file that shares them launches, by :func:`launched`'s ids: a
+    selection (``-k lds_latency``) prefetches its files' builds only (hwtests/conftest.py). A test
+    file not named here gets every launched build; a build a file's tests launch but this leaves out
+    is compiled by the test itself, and the run's prefetch line counts it."""
+    return {
+        "test_alu.py": {f"ffma_ilp{i}": ffma(i, 1) for i in (1, 8)},
+        "test_alu_ops.py": {f"alu_{op}_ilp{i}": alu(op, i, 1) for op in ALU_OPS for i in (1, 8)},
+        "test_mma_dtypes.py": {f"mma_{d}_ilp{i}": mma(d, i, 1) for d in MMA_DTYPES for i in range(1, 9)},
+        "test_tensorcore.py": {**{f"hmma_ilp{i}": hmma(i, 1) for i in range(1, 9)},
+                               **{f"hmma_ncu_ilp{i}": hmma(i, 1, HMMA_NCU_ITERS) for i in (1, 2, 3)}},
+        "test_regbank.py": {"regbank": regbank(4)},
+        "test_smem.py": {**{f"lds_chase_{u}": lds_chase(u) for u in (50, 500)},
+                         "sts_chain_50": sts_chain(50), "sts_then_lds": sts_chain(1, then_lds=True),
+                         "lds_alone": sts_chain(0, then_lds=True),
+                         **{f"smem_{'lds' if ld else 'sts'}_vec{v}": smem_bandwidth(v, ld)
+                            for v in (1, 2, 4) for ld in (0, 1)},
+                         "l1_bandwidth": l1_bandwidth()},
+        "test_memory_hierarchy.py": {f"chase_{c}_u{u}": global_chase(c, 16384, unroll=u)
+                                     for c in CHASE_CACHE for u in (1, CHASE_UNROLL)},
+        "test_smem_conflicts.py": {f"smem_conflict_vec{v}": smem_conflict(v, v) for v in (1, 2, 4)},
+        "test_health.py": {},  # NVML readings: no kernel
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,13 +223,6 @@ def mma(dtype: str, ilp: int, warps_per_smsp: int, unroll: int = MMA_UNROLL, ite
                       args=lambda cp: (cp.full(32 * 6, one, dtype=cp.uint32),
                                        cp.zeros(128 * warps_per_smsp, dtype=cp.uint32)),
                       region={opcode: unroll * ilp}, region_other=0 if iters == 1 else 12)
-
-
-def chains_launched() -> dict[str, KernelSpec]:
-    """The issue-10 kernels' launched builds (latency and saturated shapes of each)."""
-    out = {f"alu_{op}_ilp{i}": alu(op, i, 1) for op in ALU_OPS for i in (1, 8)}
-    out.update({f"mma_{d}_ilp{i}": mma(d, i, 1) for d in MMA_DTYPES for i in range(1, 9)})
-    return out
 
 
 CHASE_UNROLL = 1024  # a launch's mean over 1024 random hops: DRAM hops vary hop to hop
@@ -287,13 +297,6 @@ def smem_conflict(vec: int, stride_words: int, unroll: int = CONFLICT_UNROLL) ->
 
 def conflict_accesses(unroll: int = CONFLICT_UNROLL) -> int:
     return CONFLICT_WARPS * unroll * CONFLICT_ITERS
-
-
-def memory_launched() -> dict[str, KernelSpec]:
-    """The chase and bank-conflict builds (the code does not depend on footprint or stride)."""
-    out = {f"chase_{c}_u{u}": global_chase(c, 16384, unroll=u) for c in CHASE_CACHE for u in (1, CHASE_UNROLL)}
-    out.update({f"smem_conflict_vec{v}": smem_conflict(v, v) for v in (1, 2, 4)})
-    return out
 
 
 WGMMA_N = (8, 16, 32, 64, 128, 256)

@@ -338,6 +338,7 @@ def compile_cuda(
         meta = {"source": str(path), "arch": arch, "options": key_opts, "compiler": version,
                 "sha256": hashlib.sha256(data).hexdigest(), "log": log, "seconds": round(elapsed, 4)}
         _write_entry(cache, ((cubin_path, data), (meta_path, json.dumps(meta, indent=1).encode())))
+        compiled_here.append((path.name, arch, dkey, threading.current_thread().name))
     finally:
         if mine is not None:
             with _in_flight_lock:
@@ -345,6 +346,11 @@ def compile_cuda(
             mine.set()
     return CompiledCubin(data, cubin_path, arch, path.name, dkey, version, log, False)
 
+
+#: every compile this process made rather than read from its cache, in order: (source file name, arch,
+#: defines, the name of the thread that compiled it); hwtests/conftest.py counts those a test made
+#: itself, which the session prefetch did not foresee
+compiled_here: list[tuple[str, str, tuple, str]] = []
 
 #: cache entries being compiled now in this process, by cubin path: a second thread asking for one
 #: waits for that compile and reads its entry instead of compiling it again

@@ -77,13 +77,22 @@ class Timings:
     background: int = 0
     background_done: int = 0
     background_compiled: int = 0
+    #: compiles the tests made themselves (:data:`compile.compiled_here` entries): builds the prefetch
+    #: did not foresee, each a test's wait on a first run
+    by_tests: list = dataclasses.field(default_factory=list)
 
     def line(self) -> str:
         beside = (f"; {self.background} more beside the tests ({self.background_done} finished, "
                   f"{self.background_compiled} of them compiled)" if self.background else "")
+        unforeseen = ""
+        if self.by_tests:
+            named = ", ".join(f"{src} {arch} {' '.join(f'{k}={v}' for k, v in defines)}".rstrip()
+                              for src, arch, defines, _ in self.by_tests[:4])
+            more = f" and {len(self.by_tests) - 4} more" if len(self.by_tests) > 4 else ""
+            unforeseen = f"; {len(self.by_tests)} compiled by the tests themselves, not foreseen: {named}{more}"
         return (f"{self.builds} builds ({self.compiled} compiled, {self.compiler_s:.1f} s of compiler time on "
                 f"{workers()} threads) in {self.compile_s:.1f} s; SASS read in {self.sass_s:.1f} s; timing "
-                f"patches read in {self.patches_s:.1f} s{beside}")
+                f"patches read in {self.patches_s:.1f} s{beside}{unforeseen}")
 
 
 #: this process's prefetch so far

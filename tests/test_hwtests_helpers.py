@@ -246,9 +246,65 @@ def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
     stresses = keys([_item("test_throughput_and_clocks.py")]) - always
     assert {src for _, src, _ in stresses} == {"stress_ffma.cu", "stream_bandwidth.cu"}
     assert {a for a, _, _ in stresses} == {"sm_90", "sm_90a"}
-    # any other file: the shared builds of specs.launched()
-    shared = keys([_item("test_smem.py")]) - always
-    assert ("sm_90", "smem_latency_ld.cu", (("UNROLL", 500),)) in shared and not any(a == "sm_90a" for a, _, _ in shared)
+    # a file whose tests share builds: that file's (specs.launched_by_file), none of another file's
+    by_file = specs.launched_by_file()
+
+    def file_keys(name):
+        return {("sm_90", b.source, tuple(sorted(b.defines.items()))) for b in by_file[name].values()}
+
+    smem = keys([_item("test_smem.py", "test_lds_latency", unroll=500)]) - always
+    assert ("sm_90", "smem_latency_ld.cu", (("UNROLL", 500),)) in smem and smem == file_keys("test_smem.py")
+    two = keys([_item("test_smem.py"), _item("test_memory_hierarchy.py")], "sm_86") - keys([], "sm_86")
+    assert {(src, d) for _, src, d in two} == {(src, d) for _, src, d in
+                                                file_keys("test_smem.py") | file_keys("test_memory_hierarchy.py")}
+    assert keys([_item("test_health.py")]) == always  # NVML only
+    # a file the table does not name: every launched build
+    unknown = keys([_item("test_a_new_fact.py")]) - always
+    assert unknown == {("sm_90", b.source, tuple(sorted(b.defines.items()))) for b in specs.launched().values()} - always
+
+
+def test_the_builds_of_every_file_make_up_the_launched_builds():
+    """specs.launched() (whose regions test_static.py checks) is the clock-overhead build and every
+    file's builds: a build added for one file's tests is checked statically and prefetched with it."""
+    by_file = specs.launched_by_file()
+    launched = specs.launched()
+    assert set(launched) == {"clock_overhead"} | {k for builds in by_file.values() for k in builds}
+    assert sum(len(b) for b in by_file.values()) + 1 == len(launched)  # no id in two files
+    here = Path(__file__).parent.parent / "hwtests"
+    assert set(by_file) <= {p.name for p in here.glob("test_*.py")}
+
+
+def test_a_compile_a_test_makes_itself_is_counted_and_named_in_the_prefetch_line(tmp_path, monkeypatch):
+    """hwtests/conftest.py: a build a test compiles on its own thread (one the prefetch did not
+    foresee) is counted and named in the summary line; one compiled beside the tests, on another
+    thread, and a cache hit are not."""
+    import threading
+
+    from gp_testing import KERNELS
+
+    from pytest_gpuprops import compile as gp_compile
+    from pytest_gpuprops import prefetch
+    monkeypatch.setattr(prefetch, "timings", prefetch.Timings(builds=1))
+    monkeypatch.setattr(gp_compile, "compiled_here", [])
+    hook = _hwtests_conftest().pytest_runtest_protocol(item=None, nextitem=None)
+    next(hook)
+    gp_compile.compile_cuda(KERNELS / "ffma.cu", "sm_90", {"ILP": 2}, cache_dir=tmp_path)
+    beside = threading.Thread(target=gp_compile.compile_cuda, args=(KERNELS / "ffma.cu", "sm_80"),
+                              kwargs={"cache_dir": tmp_path}, name="gpuprops-build-0")
+    beside.start()
+    beside.join()
+    gp_compile.compile_cuda(KERNELS / "ffma.cu", "sm_90", {"ILP": 2}, cache_dir=tmp_path)  # a hit
+    with pytest.raises(StopIteration):
+        next(hook)
+    assert len(gp_compile.compiled_here) == 2
+    assert [c[:3] for c in prefetch.timings.by_tests] == [("ffma.cu", "sm_90", (("ILP", "2"),))]
+    assert prefetch.timings.line().endswith("; 1 compiled by the tests themselves, not foreseen: ffma.cu sm_90 ILP=2")
+    prefetch.timings.by_tests *= 3
+    assert prefetch.timings.line().endswith("ILP=2, ffma.cu sm_90 ILP=2, ffma.cu sm_90 ILP=2")
+    prefetch.timings.by_tests *= 2
+    assert prefetch.timings.line().endswith(": ffma.cu sm_90 ILP=2, ffma.cu sm_90 ILP=2, ffma.cu sm_90 ILP=2, "
+                                            "ffma.cu sm_90 ILP=2 and 2 more")
+    assert "6 compiled by the tests themselves" in prefetch.timings.line()
 
 
 def test_the_builds_made_beside_the_tests_are_the_wgmma_files_own():
