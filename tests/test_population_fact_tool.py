@@ -107,8 +107,7 @@ source = "measured on NVIDIA H200, driver 580.159.04, CUDA 13.0, 2026-11-25: two
 
 def _reading(fact, measured, uuid, status="PASS", flags=(), noise=0.004, name="NVIDIA H200"):
     return {"fact": fact, "measured": measured, "status": status, "flags": list(flags),
-            "measurement": {"noise": noise}, "gpu": {"name": name, "uuid": uuid, "index": 0,
-                                                     "driver_version": "580.159.04", "cuda_driver_version": "13.0"}}
+            "measurement": {"noise": noise}, "gpu": {"name": name, "uuid": uuid, "index": 0}}
 
 
 def _reports(tmp_path):
@@ -123,7 +122,9 @@ def _reports(tmp_path):
          _reading("dram_read_gbps", 4100.0, "GPU-b8adcc21-ccda", flags=["throttled: sw_thermal_slowdown"])],
     ]):
         path = tmp_path / f"run{i}.json"
-        path.write_text(json.dumps({"meta": {}, "facts": readings}))
+        # as --gpuprops-report writes them: a verdict names its GPU, the meta holds the driver and CUDA
+        meta = {"gpu": {"index": 0, "name": "NVIDIA H200", "driver_version": "580.159.04", "cuda_driver_version": "13.0"}}
+        path.write_text(json.dumps({"meta": meta, "facts": readings}))
         paths.append(str(path))
     return paths
 

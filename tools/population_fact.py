@@ -137,9 +137,11 @@ def units_from_reports(paths: list[str], fact: str, gpu: str | None = None, *, s
                 continue
             label = (info.get("uuid") or f"GPU {info.get('index', '?')} of {path}")[:12]
             units.setdefault(label, []).append(float(v["measured"]))
-            if settings is not None:
-                settings.add(f"{info.get('name', 'GPU model not reported')}, driver {info.get('driver_version', '?')}, "
-                             f"CUDA {info.get('cuda_driver_version', '?')}")
+            if settings is not None:  # a verdict names its GPU; the driver and CUDA are the host's (meta)
+                host = data.get("meta", {}).get("gpu") or {}
+                driver = info.get("driver_version") or host.get("driver_version", "?")
+                cuda = info.get("cuda_driver_version") or host.get("cuda_driver_version", "?")
+                settings.add(f"{info.get('name', 'GPU model not reported')}, driver {driver}, CUDA {cuda}")
             noise = max(noise, float((v.get("measurement") or {}).get("noise") or 0.0))
     return units, noise
 
