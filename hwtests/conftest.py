@@ -1,5 +1,6 @@
 """hwtests: every file is a list of facts. The schedule helpers live beside them (schedule.py)."""
 
+import importlib
 import re
 import sys
 import threading
@@ -82,16 +83,14 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
     files and tests it keeps.
     ``per_test_only``: only the per-test builds (those of the wgmma files)."""
     import specs
-    import specs_async
-    import specs_sync_units
-
-    from pytest_gpuprops import throughput as tp
     overhead = specs.clock_overhead()
     out = [] if per_test_only else [(arch, "sm_clock_rate.cu", {}, None), (arch, overhead.source, overhead.defines, overhead)]
-    per_file = {
-        "test_async_units.py": lambda: specs_async.builds().values() if arch == specs_async.ARCH else (),
-        "test_dpx_atomics_const.py": lambda: specs_sync_units.builds().values() if arch == specs_sync_units.ARCH else (),
-    }
+
+    def unit_builds(module_name):  # imported only where selected: a small selection compiles its modules
+        module = importlib.import_module(module_name)
+        return module.builds().values() if arch == module.ARCH else ()
+    per_file = {"test_async_units.py": lambda: unit_builds("specs_async"),
+                "test_dpx_atomics_const.py": lambda: unit_builds("specs_sync_units")}
     shared_by_file = specs.launched_by_file()
     done, shared = set(), False
     for item in gpu_items:
@@ -105,6 +104,7 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
             continue
         elif name == "test_throughput_and_clocks.py":
             if name not in done:
+                from pytest_gpuprops import throughput as tp
                 out += [(arch, "stress_ffma.cu", tp.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", tp.STREAM_DEFINES, None)]
                 if arch == "sm_90":
                     out += [(specs.WGMMA_ARCH, "stress_ffma.cu", tp.wgmma_defines(dt), None) for dt in tp.WGMMA_DTYPES]
