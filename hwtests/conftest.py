@@ -23,6 +23,9 @@ def _static_builds(item, specs, launched):
     what test_static*.py do (a test this does not foresee compiles and reads its builds itself, as
     before, only not in the batch)."""
     from pytest_gpuprops.prefetch import Build
+    own = getattr(getattr(item, "module", None), "_builds_of", None)  # a file that says what it compiles
+    if own is not None:
+        return [(Build.of(KERNELS / src, a, d), None) for src, a, d in own(item) if _fits(src, a)]
     params = getattr(getattr(item, "callspec", None), "params", {})
     arch, name = params.get("arch"), item.originalname
     if name == "test_build_is_clean_and_as_intended":  # the sm_90 units' files: each build as launched

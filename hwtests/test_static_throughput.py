@@ -30,6 +30,25 @@ def listing(source: str, arch: str, kernel: str, defines: dict):
     return compiled, sass.Cubin(compiled.cubin, arch, name=f"{source} {defines}").instructions(kernel)
 
 
+def _builds_of(item) -> list:
+    """What one test of this file compiles, as (source, arch, defines): the session prefetch
+    (hwtests/conftest.py) compiles and reads them with the other static builds, before the tests."""
+    params, name = getattr(getattr(item, "callspec", None), "params", {}), item.originalname
+    if name == "test_stress_ffma_loop_is_the_counted_ffmas":
+        return [("stress_ffma.cu", params["arch"], tp.FFMA_DEFINES)]
+    if name == "test_stress_wgmma_loop_is_the_counted_gmma":
+        return [("stress_ffma.cu", "sm_90a", tp.wgmma_defines(params["dtype"]))]
+    if name == "test_stress_wgmma_fits_one_block_per_sm_with_all_its_warpgroups":
+        return [("stress_ffma.cu", "sm_90a", tp.wgmma_defines("bf16"))]
+    if name == "test_stress_wgmma_is_empty_below_sm_90a":
+        return [("stress_ffma.cu", "sm_90", tp.wgmma_defines("bf16"))]
+    if name == "test_full_grid_kernels_fit_every_thread_slot":
+        return [(params["source"], params["arch"], params["defines"])]
+    if name == "test_stream_loop_makes_the_counted_16_byte_accesses":
+        return [("stream_bandwidth.cu", params["arch"], tp.STREAM_DEFINES)]
+    return []
+
+
 def others(counts: dict, intended: set) -> dict:
     return {op: n for op, n in counts.items() if op not in intended}
 

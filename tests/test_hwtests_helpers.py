@@ -332,3 +332,25 @@ def test_the_static_prefetch_foresees_the_sm_90_units_builds_as_launched():
         assert (patched.kernel, patched.defines, patched.region) == (spec.kernel, spec.defines, spec.region)
     assert static_builds(_item("test_static_async_units.py", "test_build_is_clean_and_as_intended", build_id="no such"),
                          specs, {}) == []
+
+
+def test_the_static_prefetch_foresees_every_build_the_throughput_checks_compile(pytester):
+    """tools/probes/foreseen_builds.py over test_static_throughput.py (whose ``_builds_of`` says what
+    each test compiles): every build a test asks for, cache hits included, was asked for by the
+    prefetch first, so a first run compiles none of them one test after another."""
+    from pytest_gpuprops import compile as gp_compile
+    from pytest_gpuprops import throughput as tp
+    repo = Path(__file__).parent.parent
+    sys.path.insert(0, str(repo / "tools" / "probes"))
+    try:
+        import foreseen_builds
+    finally:
+        sys.path.remove(str(repo / "tools" / "probes"))
+    original = gp_compile.compile_cuda
+    probe = foreseen_builds.ForeseenBuilds()
+    r = pytester.runpytest_inprocess(str(repo / "hwtests" / "test_static_throughput.py"), "-p", "no:randomly",
+                                     plugins=[probe])
+    assert r.ret == 0 and gp_compile.compile_cuda is original  # every binding put back
+    # 4 archs x (the FFMA stress, the stream kernels' build), the wgmma stress for sm_90 and per sm_90a type
+    assert len(probe.by_tests) == 4 * 2 + 1 + len(tp.WGMMA_DTYPES) and probe.missed == {}
+    r.stdout.fnmatch_lines(["foreseen builds: 11 of the 11 builds the tests asked for; not foreseen: 0"])
