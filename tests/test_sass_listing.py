@@ -847,3 +847,29 @@ def test_nvdisasm_version_is_cached_on_disk(fresh, spawns):
     sass._nvdisasm_identity_of.cache_clear()
     assert sass.nvdisasm_version() == v and sum("--version" in c for c in spawns) == 1
     assert cache.read_json(entries[0])["release"] == v
+
+
+def test_batches_of_several_archs_read_in_parallel_chunks_as_each_code_alone(fresh, build, monkeypatch):
+    """code_listings_by_arch with three batches at once: the missing codes of two archs are read in
+    chunks of neighbours on threads, one nvdisasm run per one-code chunk, and every listing is still
+    the code's reading alone."""
+    from pytest_gpuprops.sass import listing
+    monkeypatch.setattr(listing, "batch_workers", lambda: 3)
+    codes = {a: [build("regbank_ffma.cu", a, NFFMA=8).text(), build("smem_bandwidth.cu", a, VEC=4, LOAD=1).text(),
+                 build("ffma.cu", a).text()] for a in ("sm_86", "sm_90")}
+    before = sass.stats["nvdisasm_runs"]
+    got = sass.code_listings_by_arch(codes)
+    assert sass.stats["nvdisasm_runs"] - before == 6
+    assert got == {a: [sass.disassemble_raw(c, a) for c in cs] for a, cs in codes.items()}
+    assert sass.code_listings_by_arch(codes) == got and sass.stats["nvdisasm_runs"] - before == 6  # cached
+
+
+@pytest.mark.parametrize("sizes, n", [([1, 1, 1, 1, 1, 5], 3), ([4] * 10, 4), ([7], 5), ([2, 9, 1, 1, 8, 3, 3], 2)])
+def test_chunks_are_runs_of_neighbours_of_about_equal_size(sizes, n):
+    from pytest_gpuprops.sass.listing import _chunks
+    items = list(range(len(sizes)))
+    chunks = _chunks(items, sizes, n)
+    assert [i for c in chunks for i in c] == items and all(chunks) and len(chunks) <= n
+    # no chunk holds more than its share and one more code
+    assert all(sum(sizes[i] for i in c) <= sum(sizes) / n + max(sizes) for c in chunks)
+    assert len(chunks) == min(n, len(sizes)) or sizes == [1, 1, 1, 1, 1, 5]  # the 5 is half of all

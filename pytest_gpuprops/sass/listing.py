@@ -184,6 +184,12 @@ _HEX = re.compile(r"0x[0-9a-f]+")
 
 #: Counters for benchmarks and tests: nvdisasm runs started, listings found in memory / on disk.
 stats = collections.Counter()
+_stats_lock = threading.Lock()
+
+
+def _count(what: str, n: int = 1) -> None:
+    with _stats_lock:  # batches are read on several threads at once
+        stats[what] += n
 
 _MEMO_MAX = 4096
 _memo: collections.OrderedDict[str, tuple[Instruction, ...]] = collections.OrderedDict()
@@ -308,13 +314,13 @@ def _disassemble_codes(codes: list[bytes], arch: str) -> list[list[Instruction]]
     the shift, and are rebased to the code's own start. A code whose reading cannot be rebased that
     way is read again alone."""
     if len(codes) == 1:
-        stats["nvdisasm_runs"] += 1
+        _count("nvdisasm_runs")
         return [disassemble_raw(codes[0], arch)]
     blob = b"".join(codes)
     if len(blob) >= _BASE_SHIFT // 2:
         half = len(codes) // 2
         return _disassemble_codes(codes[:half], arch) + _disassemble_codes(codes[half:], arch)
-    stats["nvdisasm_runs"] += 2
+    _count("nvdisasm_runs", 2)
     with ThreadPoolExecutor(2) as ex:
         at0, shifted = ex.map(lambda b: disassemble_raw(blob, arch, base=b), (0, _BASE_SHIFT))
     twins = {i.offset - _BASE_SHIFT: i for i in shifted}
@@ -342,7 +348,7 @@ def _disassemble_codes(codes: list[bytes], arch: str) -> list[list[Instruction]]
         base = end
     for n, listing in enumerate(out):
         if listing is None:
-            stats["nvdisasm_runs"] += 1
+            _count("nvdisasm_runs")
             out[n] = disassemble_raw(codes[n], arch)
     return out  # type: ignore[return-value]
 
@@ -351,37 +357,73 @@ def code_listings(codes: Sequence[bytes], arch: str) -> list[list[Instruction]]:
     """The listing of each code (one kernel's instruction bytes) for ``arch``: from memory, from
     the disk cache, or from nvdisasm, all the missing ones in one batch. Every listing returned has
     been checked word for word against its code."""
+    return code_listings_by_arch({arch: codes})[arch]
+
+
+def _chunks(items: list, sizes: list[int], n: int) -> list[list]:
+    """``items`` in at most ``n`` runs of neighbours of about equal total ``sizes``, in order."""
+    total = sum(sizes)
+    out: list[list] = [[]]
+    filled = 0
+    for item, size in zip(items, sizes):
+        if out[-1] and filled >= total * len(out) / n and len(out) < n:
+            out.append([])
+        out[-1].append(item)
+        filled += size
+    return out
+
+
+def batch_workers() -> int:
+    """nvdisasm batches read at once: each is two nvdisasm runs (at base 0 and at _BASE_SHIFT)."""
+    return max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+def code_listings_by_arch(codes_by_arch: dict[str, Sequence[bytes]]) -> dict[str, list[list[Instruction]]]:
+    """:func:`code_listings` for several archs at once: what no cache holds is read in batches of
+    neighbouring codes, as many at once as :func:`batch_workers` says (one on a 2-core machine), so a
+    first run's nvdisasm work spreads over the cores. How codes are batched changes no listing: each
+    is read as nvdisasm reads it alone (:func:`_disassemble_codes`) and checked word for word."""
     build = nvdisasm_build()
-    keys = [listing_key(c, arch, build) for c in codes]
-    found: dict[str, tuple[Instruction, ...]] = {}
-    todo: dict[str, bytes] = {}
-    for key, code in zip(keys, codes):
-        if key in found or key in todo:
-            continue
-        hit = _memo_get(key)
-        if hit is not None:
-            stats["memo_hits"] += 1
-        else:
-            hit = _disk_get(key, code, arch, build)
+    keys = {arch: [listing_key(c, arch, build) for c in codes] for arch, codes in codes_by_arch.items()}
+    found: dict[str, dict[str, tuple[Instruction, ...]]] = {}
+    todo: dict[str, dict[str, bytes]] = {}
+    for arch, codes in codes_by_arch.items():
+        have, missing = found.setdefault(arch, {}), todo.setdefault(arch, {})
+        for key, code in zip(keys[arch], codes):
+            if key in have or key in missing:
+                continue
+            hit = _memo_get(key)
             if hit is not None:
-                stats["disk_hits"] += 1
-                _memo_put(key, hit)
-        if hit is not None:
-            found[key] = hit
-        else:
-            todo[key] = code
-    if todo:
-        todo_keys = list(todo)
-        stats["disassembled"] += len(todo_keys)
-        for key, listing in zip(todo_keys, _disassemble_codes([todo[k] for k in todo_keys], arch)):
-            problem = _words_problem(listing, todo[key])
+                _count("memo_hits")
+            else:
+                hit = _disk_get(key, code, arch, build)
+                if hit is not None:
+                    _count("disk_hits")
+                    _memo_put(key, hit)
+            if hit is not None:
+                have[key] = hit
+            else:
+                missing[key] = code
+    workers = batch_workers()
+    jobs = [(arch, chunk) for arch, missing in todo.items() if missing
+            for chunk in _chunks(list(missing), [len(c) for c in missing.values()], min(workers, len(missing)))]
+    if len(jobs) == 1:
+        read = [_disassemble_codes([todo[jobs[0][0]][k] for k in jobs[0][1]], jobs[0][0])]
+    elif jobs:
+        with ThreadPoolExecutor(workers) as ex:
+            read = list(ex.map(lambda job: _disassemble_codes([todo[job[0]][k] for k in job[1]], job[0]), jobs))
+    for (arch, chunk), listings in zip(jobs, read if jobs else []):
+        _count("disassembled", len(chunk))
+        for key, listing in zip(chunk, listings):
+            code = todo[arch][key]
+            problem = _words_problem(listing, code)
             if problem:
                 raise ListingMismatch(f"nvdisasm {nvdisasm_version()} ({arch}): {problem[1]}", problem[0])
-            found[key] = tuple(listing)
+            found[arch][key] = tuple(listing)
             if listing:  # an empty reading is an error for the caller; never cached
-                _memo_put(key, found[key])
-                _disk_put(key, found[key], todo[key], arch, build)
-    return [list(found[k]) for k in keys]
+                _memo_put(key, found[arch][key])
+                _disk_put(key, found[arch][key], code, arch, build)
+    return {arch: [list(found[arch][k]) for k in keys[arch]] for arch in codes_by_arch}
 
 
 def code_listing(code: bytes, arch: str) -> list[Instruction]:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from .cubin import Cubin, KernelInfo, _clear_also
 from .encoding import FFMA_RRRR_OPCODE, RZ, ControlCode, Instruction, join_words
 from .errors import PatchRefused, SassError
-from .listing import code_listings
+from .listing import code_listings, code_listings_by_arch
 
 _CONTROL_FLOW = {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY", "BSYNC", "BREAK", "WARPSYNC",
                  "BPT", "KILL", "NANOSLEEP", "YIELD", "BMOV", "RTT", "JMXU", "BRXU", "CALL.REL", "ACQBULK"}
@@ -318,20 +318,20 @@ def patch_many(cubin: Cubin, kernel: str, variants: list[list[Edit]], *,
 
 
 def prefetch(cubins: Iterable[Cubin]) -> int:
-    """Read every kernel of ``cubins`` whose listing is not cached yet: one nvdisasm batch per arch.
+    """Read every kernel of ``cubins`` whose listing is not cached yet, in nvdisasm batches over the cores.
     Returns how many kernel codes were asked for."""
     by_arch: dict[str, list[bytes]] = {}
     for cb in cubins:
         for name in cb.kernels:
             by_arch.setdefault(cb.arch, []).append(cb.text(name))
-    for arch, codes in by_arch.items():
-        code_listings(codes, arch)
+    code_listings_by_arch(by_arch)
     return sum(len(c) for c in by_arch.values())
 
 
 def prefetch_patches(requests: Iterable[tuple[Cubin, str, list[Edit], set[int] | None]]) -> int:
-    """Plan each ``(cubin, kernel, edits, scratch)`` patch and read all the patched codes in one
-    nvdisasm batch per arch, so that the :func:`patch` calls that follow find their listings cached.
+    """Plan each ``(cubin, kernel, edits, scratch)`` patch and read all the patched codes in nvdisasm
+    batches (:func:`code_listings_by_arch`), so that the :func:`patch` calls that follow find their
+    listings cached.
 
     Nothing is verified or produced here: :func:`patch` plans, verifies and refuses exactly as
     always; a plan refused here is skipped (``patch`` refuses it again, with the same message).
@@ -345,7 +345,6 @@ def prefetch_patches(requests: Iterable[tuple[Cubin, str, list[Edit], set[int] |
         except SassError:
             continue
         by_arch.setdefault(cb.arch, []).append(text)
-    for arch, codes in by_arch.items():
-        code_listings(codes, arch)
+    code_listings_by_arch(by_arch)
     return sum(len(c) for c in by_arch.values())
 
