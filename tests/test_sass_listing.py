@@ -849,19 +849,23 @@ def test_nvdisasm_version_is_cached_on_disk(fresh, spawns):
     assert cache.read_json(entries[0])["release"] == v
 
 
-def test_batches_of_several_archs_read_in_parallel_chunks_as_each_code_alone(fresh, build, monkeypatch):
-    """code_listings_by_arch with three batches at once: the missing codes of two archs are read in
-    chunks of neighbours on threads, one nvdisasm run per one-code chunk, and every listing is still
-    the code's reading alone."""
+def test_batches_of_several_archs_read_in_parallel_chunks_as_each_code_alone(build, tmp_path, monkeypatch):
+    """code_listings_by_arch with two batches at once and nothing cached: the codes of two archs are
+    read in chunks of neighbours on threads (a chunk of two in one batched run of two, a chunk of one
+    alone), and every listing is the one read before, code by code."""
     from pytest_gpuprops.sass import listing
-    monkeypatch.setattr(listing, "batch_workers", lambda: 3)
-    codes = {a: [build("regbank_ffma.cu", a, NFFMA=8).text(), build("smem_bandwidth.cu", a, VEC=4, LOAD=1).text(),
-                 build("ffma.cu", a).text()] for a in ("sm_86", "sm_90")}
-    before = sass.stats["nvdisasm_runs"]
-    got = sass.code_listings_by_arch(codes)
-    assert sass.stats["nvdisasm_runs"] - before == 6
-    assert got == {a: [sass.disassemble_raw(c, a) for c in cs] for a, cs in codes.items()}
-    assert sass.code_listings_by_arch(codes) == got and sass.stats["nvdisasm_runs"] - before == 6  # cached
+    codes = {a: [build("regbank_ffma.cu", a, NFFMA=8).text(), build("smem_latency_st.cu", a, UNROLL=4).text(),
+                 build("ffma.cu", a, ILP=1, UNROLL=8).text()] for a in ("sm_86", "sm_90")}
+    before = {a: sass.code_listings(cs, a) for a, cs in codes.items()}  # the session's listings
+    monkeypatch.setattr(listing, "batch_workers", lambda: 2)
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path))
+    sass.clear_memo()
+    try:
+        runs = sass.stats["nvdisasm_runs"]
+        assert sass.code_listings_by_arch(codes) == before
+        assert sass.stats["nvdisasm_runs"] - runs == 2 * (2 + 1)
+    finally:
+        sass.clear_memo()
 
 
 @pytest.mark.parametrize("sizes, n", [([1, 1, 1, 1, 1, 5], 3), ([4] * 10, 4), ([7], 5), ([2, 9, 1, 1, 8, 3, 3], 2)])
