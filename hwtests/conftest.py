@@ -19,9 +19,10 @@ def _fits(source: str, arch: str) -> bool:
 
 
 def _static_builds(item, specs, launched):
-    """What one static test compiles: [(Build, KernelSpec to patch for timing, or None)]. A copy of
-    what test_static*.py do (a test this does not foresee compiles and reads its builds itself, as
-    before, only not in the batch)."""
+    """What one static test compiles: [(Build, KernelSpec to patch for timing, or None)]. What its
+    file says (a module function ``_builds_of(item)``: test_static_throughput.py), else a copy of
+    what the other test_static*.py do (a test this does not foresee compiles and reads its builds
+    itself, as before, only not in the batch; the prefetch line counts it)."""
     from pytest_gpuprops.prefetch import Build
     own = getattr(getattr(item, "module", None), "_builds_of", None)  # a file that says what it compiles
     if own is not None:
