@@ -165,7 +165,7 @@ def _gpu(config):
 
 def _prefetch(session) -> None:
     """Compile, in parallel, every build the selected tests will read or launch, read their SASS in
-    one nvdisasm batch per arch, and the launched builds as patched for timing in one more
+    nvdisasm batches over the cores, and the launched builds as patched for timing in more
     (pytest_gpuprops.prefetch). Static tests: what each selected one compiles; GPU tests: the
     launched builds for the GPU's arch. The tests then find all of it in the caches; what they
     check, and how they measure, is unchanged. Warm, this is file reads."""

@@ -33,7 +33,7 @@ def regs(operand: str) -> list[int]:
 @pytest.fixture(scope="module", autouse=True)
 def _compiled_together(request):
     """Compile the selected builds in parallel and read their SASS (plain and as patched for timing)
-    in one nvdisasm batch each, as hwtests/conftest.py does for the other static tests; the tests then
+    in nvdisasm batches, as hwtests/conftest.py does for the other static tests; the tests then
     compile and check each build as before, from the caches."""
     wanted = {i.callspec.params["build_id"] for i in request.session.items
               if i.module is request.module and "build_id" in getattr(getattr(i, "callspec", None), "params", {})}

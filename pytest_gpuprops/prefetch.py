@@ -1,5 +1,5 @@
 """Batch the CPU work a test session will ask for, before it asks: compile in parallel, read SASS in
-one nvdisasm run per arch, read every timing-patched build in one more.
+nvdisasm batches spread over the cores, read every timing-patched build in more of them.
 
 Nothing here decides an outcome. It fills the caches that :func:`compile.compile_cuda`,
 :meth:`sass.Cubin.instructions` and :func:`sass.patch` look in; those then compile, read, plan,
@@ -204,7 +204,7 @@ def compile_all(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
 
 def builds(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
            copy_to: str | Path | None = None) -> dict[Build, sass.Cubin]:
-    """Compile ``builds`` in parallel and read all their kernels' SASS, one nvdisasm batch per arch."""
+    """Compile ``builds`` in parallel and read all their kernels' SASS in nvdisasm batches."""
     cubins = compile_all(builds, cache_dir=cache_dir, copy_to=copy_to)
     t0 = time.perf_counter()
     try:
@@ -216,7 +216,7 @@ def builds(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
 
 
 def timing_patches(pairs: Iterable[tuple[sass.Cubin, object]]) -> int:
-    """Read, in one nvdisasm batch per arch, every ``(cubin, KernelSpec)`` build as
+    """Read, in nvdisasm batches over the cores, every ``(cubin, KernelSpec)`` build as
     :func:`measure.build_for_timing` will patch it (the spec's edits, then both clock reads waiting
     on all scoreboards). Returns how many patches were planned."""
     t0 = time.perf_counter()

@@ -355,7 +355,7 @@ def _disassemble_codes(codes: list[bytes], arch: str) -> list[list[Instruction]]
 
 def code_listings(codes: Sequence[bytes], arch: str) -> list[list[Instruction]]:
     """The listing of each code (one kernel's instruction bytes) for ``arch``: from memory, from
-    the disk cache, or from nvdisasm, all the missing ones in one batch. Every listing returned has
+    the disk cache, or from nvdisasm, all the missing ones in batches. Every listing returned has
     been checked word for word against its code."""
     return code_listings_by_arch({arch: codes})[arch]
 
