@@ -407,12 +407,17 @@ def code_listings_by_arch(codes_by_arch: dict[str, Sequence[bytes]]) -> dict[str
     workers = batch_workers()
     jobs = [(arch, chunk) for arch, missing in todo.items() if missing
             for chunk in _chunks(list(missing), [len(c) for c in missing.values()], min(workers, len(missing)))]
-    if len(jobs) == 1:
-        read = [_disassemble_codes([todo[jobs[0][0]][k] for k in jobs[0][1]], jobs[0][0])]
-    elif jobs:
+
+    def read(job):
+        arch, chunk = job
+        return _disassemble_codes([todo[arch][k] for k in chunk], arch)
+
+    if len(jobs) <= 1:
+        readings = [read(job) for job in jobs]
+    else:
         with ThreadPoolExecutor(workers) as ex:
-            read = list(ex.map(lambda job: _disassemble_codes([todo[job[0]][k] for k in job[1]], job[0]), jobs))
-    for (arch, chunk), listings in zip(jobs, read if jobs else []):
+            readings = list(ex.map(read, jobs))
+    for (arch, chunk), listings in zip(jobs, readings):
         _count("disassembled", len(chunk))
         for key, listing in zip(chunk, listings):
             code = todo[arch][key]
