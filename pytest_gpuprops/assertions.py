@@ -78,6 +78,11 @@ class Verdict:
     #: "arch" (the SM's fact) or "gpu" (the memory system's, per GPU model): the fleet rules compare a
     #: fact among GPUs of the same arch, or of the same model for "gpu"
     scope: str = "arch"
+    #: the fact's same-unit band (a fraction of the unit's own baseline reading): the baseline compare
+    #: uses it; None where the fact has none yet, and the compare falls back to ``tolerance``
+    same_unit_tolerance_rel: float | None = None
+    #: a population fact's [lowest, highest] unit reading when the band was set: the fleet rules use it
+    units_range: list[float] | None = None
 
     @property
     def ok(self) -> bool:
@@ -130,10 +135,29 @@ class Verdict:
 
 #: the flag of a verdict whose unit read beyond every unit a population fact was measured on
 BEYOND_UNITS = "beyond the units measured so far"
+#: the flag of a population fact's FAIL: the unit is outside the SKU's recorded population
+OFF_POPULATION = "outside the SKU's recorded population"
+#: an SM clock this far under the GPU's maximum has fallen (NVML's clock steps are 15 MHz, < 1 %)
+CLOCK_FELL = 0.01
 
 
-def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
-    """Compare a measurement's median with a measured fact."""
+def clock_fell(fact: Fact, m: Measurement, max_sm_clock_mhz: float | None) -> bool:
+    """Whether the clock a fact in a time unit depends on fell while it was measured, so a failure
+    may be the clock's, not the fact's: the SM clock (MHz, TFLOP/s, on-chip GB/s) read under its
+    maximum by more than :data:`CLOCK_FELL`. DRAM bandwidth runs on the memory clock, which NVML's
+    clock-event reasons do not describe: its failure is the memory system's, never THROTTLED. An
+    unknown maximum or clock counts as fallen when NVML named a reason (nothing to tell otherwise)."""
+    if fact.unit not in TIME_UNITS or not m.throttle or fact.name.startswith("dram_"):
+        return False
+    if not max_sm_clock_mhz or not m.sm_clock_mhz:
+        return True
+    return m.sm_clock_mhz < max_sm_clock_mhz * (1 - CLOCK_FELL)
+
+
+def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mhz: float | None = None) -> Verdict:
+    """Compare a measurement's median with a measured fact. A fact in a time unit that fails is
+    THROTTLED only where the clock it depends on fell (:func:`clock_fell`); otherwise it is a FAIL
+    that names the throttle reasons seen as context."""
     flags = []
     if m.throttle:
         flags.append("throttled: " + "+".join(m.throttle))
@@ -142,12 +166,22 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
         flags.append(f"noise {m.noise:.2%} over target {m.noise_target:.2%} ({m.stop_reason})")
     elif fact.accepts(m.median):
         status = PASS
+    elif clock_fell(fact, m, max_sm_clock_mhz):
+        status = THROTTLED
     else:
-        status = THROTTLED if m.throttle and fact.unit in TIME_UNITS else FAIL
+        status = FAIL
+        if m.throttle and fact.unit in TIME_UNITS:
+            flags[0] = (f"clock-event reasons {'+'.join(m.throttle)} seen, but the clock this fact depends on did not "
+                        f"fall (SM clock {m.sm_clock_mhz} MHz of {max_sm_clock_mhz or '?'})"
+                        + ("; DRAM bandwidth runs on the memory clock" if fact.name.startswith("dram_") else ""))
     if fact.units_range and m.settled and not fact.units_range[0] <= m.median <= fact.units_range[1]:
         lo, hi = fact.units_range
-        flags.append(f"{BEYOND_UNITS} ({lo:g} .. {hi:g}): a new sample of this fact's population; "
-                     "tools/population_fact.py")
+        if status in (FAIL, THROTTLED):
+            flags.append(f"{OFF_POPULATION}: {m.median:.4g} against units {lo:g} .. {hi:g} (named in the source); "
+                         "a finding about this unit: the band changes only with the method or a planned recording")
+        else:
+            flags.append(f"{BEYOND_UNITS} ({lo:g} .. {hi:g}): inside the band, past every unit recorded; "
+                         "tools/unit_values.py lists such readings")
     # a memory-system latency is fixed in ns: its cycles follow the SM clock, so the ns are said beside them
     ns = (f"; {m.median / m.sm_clock_mhz * 1e3:.1f} ns" if fact.scope == "gpu" and fact.unit == "cycles"
           and m.sm_clock_mhz else "")
@@ -155,7 +189,9 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "") -> Verdict:
                    measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
                    f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz{ns})",
                    unit=fact.unit, method=fact.method, source=fact.source, flags=flags, reproduce=reproduce,
-                   measurement=m.as_dict(), tolerance=fact.tolerance, scope=fact.scope)
+                   measurement=m.as_dict(), tolerance=fact.tolerance, scope=fact.scope,
+                   same_unit_tolerance_rel=fact.same_unit_tolerance_rel,
+                   units_range=list(fact.units_range) if fact.units_range else None)
 
 
 def evaluate_static(fact: Fact, value: float, compiler: str, *, reproduce: str = "") -> Verdict:

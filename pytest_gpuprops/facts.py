@@ -78,6 +78,10 @@ class Fact:
     #: a fact that differs by unit: the lowest and highest value the units measured so far read
     #: (value and tolerance come from it, tools/population_fact.py); a unit beyond it is a new sample
     units_range: tuple[float, float] | None = None
+    #: the band within which the same unit repeats the fact from one process to the next, as a
+    #: fraction of the unit's own earlier reading (its baseline): measured per fact on several units
+    #: (tools/same_unit_bands.py), much tighter than the SKU's band, which must hold every unit
+    same_unit_tolerance_rel: float | None = None
 
     @property
     def tolerance(self) -> float:
@@ -118,7 +122,7 @@ class Facts(dict):
 
 #: What a fact table may hold; anything else (a misspelt ``tolerence_abs``) is refused, not ignored.
 _KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind", "scope",
-                      "units_range"),
+                      "units_range", "same_unit_tolerance_rel"),
          "static": ("kind", "by_compiler", "unit", "method", "source")}
 SCHEMA_HINT = "see the facts TOML schema in docs/reference.md"
 
@@ -151,6 +155,11 @@ def _fact_problems(name: str, t: dict) -> list[str]:
         for k in ("tolerance_abs", "tolerance_rel"):
             if k in t and (not _number(t[k]) or not math.isfinite(t[k]) or t[k] < 0):
                 problems.append(f"{k} = {t[k]!r}: expected a finite number >= 0")
+        if "same_unit_tolerance_rel" in t:
+            r = t["same_unit_tolerance_rel"]
+            if not _number(r) or not math.isfinite(r) or not 0 < r < 1:
+                problems.append(f"same_unit_tolerance_rel = {r!r}: expected a fraction between 0 and 1 (0.01 = 1 %), "
+                                "the band one unit repeats the fact within (tools/same_unit_bands.py)")
         if "units_range" in t and not problems:
             problems += _units_range_problems(t)
     else:
@@ -227,7 +236,9 @@ def _parse_fact(path: Path, arch: str, name: str, t: dict, file_gpu: str | None,
                     tolerance_rel=float(t.get("tolerance_rel", 0.0)), kind=kind,
                     by_compiler=dict(t.get("by_compiler", {})), scope=scope,
                     gpu=gpu if gpu is not None else (file_gpu if scope == "gpu" else None),
-                    units_range=tuple(float(v) for v in t["units_range"]) if "units_range" in t else None)
+                    units_range=tuple(float(v) for v in t["units_range"]) if "units_range" in t else None,
+                    same_unit_tolerance_rel=(float(t["same_unit_tolerance_rel"]) if "same_unit_tolerance_rel" in t
+                                             else None))
     except (TypeError, ValueError) as exc:
         raise FactsError(f"{path}: fact [{name}] has a non-numeric value or tolerance: {exc}") from exc
 
@@ -438,6 +449,8 @@ def dumps(arch: str, facts: list[Fact], meta: dict | None = None) -> str:
             lines.append(f"by_compiler = {_toml_value(f.by_compiler)}")
         if f.units_range:
             lines.append(f"units_range = [{', '.join(_toml_value(v) for v in f.units_range)}]")
+        if f.same_unit_tolerance_rel:
+            lines.append(f"same_unit_tolerance_rel = {_toml_value(f.same_unit_tolerance_rel)}")
         for k in ("unit", "method", "source"):
             lines.append(f"{k} = {_toml_value(getattr(f, k))}")
     return "\n".join(lines) + "\n"

@@ -83,6 +83,34 @@ class CannotConfirm(TypeError):
     """A GPU fact checked without a way to measure it again: its failure could not be confirmed."""
 
 
+def confirm(first: assertions.Verdict, measure_again) -> assertions.Verdict:
+    """:func:`assertions.confirm`, where confirming a failure never ends in a skip: a measurement of a
+    failing fact that was skipped while being measured again (``pytest.skip`` in ``measure_again``,
+    as the ``ncu`` fixture does when Nsight Compute errors) or whose ncu errored leaves the failure
+    standing, unconfirmed, with the reason in its flags. A real failure does not hide behind a skip;
+    a skip before the first measurement (no GPU, no ncu at all) is not touched."""
+    try:
+        return assertions.confirm(first, measure_again)
+    except (pytest.skip.Exception, measure.NcuUnavailable) as exc:
+        unconfirmed = dataclasses.replace(first)
+        unconfirmed.flags = [*first.flags, not_confirmed(exc)]
+        return unconfirmed
+
+
+def not_confirmed(exc: BaseException) -> str:
+    """The flag of a failure whose confirmation stopped with ``exc`` (a skip, or an ncu error): what
+    stopped it and what to do."""
+    ncu = next((e for e in (exc, exc.__context__) if isinstance(e, measure.NcuUnavailable)), None)
+    if ncu is not None:
+        return (f"not confirmed: measuring it again failed because Nsight Compute (ncu) errored: {ncu}; the first "
+                "measurement failed, so this is reported as a failure, not skipped: check ncu (GPUPROPS_NCU, "
+                "ncu --version, permission to read the GPU's counters: ERR_NVGPUCTRPERM) and run the reproduce "
+                "command again")
+    reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
+    return (f"not confirmed: measuring it again was skipped ({reason}); the first measurement failed, so this is "
+            "reported as a failure, not skipped: fix what made it skip and run the reproduce command again")
+
+
 class FactChecker:
     """The per-test handle: measure, then check against this arch's fact, recording the verdict."""
 
@@ -171,8 +199,9 @@ class FactChecker:
 
         A measurement outside its tolerance is measured again (``remeasure``, default: the
         measurement's own fresh-launch repeat) before the verdict: FAIL only if it fails every time,
-        UNSTABLE if it does not. Pass pytest-benchmark's ``benchmark`` fixture to store the per-launch
-        values (in cycles) for --benchmark-save / --benchmark-compare.
+        UNSTABLE if it does not; still FAIL, unconfirmed, if measuring it again skipped or its ncu
+        errored (:func:`confirm`). Pass pytest-benchmark's ``benchmark`` fixture to store the
+        per-launch values (in cycles) for --benchmark-save / --benchmark-compare.
         """
         m = planted_shift(m, name, self._index)
         if benchmark is not None:
@@ -185,9 +214,11 @@ class FactChecker:
             raise CannotConfirm(f"fact {name}: its measurement cannot be repeated (a Measurement.given without "
                                 "remeasure=), so a failure could not be confirmed; pass remeasure=<a function that "
                                 "measures it again with fresh launches>")
-        first = assertions.evaluate(fact, m, reproduce=self.reproduce())
-        return self._finish(assertions.confirm(
-            first, (lambda: assertions.evaluate(fact, again(), reproduce=self.reproduce())) if again else None))
+        top = self.gpu.max_sm_clock_mhz
+        first = assertions.evaluate(fact, m, reproduce=self.reproduce(), max_sm_clock_mhz=top)
+        return self._finish(confirm(
+            first, (lambda: assertions.evaluate(fact, again(), reproduce=self.reproduce(), max_sm_clock_mhz=top))
+            if again else None))
 
     def _record(self, name, m, method, unit, old):
         tol_abs, tol_rel = gp_facts.default_tolerance(unit, m.median, m.noise)
@@ -213,7 +244,7 @@ class FactChecker:
         if remeasure is None:
             raise CannotConfirm(f"model {name}: pass remeasure=<a function that measures the cases again>, so a "
                                 "failure can be confirmed")
-        return self._finish(assertions.confirm(evaluate(cases), lambda: evaluate(remeasure())))
+        return self._finish(confirm(evaluate(cases), lambda: evaluate(remeasure())))
 
     def check_condition(self, name: str, judge, *, method: str, source: str):
         """Assert a property of a whole measurement (a sweep's knees, a curve's shape): ``judge() ->
@@ -223,7 +254,7 @@ class FactChecker:
             holds, text = judge()
             return assertions.evaluate_condition(name, self.gpu.arch, holds, text, method=method, source=source,
                                                  reproduce=self.reproduce())
-        return self._finish(assertions.confirm(evaluate(), evaluate))
+        return self._finish(confirm(evaluate(), evaluate))
 
     def plot_point(self, plot: str, **point) -> None:
         _pending(self._request.node)["plot_points"].setdefault(plot, []).append(point)

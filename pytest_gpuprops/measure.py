@@ -93,11 +93,15 @@ class GpuInfo:
     max_sm_clock_mhz: int | None
     uuid: str = ""
     host: str = ""
+    vbios_version: str = ""  # NVML's; a unit's baseline says when it changed
 
     def identity(self) -> dict:
-        """What a verdict carries to say which GPU it was measured on."""
+        """What a verdict carries to say which GPU it was measured on, and with which driver, VBIOS
+        and clock ceiling (a unit's baseline says what changed between its runs)."""
         return {"index": self.index, "name": self.name, "uuid": self.uuid, "pci_bus_id": self.pci_bus_id,
-                "host": self.host}
+                "host": self.host, "driver_version": self.driver_version,
+                "cuda_driver_version": self.cuda_driver_version, "cuda_runtime_version": self.cuda_runtime_version,
+                "vbios_version": self.vbios_version, "max_sm_clock_mhz": self.max_sm_clock_mhz}
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -131,7 +135,7 @@ def gpu_info(index: int = 0) -> GpuInfo:  # pragma: no mutate block  (GPU only)
         pci = cupy.cuda.Device(index).pci_bus_id
     nvml, handle = _nvml_handle(pci)
     driver = _ver(cupy.cuda.runtime.driverGetVersion())
-    nvml_driver, max_clock, nvml_uuid = None, None, ""
+    nvml_driver, max_clock, nvml_uuid, vbios = None, None, "", ""
     if handle is not None:
         try:
             nvml_driver = nvml.nvmlSystemGetDriverVersion()
@@ -141,12 +145,14 @@ def gpu_info(index: int = 0) -> GpuInfo:  # pragma: no mutate block  (GPU only)
             # first zero byte (GPU-7a297dd4-e640-6039-38ad-1782008ffbe6 came back 12 bytes long)
             raw = nvml.nvmlDeviceGetUUID(handle)
             nvml_uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
+            raw = nvml.nvmlDeviceGetVbiosVersion(handle)
+            vbios = raw.decode() if isinstance(raw, bytes) else str(raw)
         except Exception:
             pass
     import socket
     return GpuInfo(index, name, arch, int(props["multiProcessorCount"]), nvml_driver or driver, driver,
                    _ver(cupy.cuda.runtime.runtimeGetVersion()), pci, max_clock, nvml_uuid or _uuid(props.get("uuid")),
-                   socket.gethostname())
+                   socket.gethostname(), vbios)
 
 
 def _uuid(raw) -> str:

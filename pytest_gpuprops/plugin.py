@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from . import facts as gp_facts
-from . import measure, report, results
+from . import baselines, measure, report, results
 from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     _PART,
     FactChecker,
@@ -56,9 +56,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--gpuprops-gpus", dest="gpuprops_gpus", default=None, metavar="all|LIST",
                 help="measure several GPUs: 'all' or indices like 0,1. With -n N (pytest-xdist) worker K measures "
                      "the K-th GPU in parallel; without it the GPU tests run once per GPU, one GPU after another")
+    g.addoption("--gpuprops-baseline", dest="gpuprops_baseline", default="last", metavar="last|none|FILE",
+                help="what each GPU unit is compared with: 'last' (default) its last accepted run in the baseline "
+                     "store; a FILE (a --gpuprops-report JSON or a stored run); 'none' neither compares nor stores. "
+                     "A fact that moved by more than its same-unit band is MOVED and fails the run")
     g.addoption("--gpuprops-compare", dest="gpuprops_compare", default=None, metavar="REPORT",
-                help="a report JSON from an earlier run (--gpuprops-report): fail naming each GPU (by UUID) and "
-                     "fact that moved by more than the fact's tolerance")
+                help="the same as --gpuprops-baseline REPORT")
+    g.addoption("--gpuprops-baselines", dest="gpuprops_baselines", default=None, metavar="DIR",
+                help="the baseline store: one folder per GPU UUID, a JSON file per run (default "
+                     "$GPUPROPS_BASELINE_DIR or ~/.local/share/gpuprops/baselines); share one folder across a fleet")
+    g.addoption("--gpuprops-baseline-accept", dest="gpuprops_baseline_accept", action="store_true",
+                help="make this run each measured unit's baseline even where something was red (after a planned "
+                     "change, once it is understood)")
     g.addoption("--gpuprops-facts", dest="gpuprops_facts", default=None, metavar="PATH",
                 help="facts file (or folder of sm_XX.toml) to check against instead of the packaged ones")
     g.addoption("--gpuprops-record", dest="gpuprops_record", default=None, metavar="PATH",
@@ -134,11 +143,7 @@ def _check_options(config: pytest.Config) -> None:
         if Path(opt.gpuprops_plots).is_file():
             raise pytest.UsageError(f"--gpuprops-plots {opt.gpuprops_plots} is a file; give a folder for the PNGs")
         _writable_dir("--gpuprops-plots", opt.gpuprops_plots)
-    if opt.gpuprops_compare:
-        try:
-            results.load(opt.gpuprops_compare)
-        except results.ResultsError as exc:
-            raise pytest.UsageError(f"--gpuprops-compare: {exc}") from None
+    _check_baseline_options(opt)
     parse_plant_shift(os.environ.get("GPUPROPS_PLANT_SHIFT"))
     _check_asked_gpus(opt)
     if opt.gpuprops_record:
@@ -147,6 +152,34 @@ def _check_options(config: pytest.Config) -> None:
         if reason:
             raise pytest.UsageError(f"--gpuprops-record measures facts on a GPU, and none can be used here: {reason}. "
                                     "Nothing would be recorded; run it on the GPU whose facts you want")
+
+
+def _check_baseline_options(opt) -> None:
+    """--gpuprops-baseline / --gpuprops-compare name a readable report, and the store a folder we can
+    write; the two options cannot both name a file."""
+    chosen = opt.gpuprops_baseline
+    if not chosen or not chosen.strip():
+        raise pytest.UsageError("--gpuprops-baseline '': expected 'last' (the unit's last accepted run), 'none' or "
+                                "a report file")
+    if opt.gpuprops_compare is not None and not opt.gpuprops_compare.strip():
+        raise pytest.UsageError("--gpuprops-compare '': expected a report file written by --gpuprops-report")
+    if opt.gpuprops_compare and chosen not in (baselines.LAST, opt.gpuprops_compare):
+        raise pytest.UsageError(f"--gpuprops-compare {opt.gpuprops_compare} and --gpuprops-baseline {chosen} "
+                                "name two baselines; give one")
+    option, path = (("--gpuprops-compare", opt.gpuprops_compare) if opt.gpuprops_compare else
+                    ("--gpuprops-baseline", chosen if chosen not in (baselines.LAST, baselines.NONE) else None))
+    if path:
+        try:
+            baselines.from_report(path)
+        except baselines.BaselineError as exc:
+            raise pytest.UsageError(f"{option}: {exc}") from None
+    if opt.gpuprops_baselines is not None and not opt.gpuprops_baselines.strip():
+        raise pytest.UsageError("--gpuprops-baselines '': expected a folder for the baseline store")
+    if chosen != baselines.NONE:
+        try:
+            baselines.Store(opt.gpuprops_baselines or baselines.default_dir()).check()
+        except baselines.BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def _check_asked_gpus(opt) -> None:
@@ -470,14 +503,40 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         if not state.run["complete"] and exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # selected tests did not run: not a green run
     state.fleet, state.fleet_note = results.outliers(verdicts)
-    if state.compare_path:
-        try:
-            baseline, _ = results.load(state.compare_path)
-        except results.ResultsError as exc:
-            raise pytest.UsageError(f"--gpuprops-compare: {exc}") from exc
-        state.fleet += results.compare(baseline.verdicts, verdicts)
-    if state.fleet and session.exitstatus == pytest.ExitCode.OK:
+    state.fleet += compare_with_baselines(state, verdicts)
+    if results.red(state.fleet) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.run is not None and not state.record_path and state.baseline_choice != baselines.NONE:
+        meta = {**state.meta(), "run": state.run}
+        try:
+            state.stored = state.store.save(verdicts + state.fleet, meta, accept=state.baseline_accept)
+        except OSError as exc:
+            state.baseline_notes.append(f"could not store this run in {state.store.root}: {exc}")
+
+
+def compare_with_baselines(state: GpuPropsState, verdicts: list) -> list:
+    """MOVED verdicts against each unit's baseline: the file given, or each unit's last accepted run
+    in the store; what each unit was compared with is kept for the summary and the report."""
+    choice = state.baseline_choice
+    if choice == baselines.NONE:
+        return []
+    if choice != baselines.LAST:
+        try:
+            old = baselines.from_report(choice)
+        except baselines.BaselineError as exc:
+            raise pytest.UsageError(f"{state.baseline_option}: {exc}") from exc
+        state.baseline_notes.append(f"compared with {choice}")
+        return results.compare(old, verdicts)
+    moved = []
+    meta = state.meta()
+    for uuid, mine in sorted(baselines.by_unit(verdicts).items()):
+        base = state.store.baseline(uuid)
+        state.baseline_of[uuid] = base
+        got = results.compare(base.verdicts, mine)
+        moved += got
+        state.baseline_notes.append(f"{uuid[:12]}: {base.describe(baselines.unit_meta_of(mine, uuid, meta))}"
+                                    + (f"; {len(got)} MOVED" if base.runs else ""))
+    return moved
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -498,12 +557,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         tr.write_line(report.summary_line([], state.run), red=True)
     if state.fleet_note and any(v.gpu for v in verdicts):
         tr.write_line(f"gpuprops {state.fleet_note}")
+    for note in state.baseline_notes:
+        tr.write_line(f"gpuprops baseline: {note}")
+    for uuid, path, accepted, why in state.stored:
+        tr.write_line(f"gpuprops baseline: {uuid[:12]}: this run stored as {path}; {why}",
+                      **({} if accepted else {"yellow": True}))
     if state.fleet:
-        tr.write_sep("=", "gpuprops fleet: outliers and moved facts", red=True)
+        red = bool(results.red(state.fleet))
+        tr.write_sep("=", "gpuprops fleet: outliers, moved facts, units that differ", **({"red": True} if red else {}))
         tr.write_line(report.table(state.fleet))
     meta = state.meta()
     if state.run is not None:
         meta["run"] = state.run
+    meta["baselines"] = {"store": str(state.store.root), "choice": state.baseline_choice,
+                         "notes": state.baseline_notes,
+                         "compared_with": {u: [str(r.path) for r in b.runs] for u, b in state.baseline_of.items()},
+                         "stored": [{"uuid": u, "path": str(p), "accepted": a, "why": w} for u, p, a, w in state.stored]}
     if state.report_path:
         for p in report.write_reports(state.report_path, state.results, state.fleet, meta):
             tr.write_line(f"gpuprops report: {p}")

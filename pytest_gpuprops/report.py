@@ -17,7 +17,7 @@ from .assertions import Verdict
 
 HEADERS = ["fact", "arch", "expected", "measured", "verdict"]
 #: the order statuses are counted in: what needs attention first
-STATUS_ORDER = ["FAIL", "THROTTLED", "UNSTABLE", "NOISY", "ERROR", "SCHEDULE CHANGED", "OUTLIER", "MOVED", "PASS", "RECORDED",
+STATUS_ORDER = ["FAIL", "THROTTLED", "UNSTABLE", "NOISY", "ERROR", "SCHEDULE CHANGED", "OUTLIER", "MOVED", "PASS", "UNITS DIFFER", "RECORDED",
                 "SKIPPED"]
 
 
@@ -55,7 +55,7 @@ def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     beyond = list(dict.fromkeys(v.fact for v in verdicts if any(f.startswith(BEYOND_UNITS) for f in v.flags)))
     if beyond:  # a new extreme of a population fact: seen the first time, not when a later unit fails
         line += (f"; {len(beyond)} {BEYOND_UNITS} ({', '.join(beyond[:3])}{', ...' if len(beyond) > 3 else ''}: "
-                 "tools/population_fact.py)")
+                 "inside the band; tools/unit_values.py lists them)")
     return line
 
 

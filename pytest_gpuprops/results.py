@@ -4,9 +4,12 @@ One :class:`SessionResults` holds the verdicts, the facts recorded in record mod
 points. Its JSON form is the same everywhere: pytest-xdist workers send each test's part to the
 controller with the test's report, ``--gpuprops-report`` writes it, ``--gpuprops-compare`` reads an
 old one as a baseline and ``gpuprops merge`` reads one per node. The fleet rules work on it too:
-a GPU whose measurement of a fact is off the median of its peers by more than the fact's
-tolerance is an OUTLIER (DCGM's idea at the level of cycles), and a fact that moved by more than
-its tolerance since a baseline run on the same GPU (same UUID) is MOVED.
+units differ (floorsweeping, L2 slices, memory stacks), so a GPU off the median of its peers by
+more than the fact's tolerance is an OUTLIER (red) only when it is also more than
+:data:`FLEET_SHIFT` off them; a smaller difference between units that each hold the SKU's band is
+the population's own spread, reported as UNITS DIFFER. The tight check of a unit is its own
+baseline: a fact that moved by more than its same-unit band since a baseline run on the same GPU
+(same UUID) is MOVED.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from .facts import Fact
 
 OUTLIER, MOVED = "OUTLIER", "MOVED"
 FLEET_STATUSES = (OUTLIER, MOVED)
+#: a difference between units that the SKU's band holds: reported, not red
+UNITS_DIFFER = "UNITS DIFFER"
+#: a GPU this far off its peers' median is an OUTLIER whatever the bands say
+FLEET_SHIFT = 0.05
 SCHEMA = "gpuprops-results/1"
 
 
@@ -193,35 +200,66 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
         for key, v in per.items():
             peers = [p.measured for k, p in per.items() if k != key]
             median = everyone if len(per) >= 3 else peers[0]  # two GPUs: each against the other
-            if abs(v.measured - median) > v.tolerance:
-                o = dataclasses.replace(v, status=OUTLIER, kind="fleet", attempts=[],
-                                        expected=f"peer median {median:.3f} ± {v.tolerance:.3g} {v.unit}",
-                                        measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)}; peers: "
-                                        + ", ".join(f"{x:.3f}" for x in peers))
-                o.flags = [f"{len(per)} GPUs compared"] + (["with two GPUs, both are flagged: a third tells "
-                                                            "which one is off"] if len(per) == 2 else [])
-                out.append(o)
-    note = f"outlier check: {len(gpus)} GPUs, {len(by_case)} facts compared, {len(out)} outlier(s)"
+            if abs(v.measured - median) <= v.tolerance:
+                continue
+            # relative to the smaller of the two, so two GPUs are judged alike whichever is the peer
+            small = min(abs(v.measured), abs(median))
+            off = abs(v.measured - median) / small if small else float("inf")
+            red_one = off > FLEET_SHIFT or v.status != assertions.PASS
+            o = dataclasses.replace(v, status=OUTLIER if red_one else UNITS_DIFFER, kind="fleet", attempts=[],
+                                    expected=f"peer median {median:.3f} ± {v.tolerance:.3g} {v.unit}",
+                                    measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} ({off:.1%} off); "
+                                    "peers: " + ", ".join(f"{x:.3f}" for x in peers))
+            o.flags = [f"{len(per)} GPUs compared"]
+            if red_one:
+                o.flags += ([f"more than {FLEET_SHIFT:.0%} off its peers"] if off > FLEET_SHIFT else []) + (
+                    ["with two GPUs, both are flagged: a third tells which one is off"] if len(per) == 2 else [])
+            else:
+                o.flags.append(f"inside the SKU's band, under {FLEET_SHIFT:.0%} apart: the units' own spread")
+            out.append(o)
+    reds = sum(o.status == OUTLIER for o in out)
+    note = f"outlier check: {len(gpus)} GPUs, {len(by_case)} facts compared, {reds} outlier(s)"
+    if len(out) > reds:
+        note += f", {len(out) - reds} fact(s) where units differ inside the SKU's band (not red)"
     if len(groups) > 1:
         note += "; compared within " + ", ".join(f"{g}: {len(m)} GPU(s)" + ("" if len(m) > 1 else ", nothing to compare")
                                                  for g, m in sorted(groups.items()))
     return out, note
 
 
+def same_unit_band(v: Verdict, base: float) -> float:
+    """How far a unit's reading may move from its own baseline reading ``base``: the fact's same-unit
+    band where it has one (a fraction of ``base``), else the fact's tolerance."""
+    if v.same_unit_tolerance_rel:
+        return v.same_unit_tolerance_rel * abs(base)
+    return float(v.tolerance)
+
+
+def _baseline_reading(v: Verdict) -> bool:
+    """A verdict whose reading can serve as a unit's baseline, or be compared with one: a settled
+    measurement that held or failed its band (not NOISY, THROTTLED or UNSTABLE)."""
+    return _comparable(v) and v.status in (assertions.PASS, assertions.FAIL)
+
+
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
     """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
-    fact's tolerance since the baseline run."""
-    old = {(gpu_key(v), *case_key(v)): v for v in baseline if _comparable(v)}
+    fact's same-unit band (:func:`same_unit_band`) since the baseline run."""
+    old = {(gpu_key(v), *case_key(v)): v for v in baseline if _baseline_reading(v)}
     moved = []
     for v in current:
-        if not _comparable(v):
+        if not _baseline_reading(v):
             continue
         o = old.get((gpu_key(v), *case_key(v)))
-        if o is not None and abs(v.measured - o.measured) > v.tolerance:
+        if o is None:
+            continue
+        band = same_unit_band(v, o.measured)
+        if abs(v.measured - o.measured) > band:
+            how = (f"same-unit band {v.same_unit_tolerance_rel:.2%}" if v.same_unit_tolerance_rel
+                   else "the fact's tolerance: no same-unit band recorded")
             m = dataclasses.replace(v, status=MOVED, kind="baseline", attempts=[],
-                                    expected=f"baseline {o.measured:.3f} ± {v.tolerance:.3g} {v.unit}",
+                                    expected=f"baseline {o.measured:.3f} ± {band:.3g} {v.unit} ({how})",
                                     measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} "
-                                    f"(moved {v.measured - o.measured:+.3f})")
+                                    f"(moved {v.measured - o.measured:+.3f}, {(v.measured - o.measured) / o.measured:+.2%})")
             m.flags = []
             moved.append(m)
     return moved

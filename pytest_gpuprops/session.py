@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import assertions, measure, results
+from . import assertions, baselines, measure, results
 
 
 class GpuSlot:
@@ -36,6 +36,14 @@ class GpuPropsState:
         self.force = opt.gpuprops_force
         self.report_path = opt.gpuprops_report
         self.compare_path = getattr(opt, "gpuprops_compare", None)
+        #: what each unit is compared with: baselines.LAST (the store), baselines.NONE, or a file
+        self.baseline_choice: str = self.compare_path or getattr(opt, "gpuprops_baseline", None) or baselines.LAST
+        self.baseline_option = "--gpuprops-compare" if self.compare_path else "--gpuprops-baseline"
+        self.baseline_accept: bool = bool(getattr(opt, "gpuprops_baseline_accept", False))
+        self.store = baselines.Store(getattr(opt, "gpuprops_baselines", None) or baselines.default_dir())
+        self.baseline_of: dict[str, baselines.Baseline] = {}
+        self.baseline_notes: list[str] = []
+        self.stored: list[tuple] = []
         self.plots_dir = opt.gpuprops_plots
         root = Path(str(config.rootpath))
         self.kernels_dir = Path(opt.gpuprops_kernels) if opt.gpuprops_kernels else root / "kernels"

@@ -57,6 +57,13 @@ def pytest_sessionfinish(session):
             shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _baseline_store_of_the_test(tmp_path_factory, monkeypatch):
+    """Runs of fake GPUs (pytester sessions) keep their unit baselines in a folder of the test
+    session, never in the user's store (~/.local/share/gpuprops/baselines)."""
+    monkeypatch.setenv("GPUPROPS_BASELINE_DIR", str(tmp_path_factory.mktemp("baselines")))
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("cubins")

@@ -128,6 +128,121 @@ def test_a_planted_shift_reaches_every_re_measurement_of_a_percentile(monkeypatc
     assert calls == [0, 1, 2]
 
 
+# -- a failure is never hidden behind a skip while it is being confirmed -----------------------------
+
+NCU_ERROR = ("ncu could not profile the kernels: ==ERR== ERR_NVGPUCTRPERM - The user does not have permission to "
+             "access NVIDIA GPU Performance Counters on the target device 0.")
+PIPE = gp_facts.Fact(name="hmma_16816_f32_tensor_pipe_cycles", arch="sm_99", unit="cycles", method="ncu",
+                     source="H100", value=6.0, tolerance_abs=0.02)
+
+
+def _ncu_errors_as_its_fixture_says():
+    """What the ncu fixture does when Nsight Compute errors: pytest.skip with ncu's error."""
+    try:
+        raise measure.NcuUnavailable(NCU_ERROR)
+    except measure.NcuUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _red(call, red=assertions.FactMismatch) -> str:
+    """The message of the failure ``call()`` raises; a skip (which pytest.raises would let through,
+    leaving this test skipped, not red) fails the test."""
+    try:
+        with pytest.raises(red) as exc:
+            call()
+    except pytest.skip.Exception as skipped:
+        pytest.fail(f"a failing fact was skipped while it was being confirmed: {skipped}")
+    return str(exc.value)
+
+
+def test_a_failing_fact_whose_confirmation_by_ncu_errors_fails_saying_so_not_skipped():
+    checker = _checker(PIPE)
+    text = _red(lambda: checker.check("hmma_16816_f32_tensor_pipe_cycles",
+                                      measure.Measurement.given("cycles per HMMA", [7.0]),
+                                      remeasure=_ncu_errors_as_its_fixture_says))
+    assert text.startswith("fact hmma_16816_f32_tensor_pipe_cycles on sm_99 does not hold:")
+    assert "  expected: 6 ± 0.02 cycles\n" in text and "  measured: 7.000 cycles" in text
+    assert ("  flags:    not confirmed: measuring it again failed because Nsight Compute (ncu) errored: "
+            + NCU_ERROR + "; the first measurement failed, so this is reported as a failure, not skipped: check ncu "
+            "(GPUPROPS_NCU, ncu --version, permission to read the GPU's counters: ERR_NVGPUCTRPERM) and run the "
+            "reproduce command again") in text
+    (v,) = checker.verdicts
+    assert v.status == assertions.FAIL and v.measured == 7.0 and v.attempts == []
+    # an ncu error raised as such (not through the fixture's skip) is the same failure
+    assert "Nsight Compute (ncu) errored: ncu could not profile" in _red(lambda: _checker(PIPE).check(
+        "hmma_16816_f32_tensor_pipe_cycles", measure.Measurement.given("c", [7.0]),
+        remeasure=lambda: (_ for _ in ()).throw(measure.NcuUnavailable(NCU_ERROR))))
+
+
+def test_a_skip_while_confirming_a_model_or_a_property_leaves_the_failure_standing():
+    text = _red(lambda: _checker().check_model("issue_model", [("ilp1", 24.0, 30.0)], tolerance_rel=0.02,
+                                               unit="cycles", method="m", source="s",
+                                               remeasure=lambda: pytest.skip("the GPU went away")))
+    assert ("not confirmed: measuring it again was skipped (the GPU went away); the first measurement failed, so "
+            "this is reported as a failure, not skipped") in text
+    judged = []
+
+    def judge():
+        judged.append(1)
+        if len(judged) > 1:
+            pytest.skip("no sweep this time")
+        return False, "L1 knee at None B"
+    assert "was skipped (no sweep this time)" in _red(
+        lambda: _checker().check_condition("chase_capacity_knees", judge, method="sweep", source="sizes"))
+
+
+def test_a_passing_fact_never_asks_ncu_again_and_a_skip_before_the_first_measurement_stays_a_skip():
+    asked = []
+    v = _checker(PIPE).check("hmma_16816_f32_tensor_pipe_cycles", measure.Measurement.given("c", [6.01]),
+                             remeasure=lambda: asked.append(1))
+    assert v.status == assertions.PASS and asked == []
+    with pytest.raises(pytest.skip.Exception, match="ERR_NVGPUCTRPERM"):
+        _checker(PIPE).check("hmma_16816_f32_tensor_pipe_cycles", _ncu_errors_as_its_fixture_says(),
+                             remeasure=_ncu_errors_as_its_fixture_says)
+
+
+def _run_tensor_pipe_test(pytester, monkeypatch, profiles):
+    """hwtests/test_tensorcore.py's tensor-pipe test on a fake sm_90 GPU, ncu's profiles handed out in
+    turn (a dict list per profile, or an exception to raise)."""
+    from pytest_gpuprops import session
+    hwtests = KERNELS.parent / "hwtests"
+    pytester.makeconftest(fake_gpu_conftest("sm_90") + f"\nimport sys\nsys.path.insert(0, {str(hwtests)!r})\n")
+    pytester.makepyfile(test_tensor_pipe=(hwtests / "test_tensorcore.py").read_text())
+    handed = iter(profiles)
+
+    def ncu_profile(self, specs, metrics, index=None):
+        got = next(handed)
+        if isinstance(got, Exception):
+            raise got
+        return [dict(zip(metrics, row)) for row in got][:len(specs)]
+    monkeypatch.setattr(session.GpuPropsState, "ncu_profile", ncu_profile)
+    return pytester.runpytest_inprocess("-p", "no:randomly", "-rs", "-k", "tensor_pipe_cycles",
+                                        "--gpuprops-report", "r.json")
+
+
+def test_the_tensor_pipe_fact_fails_red_when_ncu_errors_while_its_failure_is_confirmed(pytester, monkeypatch):
+    monkeypatch.setenv("GPUPROPS_NCU", "/opt/nvidia/nsight-compute/2026.1/ncu")
+    n = 128000
+    failing = [(7.0 * n, n, 29.0)] * 3  # 7 cycles per HMMA against 6 +- 0.02
+    r = _run_tensor_pipe_test(pytester, monkeypatch, [failing, measure.NcuUnavailable(NCU_ERROR)])
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*FactMismatch: fact hmma_16816_f32_tensor_pipe_cycles on sm_90 does not hold:",
+                            "*expected: 6 ± 0.02 cycles",
+                            "*flags:    not confirmed: measuring it again failed because Nsight Compute (ncu) "
+                            "errored: ncu could not profile the kernels: ==ERR== ERR_NVGPUCTRPERM*"])
+    (v,) = json.loads((pytester.path / "r.json").read_text())["facts"]
+    assert v["status"] == "FAIL" and v["verdict"].startswith("FAIL (not confirmed: measuring it again failed")
+
+
+def test_the_tensor_pipe_fact_skips_with_the_reason_where_there_is_no_ncu(pytester, monkeypatch):
+    monkeypatch.delenv("GPUPROPS_NCU", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr("glob.glob", lambda p: [])
+    r = _run_tensor_pipe_test(pytester, monkeypatch, [])
+    r.assert_outcomes(skipped=1)
+    r.stdout.fnmatch_lines(["*SKIPPED*Nsight Compute (ncu) is not on PATH (set GPUPROPS_NCU to its path)*"])
+
+
 # -- how a run ended ---------------------------------------------------------------------------------
 
 def test_run_status_says_interrupted_and_counts_what_did_not_run():
@@ -159,9 +274,9 @@ def test_the_summary_line_names_the_facts_a_unit_read_beyond_their_population():
     flag = [f"{assertions.BEYOND_UNITS} (22.9 .. 23.1): a new sample"]
     beyond = [dataclasses.replace(v, fact=f"fact_{i}", flags=flag) for i in range(5)]
     assert report.summary_line([v, beyond[0], beyond[0]]) == (
-        "gpuprops: 3 PASS; 1 beyond the units measured so far (fact_0: tools/population_fact.py)")
+        "gpuprops: 3 PASS; 1 beyond the units measured so far (fact_0: inside the band; tools/unit_values.py lists them)")
     assert report.summary_line([v, *beyond]).endswith(
-        "; 5 beyond the units measured so far (fact_0, fact_1, fact_2, ...: tools/population_fact.py)")
+        "; 5 beyond the units measured so far (fact_0, fact_1, fact_2, ...: inside the band; tools/unit_values.py lists them)")
 
 
 FACTS = '''

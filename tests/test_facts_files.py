@@ -794,7 +794,7 @@ def test_every_problem_of_every_fact_is_listed_after_a_bad_name(tmp_path):
                     + FULL + '\n[b]\nvalue = 2\ntolerance_abs = 0\nunit = "c"\nmethod = 5\nsource = "s"\n')
     with pytest.raises(facts.FactsError) as exc:
         facts.load_file(path)
-    allowed = "value, tolerance_abs, tolerance_rel, unit, method, source, kind, scope, units_range"
+    allowed = "value, tolerance_abs, tolerance_rel, unit, method, source, kind, scope, units_range, same_unit_tolerance_rel"
     assert str(exc.value) == (f"{path}: \n  fact name 'BadName' must be lower_snake_case (a-z, 0-9, _)\n"
                               f"  fact [a] unknown key(s) colour, shade for a measured fact; allowed: {allowed}\n"
                               "  fact [b] method must be a non-empty string, not 5\n"

@@ -237,12 +237,14 @@ def test_gpu_info_as_dict():
     info = measure.GpuInfo(1, "G", "sm_90", 132, "580.1", "13.0", "13.1", "0000:01:00.0", 1980)
     assert info.as_dict() == {"index": 1, "name": "G", "arch": "sm_90", "sm_count": 132, "driver_version": "580.1",
                               "cuda_driver_version": "13.0", "cuda_runtime_version": "13.1",
-                              "pci_bus_id": "0000:01:00.0", "max_sm_clock_mhz": 1980, "uuid": "", "host": ""}
+                              "pci_bus_id": "0000:01:00.0", "max_sm_clock_mhz": 1980, "uuid": "", "host": "",
+                              "vbios_version": ""}
     node = measure.GpuInfo(2, "G", "sm_90", 132, "580.1", "13.0", "13.1", "0000:02:00.0", None, "GPU-abc", "node1")
     assert node.as_dict()["uuid"] == "GPU-abc" and node.as_dict()["host"] == "node1"
     # what a verdict carries to say which GPU measured it
     assert node.identity() == {"index": 2, "name": "G", "uuid": "GPU-abc", "pci_bus_id": "0000:02:00.0",
-                               "host": "node1"}
+                               "host": "node1", "driver_version": "580.1", "cuda_driver_version": "13.0",
+                               "cuda_runtime_version": "13.1", "vbios_version": "", "max_sm_clock_mhz": None}
 
 
 def _fake_cupy(monkeypatch, count, cc="90"):

@@ -93,7 +93,7 @@ def test_record_then_check_then_planted_wrong_value(pytester):
                               "*reproduce: pytest test_record_then_check_then_planted_wrong_value.py::test_lds*"])
 
 
-def test_a_unit_beyond_the_population_passes_flagged_as_a_new_sample(pytester):
+def test_a_unit_beyond_the_recorded_units_inside_the_band_passes_flagged(pytester):
     pytester.makeconftest(FAKE_GPU)
     pytester.makepyfile(FACT_TEST.replace("VALUE", "23.3"))
     (pytester.path / "sm_90.toml").write_text(
@@ -103,7 +103,7 @@ def test_a_unit_beyond_the_population_passes_flagged_as_a_new_sample(pytester):
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["*lds_latency_cycles*PASS (beyond the units measured so far (22.9 .. 23.1)*",
                             "gpuprops: 1 PASS; 1 beyond the units measured so far (lds_latency_cycles: "
-                            "tools/population_fact.py)"])
+                            "inside the band; tools/unit_values.py lists them)"])
     verdict = json.loads((pytester.path / "rep.json").read_text())["facts"][0]
     assert verdict["status"] == "PASS" and verdict["flags"][0].startswith("beyond the units measured so far")
 
@@ -561,7 +561,7 @@ FAKE_GPUS = fake_gpu_conftest(count=2)
 # the separators as pytest writes them 80 columns wide (the `columns80` fixture pins the width)
 FACTS_SEP = "=" * 32 + " gpuprops facts " + "=" * 32
 PER_GPU_SEP = "-" * 35 + " per GPU " + "-" * 36
-FLEET_SEP = "=" * 19 + " gpuprops fleet: outliers and moved facts " + "=" * 19
+FLEET_SEP = "=" * 11 + " gpuprops fleet: outliers, moved facts, units that differ " + "=" * 11
 
 
 @pytest.fixture
@@ -775,27 +775,30 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
     pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-report", "old.json").assert_outcomes(passed=2)
     # now GPU 1 reads 23.2: off GPU 0 (22.8) by 0.4 > 0.25, and moved by 0.4 since old.json
     pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0.4))
+    # both hold the band and are 1.8 % apart: the units' own spread, not red; GPU 1 moved: red
     after_the_facts_table = [
-        "gpuprops: 2 OUTLIER, 1 MOVED, 2 PASS",
+        "gpuprops: 1 MOVED, 2 PASS, 2 UNITS DIFFER",
         PER_GPU_SEP,
         "fact                test      node1:gpu0 Fake GPU (GPU-00000000)    node1:gpu1 Fake GPU (GPU-00000001)",
         "------------------  --------  ------------------------------------  ------------------------------------",
         "lds_latency_cycles  test_lds  22.800 PASS                           23.200 PASS",
-        "gpuprops outlier check: 2 GPUs, 1 facts compared, 2 outlier(s)",
+        "gpuprops outlier check: 2 GPUs, 1 facts compared, 0 outlier(s), 2 fact(s) where units differ inside the "
+        "SKU's band (not red)",
+        "gpuprops baseline: compared with old.json",
+        "gpuprops baseline: GPU-00000000: this run stored as *; accepted: finished with nothing red on this unit",
+        "gpuprops baseline: GPU-00000001: this run stored as *; not accepted: 1 red verdict(s) on this unit "
+        "(lds_latency_cycles MOVED); once understood, rerun with --gpuprops-baseline-accept to make it the baseline",
         FLEET_SEP,
-        "fact                arch    expected                          measured                                     "
-        "                       verdict",
-        "------------------  ------  --------------------------------  ---------------------------------------------"
-        "---------------------  -------------------------------------------------------------------------------------"
-        "------",
-        "lds_latency_cycles  sm_90   peer median 23.200 ± 0.25 cycles  22.800 cycles on node1:gpu0 Fake GPU "
-        "(GPU-00000000); peers: 23.200  OUTLIER (2 GPUs compared) (with two GPUs, both are flagged: a third tells "
-        "which one is off)",
-        "lds_latency_cycles  sm_90   peer median 22.800 ± 0.25 cycles  23.200 cycles on node1:gpu1 Fake GPU "
-        "(GPU-00000001); peers: 22.800  OUTLIER (2 GPUs compared) (with two GPUs, both are flagged: a third tells "
-        "which one is off)",
-        "lds_latency_cycles  sm_90   baseline 22.800 ± 0.25 cycles     23.200 cycles on node1:gpu1 Fake GPU "
-        "(GPU-00000001) (moved +0.400)  MOVED",
+        "fact * expected * measured * verdict",
+        "---*",
+        "lds_latency_cycles  sm_90   peer median 23.200 ± 0.25 cycles * 22.800 cycles on node1:gpu0 Fake GPU "
+        "(GPU-00000000) (1.8% off); peers: 23.200  UNITS DIFFER (2 GPUs compared) (inside the SKU's band, under 5% "
+        "apart: the units' own spread)",
+        "lds_latency_cycles  sm_90   peer median 22.800 ± 0.25 cycles * 23.200 cycles on node1:gpu1 Fake GPU "
+        "(GPU-00000001) (1.8% off); peers: 22.800  UNITS DIFFER (2 GPUs compared) (inside the SKU's band, under 5% "
+        "apart: the units' own spread)",
+        "lds_latency_cycles  sm_90   baseline 22.800 ± 0.25 cycles (the fact's tolerance: no same-unit band recorded)"
+        "  23.200 cycles on node1:gpu1 Fake GPU (GPU-00000001) (moved +0.400, +1.75%) * MOVED",
     ]
     r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-compare", "old.json")
     r.assert_outcomes(passed=2)
@@ -822,9 +825,12 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
     ], consecutive=True)
 
 
-def test_the_fleet_separator_is_red(pytester, columns80):
+def test_the_fleet_separator_is_red(pytester, columns80, monkeypatch):
+    monkeypatch.setattr("sys.dont_write_bytecode", True)  # the test file is rewritten between runs
     pytester.makeconftest(FAKE_GPUS)
-    pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0.4))
+    pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0))
+    assert pytester.runpytest_inprocess("--gpuprops-gpus", "all").ret == pytest.ExitCode.OK  # the units' baselines
+    pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0.4))  # GPU 1 moved since its own last run
     r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--color=yes")
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     assert "\x1b[31m" + FLEET_SEP + "\x1b[0m" in r.stdout.lines
@@ -860,7 +866,7 @@ def test_the_record_file_names_the_gpu_it_was_measured_on(pytester):
 def _state_with_two_gpus_off_each_other(pytester, *args):
     config = pytester.parseconfig(*args)
     state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
-    state.results.verdicts = [_on(0, 22.8), _on(1, 23.2)]  # outliers, were they judged
+    state.results.verdicts = [_on(0, 22.8), _on(1, 24.2)]  # outliers (6 % apart), were they judged
     return config, state
 
 
@@ -874,7 +880,7 @@ def test_an_xdist_worker_judges_no_fleet_and_reads_no_baseline(pytester):
     assert session.exitstatus == pytest.ExitCode.OK and state.fleet == [] and state.fleet_note == ""
     # the controller (no worker id) judges the same verdicts: two outliers, the run fails
     state.worker_id = None
-    state.compare_path = None
+    state.compare_path, state.baseline_choice = None, "last"
     plugin.pytest_sessionfinish(session, pytest.ExitCode.OK)
     assert [(v.status, v.gpu["index"]) for v in state.fleet] == [("OUTLIER", 0), ("OUTLIER", 1)]
     assert session.exitstatus == pytest.ExitCode.TESTS_FAILED

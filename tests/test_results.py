@@ -46,8 +46,20 @@ def test_moved_is_more_than_the_tolerance_not_equal_to_it():
     moved = results.compare(base[:1], [verdict(5.0, fact="new", nodeid="hwtests/t.py::test_new"), verdict(23.5)])
     (m,) = moved
     assert (m.status, m.kind, m.attempts, m.flags) == ("MOVED", "baseline", [], [])
-    assert m.expected == "baseline 23.000 ± 0.25 cycles"
-    assert m.measured_text == "23.500 cycles on n7:gpu1 NVIDIA H100 80GB HBM3 (GPU-1a9fac0f) (moved +0.500)"
+    assert m.expected == "baseline 23.000 ± 0.25 cycles (the fact's tolerance: no same-unit band recorded)"
+    assert m.measured_text == ("23.500 cycles on n7:gpu1 NVIDIA H100 80GB HBM3 (GPU-1a9fac0f) (moved +0.500, "
+                               "+2.17%)")
+
+
+def test_a_same_unit_band_is_a_fraction_of_the_units_own_baseline_reading():
+    tight = [dataclasses.replace(verdict(x), same_unit_tolerance_rel=0.005) for x in (23.0, 23.11, 23.13)]
+    assert results.compare(tight[:1], [tight[1]]) == []  # 0.11 <= 0.5 % of 23.0 (0.115)
+    (m,) = results.compare(tight[:1], [tight[2]])  # 0.13 > 0.115, though well inside the SKU's 0.25
+    assert m.expected == "baseline 23.000 ± 0.115 cycles (same-unit band 0.50%)"
+    # a reading that was not settled is no baseline, and is not compared with one
+    for status in ("NOISY", "THROTTLED", "UNSTABLE"):
+        assert results.compare([dataclasses.replace(tight[0], status=status)], [tight[2]]) == []
+        assert results.compare(tight[:1], [dataclasses.replace(tight[2], status=status)]) == []
 
 
 def test_a_missing_report(tmp_path):
@@ -96,44 +108,64 @@ NODE = "hwtests/test_smem.py::test_lds_latency[50]"  # verdict()'s default node 
 TWO_GPUS_FLAG = "with two GPUs, both are flagged: a third tells which one is off"
 
 
-def _outlier(measured, gpu, expected, measured_text, flags):
+def _outlier(measured, gpu, expected, measured_text, flags, status="OUTLIER"):
     """An OUTLIER as the fleet rule should make it from verdict(measured, gpu): written out in full."""
-    return Verdict("lds_latency_cycles", "sm_90", "OUTLIER", expected, measured, measured_text, "cycles", "m", "s",
+    return Verdict("lds_latency_cycles", "sm_90", status, expected, measured, measured_text, "cycles", "m", "s",
                    kind="fleet", flags=flags, nodeid=NODE, gpu=gpu, tolerance=0.25, attempts=[])
 
 
 # -- outliers --------------------------------------------------------------------------------
 
+UNITS_DIFFER_FLAG = "inside the SKU's band, under 5% apart: the units' own spread"
+
 
 def test_two_gpus_exactly_the_tolerance_apart_are_not_outliers():
     out, note = results.outliers([verdict(23.0), verdict(23.25, gpu=OTHER)])
-    assert out == []
-    assert note == "outlier check: 2 GPUs, 1 facts compared, 0 outlier(s)"
+    assert out == [] and note == "outlier check: 2 GPUs, 1 facts compared, 0 outlier(s)"
 
 
-def test_two_gpus_just_over_the_tolerance_apart_are_both_flagged():
-    # each against the other; the verdicts they came from had flags and attempts: the outliers have neither
+def test_two_passing_gpus_just_over_the_tolerance_apart_differ_as_units_do_not_red():
+    # each against the other; both hold the band and they are 1.1 % apart: reported, not red
     out, note = results.outliers([verdict(23.0), verdict(23.26, gpu=OTHER)])
     assert out == [
         _outlier(23.0, H100, "peer median 23.260 ± 0.25 cycles",
-                 "23.000 cycles on n7:gpu1 NVIDIA H100 80GB HBM3 (GPU-1a9fac0f); peers: 23.260",
-                 ["2 GPUs compared", "with two GPUs, both are flagged: a third tells which one is off"]),
+                 "23.000 cycles on n7:gpu1 NVIDIA H100 80GB HBM3 (GPU-1a9fac0f) (1.1% off); peers: 23.260",
+                 ["2 GPUs compared", UNITS_DIFFER_FLAG], status="UNITS DIFFER"),
         _outlier(23.26, OTHER, "peer median 23.000 ± 0.25 cycles",
-                 "23.260 cycles on n7:gpu2 NVIDIA H100 80GB HBM3 (GPU-5c3d0e11); peers: 23.000",
-                 ["2 GPUs compared", "with two GPUs, both are flagged: a third tells which one is off"]),
+                 "23.260 cycles on n7:gpu2 NVIDIA H100 80GB HBM3 (GPU-5c3d0e11) (1.1% off); peers: 23.000",
+                 ["2 GPUs compared", UNITS_DIFFER_FLAG], status="UNITS DIFFER"),
     ]
-    assert [o.attempts for o in out] == [[], []]
-    assert out[0].verdict_text == ("OUTLIER (2 GPUs compared) (with two GPUs, both are flagged: a third tells "
-                                   "which one is off)")
+    assert results.red(out) == []
+    assert note == ("outlier check: 2 GPUs, 1 facts compared, 0 outlier(s), 2 fact(s) where units differ inside "
+                    "the SKU's band (not red)")
+
+
+def test_a_gpu_more_than_five_percent_off_its_peer_is_an_outlier_both_flagged():
+    out, note = results.outliers([verdict(23.0), verdict(24.16, gpu=OTHER)])  # 5.04 % of the smaller apart
+    assert [(o.status, o.flags) for o in out] == [
+        ("OUTLIER", ["2 GPUs compared", "more than 5% off its peers",
+                     "with two GPUs, both are flagged: a third tells which one is off"])] * 2
+    assert out[0].verdict_text == ("OUTLIER (2 GPUs compared) (more than 5% off its peers) (with two GPUs, both are "
+                                   "flagged: a third tells which one is off)")
+    assert results.red(out) == out
     assert note == "outlier check: 2 GPUs, 1 facts compared, 2 outlier(s)"
+    # 4.9 % apart, both passing: the population's spread
+    assert [o.status for o in results.outliers([verdict(23.0), verdict(24.12, gpu=OTHER)])[0]] == ["UNITS DIFFER"] * 2
+
+
+def test_a_gpu_that_fails_its_band_and_is_off_its_peers_is_an_outlier_however_little():
+    failing = dataclasses.replace(verdict(23.3, gpu=OTHER), status="FAIL")
+    out, _ = results.outliers([verdict(23.0), failing])
+    assert [(o.gpu["uuid"][:12], o.status) for o in out] == [("GPU-1a9fac0f", "UNITS DIFFER"),
+                                                            ("GPU-5c3d0e11", "OUTLIER")]
 
 
 def test_three_gpus_flag_only_the_one_over_the_tolerance_from_the_median():
-    # median 23.0: 23.25 is exactly the tolerance off (kept), 22.74 is over it (flagged)
-    out, note = results.outliers([verdict(23.0), verdict(23.25, gpu=OTHER), verdict(22.74, gpu=THIRD)])
-    assert out == [_outlier(22.74, THIRD, "peer median 23.000 ± 0.25 cycles",
-                            "22.740 cycles on n8:gpu0 NVIDIA H100 80GB HBM3; peers: 23.000, 23.250",
-                            ["3 GPUs compared"])]
+    # median 23.0: 23.25 is exactly the tolerance off (kept), 21.8 is over it and 5.2 % off (flagged)
+    out, note = results.outliers([verdict(23.0), verdict(23.25, gpu=OTHER), verdict(21.8, gpu=THIRD)])
+    assert out == [_outlier(21.8, THIRD, "peer median 23.000 ± 0.25 cycles",
+                            "21.800 cycles on n8:gpu0 NVIDIA H100 80GB HBM3 (5.5% off); peers: 23.000, 23.250",
+                            ["3 GPUs compared", "more than 5% off its peers"])]
     assert TWO_GPUS_FLAG not in out[0].flags
     assert note == "outlier check: 3 GPUs, 1 facts compared, 1 outlier(s)"
 
@@ -159,7 +191,8 @@ def test_compare_goes_on_past_a_verdict_it_does_not_compare():
     base = [dataclasses.replace(static, measured=20.0), verdict(23.0)]
     moved = results.compare(base, [static, verdict(23.5)])
     assert [(m.fact, m.measured_text) for m in moved] == [
-        ("lds_latency_cycles", "23.500 cycles on n7:gpu1 NVIDIA H100 80GB HBM3 (GPU-1a9fac0f) (moved +0.500)")]
+        ("lds_latency_cycles", "23.500 cycles on n7:gpu1 NVIDIA H100 80GB HBM3 (GPU-1a9fac0f) (moved +0.500, "
+                               "+2.17%)")]
 
 
 @pytest.mark.parametrize("nodeid, case", [

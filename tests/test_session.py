@@ -225,7 +225,8 @@ def test_meta_names_the_first_gpu_measured_here(pytestconfig, fake_gpus, quick_t
     assert meta["compiler"] == "nvrtc 9.9" and meta["nvdisasm"] == "9.8" and meta["host"] == socket.gethostname()
     assert meta["gpu"] == {"index": 3, "name": "Fake GPU 3", "arch": "sm_90", "sm_count": 132,
                            "driver_version": "580.0", "cuda_driver_version": "13.0", "cuda_runtime_version": "13.0",
-                           "pci_bus_id": "0000:03:00.0", "max_sm_clock_mhz": 1980, "uuid": "GPU-3", "host": "node1"}
+                           "pci_bus_id": "0000:03:00.0", "max_sm_clock_mhz": 1980, "uuid": "GPU-3", "host": "node1",
+                           "vbios_version": ""}
     assert meta["arch"] == "sm_90"
     assert meta["gpus"] == [{"index": 0, "name": "Other"}]
 
@@ -251,7 +252,8 @@ def _report(outcome, longrepr, keywords=("gpu",), when="call", nodeid=NODEID, **
 def _outside(status, text, nodeid=NODEID, fact="test_x[a b]", reproduce=REPRODUCE):
     return {"fact": fact, "arch": "-", "status": status, "expected": "-", "measured": None, "measured_text": text,
             "unit": "", "method": "", "source": "", "kind": "test", "flags": [], "reproduce": reproduce,
-            "nodeid": nodeid, "measurement": None, "attempts": [], "gpu": None, "tolerance": None, "scope": "arch"}
+            "nodeid": nodeid, "measurement": None, "attempts": [], "gpu": None, "tolerance": None, "scope": "arch",
+            "same_unit_tolerance_rel": None, "units_range": None}
 
 
 def _part(*verdicts):

@@ -1,0 +1,271 @@
+"""baselines layer: every GPU unit's own earlier runs, kept by UUID, so a run compares each unit
+with itself by default.
+
+A SKU's band must hold every healthy unit (units differ by floorsweeping, L2 slices, memory
+stacks), so it cannot be tight. A unit repeats itself much more closely (docs/method.md, "the
+unit's own baseline"), and that is where a driver, firmware or hardware change shows. So, in
+pytest-benchmark's manner (``--benchmark-autosave`` and ``--benchmark-compare`` to the last run),
+every run keeps what it measured on each GPU in a store of plain JSON files, one folder per unit::
+
+    <store>/GPU-c5d47081-161b-c161-0c26-c68d1b7f8938/20261126T093012-node7-4711.json
+
+and the next run on that unit compares each fact with the unit's last *accepted* run that
+measured it. A run is accepted for a unit when it finished and nothing it said of that unit was
+red; ``--gpuprops-baseline-accept`` accepts a run that was (after a planned change, once the
+change is understood). The store is a folder of files: list it with ``gpuprops baselines``, copy
+it, or point a fleet at one shared folder (``--gpuprops-baselines DIR`` or
+``GPUPROPS_BASELINE_DIR``); each unit writes only its own folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from . import results
+from .assertions import Verdict
+
+SCHEMA = "gpuprops-unit-run/1"
+STORE_ENV = "GPUPROPS_BASELINE_DIR"
+#: --gpuprops-baseline's choices besides a file: the unit's last accepted run, or no baseline at all
+LAST, NONE = "last", "none"
+#: what may differ between a unit's runs, in the words of the summary line
+WATCHED = (("driver_version", "driver"), ("cuda_driver_version", "CUDA driver"),
+           ("cuda_runtime_version", "CUDA runtime"), ("vbios_version", "VBIOS"),
+           ("max_sm_clock_mhz", "max SM clock (MHz)"), ("compiler", "compiler"), ("host", "host"))
+_UUID = re.compile(r"^GPU-[0-9a-fA-F-]{8,}$")
+
+
+class BaselineError(Exception):
+    """A store or baseline file that cannot be used: says which, what is wrong and what to do."""
+
+
+def default_dir() -> Path:
+    """``GPUPROPS_BASELINE_DIR``, else ``$XDG_DATA_HOME/gpuprops/baselines``, else
+    ``~/.local/share/gpuprops/baselines``: data about the machine's GPUs, kept across checkouts."""
+    env = os.environ.get(STORE_ENV)
+    if env:
+        return Path(env)
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "gpuprops" / "baselines"
+
+
+@dataclasses.dataclass
+class UnitRun:
+    """One run's readings of one unit, as stored."""
+
+    path: Path | None
+    meta: dict
+    accepted: bool
+    why: str
+    verdicts: list[Verdict]
+
+    @property
+    def date(self) -> str:
+        return str(self.meta.get("date", "?"))
+
+    def describe(self) -> str:
+        where = f" ({self.path})" if self.path else ""
+        return f"run of {self.date} on {self.meta.get('host', '?')}{where}"
+
+
+def _stored_verdict(v: Verdict) -> dict:
+    """A verdict as the store keeps it: everything but the per-launch and per-warp values."""
+    d = v.as_dict()
+    if d.get("measurement"):
+        d["measurement"] = {k: x for k, x in d["measurement"].items() if k not in ("values", "per_warp")}
+    return d
+
+
+def unit_meta(meta: dict, gpu: dict) -> dict:
+    """What a stored run says of its unit and run: the GPU's identity (driver, VBIOS, clocks) and
+    the run's date, host, compiler and how it ended."""
+    out = {k: meta.get(k) for k in ("date", "compiler", "nvdisasm", "run") if k in meta}
+    out.update({k: x for k, x in gpu.items() if k != "index"})
+    return out
+
+
+def red_for_unit(verdicts: Iterable[Verdict], uuid: str) -> list[Verdict]:
+    return [v for v in results.red(verdicts) if results.gpu_key(v) == uuid]
+
+
+def acceptance(run: dict | None, red: list[Verdict], forced: bool) -> tuple[bool, str]:
+    """Whether a run becomes its unit's baseline, and why (said in the summary and kept in the file)."""
+    if forced:
+        return True, "accepted with --gpuprops-baseline-accept" + (f" ({len(red)} red verdict(s))" if red else "")
+    why_not = results.incomplete_reason(run)
+    if why_not:
+        return False, f"not accepted: the run is incomplete ({why_not})"
+    if red:
+        names = ", ".join(dict.fromkeys(f"{v.fact} {v.status}" for v in red[:3]))
+        return False, (f"not accepted: {len(red)} red verdict(s) on this unit ({names}{', ...' if len(red) > 3 else ''});"
+                       " once understood, rerun with --gpuprops-baseline-accept to make it the baseline")
+    return True, "accepted: finished with nothing red on this unit"
+
+
+class Store:
+    """A folder of unit runs: ``<root>/<uuid>/<stamp>.json``."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def check(self) -> None:
+        """A store that exists must be a folder we can write; one that does not must be creatable."""
+        p = self.root
+        existing = p
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise BaselineError(f"baseline store {p}: {existing} is a file, not a folder; point "
+                                f"--gpuprops-baselines (or {STORE_ENV}) at a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise BaselineError(f"baseline store {p}: folder {existing} is not writable; point --gpuprops-baselines "
+                                f"(or {STORE_ENV}) at a folder you can write, or pass --gpuprops-baseline none")
+
+    def units(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(d.name for d in self.root.iterdir() if d.is_dir() and _UUID.match(d.name))
+
+    def runs(self, uuid: str) -> list[UnitRun]:
+        """The unit's stored runs, newest first. A file that cannot be read is skipped and named by
+        :meth:`unreadable`, never taken for a baseline."""
+        folder = self.root / uuid
+        if not folder.is_dir():
+            return []
+        out = []
+        for p in sorted(folder.glob("*.json"), reverse=True):
+            try:
+                out.append(read_run(p))
+            except BaselineError:
+                continue
+        return out
+
+    def unreadable(self, uuid: str) -> list[Path]:
+        bad = []
+        for p in sorted((self.root / uuid).glob("*.json")):
+            try:
+                read_run(p)
+            except BaselineError:
+                bad.append(p)
+        return bad
+
+    def save(self, verdicts: list[Verdict], meta: dict, *, accept: bool = False) -> list[tuple[str, Path, bool, str]]:
+        """Keep this run's readings of every unit it measured, one file per unit; returns (uuid,
+        path, accepted, why) per unit. Files are written whole (a temporary file renamed), so a
+        reader never sees half a run."""
+        saved = []
+        for uuid, mine in sorted(by_unit(verdicts).items()):
+            measured = [v for v in mine if results._comparable(v)]
+            if not measured:
+                continue
+            ok, why = acceptance(meta.get("run"), red_for_unit(verdicts, uuid), accept)
+            stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+            folder = self.root / uuid
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{stamp}-{meta.get('host', 'host')}-{os.getpid()}.json"
+            doc = {"schema": SCHEMA, "meta": unit_meta(meta, mine[0].gpu or {}), "accepted": ok, "why": why,
+                   "facts": [_stored_verdict(v) for v in measured]}
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(doc, indent=1))
+            tmp.replace(path)
+            saved.append((uuid, path, ok, why))
+        return saved
+
+    def baseline(self, uuid: str) -> Baseline:
+        """The unit's baseline: for each fact (by test), the reading of the newest accepted run that
+        measured it, so a ``-k`` run does not hide the facts it did not select."""
+        chosen: dict[tuple[str, str], Verdict] = {}
+        used: list[UnitRun] = []
+        for run in self.runs(uuid):
+            if not run.accepted:
+                continue
+            fresh = [v for v in run.verdicts if results.case_key(v) not in chosen]
+            if fresh:
+                used.append(run)
+                chosen.update({results.case_key(v): v for v in fresh})
+        return Baseline(uuid, list(chosen.values()), used)
+
+
+def by_unit(verdicts: Iterable[Verdict]) -> dict[str, list[Verdict]]:
+    out: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        if v.gpu and _UUID.match(v.gpu.get("uuid") or ""):
+            out.setdefault(v.gpu["uuid"], []).append(v)
+    return out
+
+
+def read_run(path: str | Path) -> UnitRun:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{p} cannot be read as a unit run ({exc}); move it out of the store") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("facts"), list):
+        raise BaselineError(f"{p} is not a gpuprops unit run (expected \"schema\": \"{SCHEMA}\" and a 'facts' list)")
+    try:
+        verdicts = [Verdict.from_dict(d) for d in data["facts"]]
+    except TypeError as exc:
+        raise BaselineError(f"{p}: a verdict is malformed ({exc}); move the file out of the store") from exc
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    return UnitRun(p, meta, bool(data.get("accepted")), str(data.get("why", "")), verdicts)
+
+
+@dataclasses.dataclass
+class Baseline:
+    """What a unit is compared with: readings per fact and the runs they came from."""
+
+    uuid: str
+    verdicts: list[Verdict]
+    runs: list[UnitRun]
+
+    def describe(self, now_meta: dict | None = None) -> str:
+        """'run of <date> on <host> (<file>), N facts; since then: driver a -> b' for the summary."""
+        if not self.runs:
+            return "no accepted run yet: this run becomes the baseline if nothing on this unit is red"
+        head = self.runs[0].describe() + (f" and {len(self.runs) - 1} older run(s) for facts it did not measure"
+                                          if len(self.runs) > 1 else "")
+        text = f"{head}, {len(self.verdicts)} facts"
+        if now_meta is not None:
+            text += "; since then: " + (", ".join(changes(self.runs[0].meta, now_meta)) or "no change of driver, "
+                                        "CUDA, VBIOS, max SM clock or compiler")
+        return text
+
+
+def changes(old: dict, new: dict) -> list[str]:
+    """What differs between two runs' unit metas, e.g. 'driver 570.86.15 -> 580.159.04'."""
+    out = []
+    for key, label in WATCHED:
+        a, b = old.get(key), new.get(key)
+        if a is not None and b is not None and str(a) != str(b):
+            out.append(f"{label} {a} -> {b}")
+    return out
+
+
+def from_report(path: str | Path) -> list[Verdict]:
+    """The verdicts of a file given as the baseline: a --gpuprops-report JSON or a stored unit run."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as exc:
+        raise BaselineError(f"cannot read report {p}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{p} is not JSON ({exc}); pass a report written by --gpuprops-report or a run "
+                            "from the baseline store") from exc
+    if isinstance(data, dict) and data.get("schema") == SCHEMA:
+        return read_run(p).verdicts
+    try:
+        return results.SessionResults.from_json(data, str(p))[0].verdicts
+    except results.ResultsError as exc:
+        raise BaselineError(str(exc)) from exc
+
+
+def unit_meta_of(verdicts: Iterable[Verdict], uuid: str, meta: dict) -> dict:
+    """This run's meta for one unit (its GPU identity as the verdicts carry it)."""
+    gpu = next((v.gpu for v in verdicts if v.gpu and v.gpu.get("uuid") == uuid), {}) or {}
+    return unit_meta(meta, gpu)
