@@ -17,7 +17,7 @@ import struct
 
 from memory_levels import line_by_line
 
-from pytest_gpuprops.measure import KernelSpec
+from pytest_gpuprops.measure import PORTABLE_CLUSTER_SIZE, KernelSpec
 
 ARCH = "sm_90"
 
@@ -74,8 +74,8 @@ def cp_async(variant: str, line: int | None = None) -> KernelSpec:
 CLUSTER_SIZES = (2, 4, 8, 16)  # 16 is non-portable
 #: dynamic shared memory of every cluster CTA (unused): more than half of an SM's 228 KiB, so no two
 #: CTAs of a cluster share an SM and every "neighbour" is another SM's shared memory. A cluster that
-#: cannot be placed so (16 SMs of one GPC for 16) is refused by cuOccupancyMaxActiveClusters and its
-#: facts skip with that reason.
+#: cannot be placed so (16 SMs of one GPC for 16) is refused by cuOccupancyMaxActiveClusters, and its
+#: facts fail with that reason on sm_90 (refused_cluster).
 CLUSTER_SHARED_MEM = 120 * 1024
 DSMEM_UNROLL = 64  # dependent hops per pass
 DSMEM_BW_CLUSTER = 2
@@ -133,6 +133,44 @@ def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
                       {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)}, grid=CLUSTER_LAUNCH_CTAS,
                       block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
                       region={op: CLUSTER_BARRIER_UNROLL for op in step})
+
+
+#: the first arch with thread-block clusters and distributed shared memory (Hopper)
+CLUSTER_MIN_ARCH = 90
+
+
+def arch_number(arch: str) -> int:
+    """sm_90 -> 90, sm_90a -> 90, sm_100f -> 100."""
+    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
+    if not digits:
+        raise ValueError(f"arch {arch!r}: expected sm_NN, sm_NNa or sm_NNf")
+    return int(digits)
+
+
+def refused_cluster(arch: str, spec: KernelSpec, refusal: str, fact: str, expected: str | None) -> tuple[bool, str]:
+    """What it means that the driver refused ``spec``'s cluster launch (``refusal``: its reason, from
+    Runner.cluster_refusal) on a GPU of ``arch``: (True, the skip reason) on an arch without clusters
+    (below sm_90), where the fact cannot apply; (False, the failure message) on sm_90 and newer, which
+    have clusters and whose facts were measured with this very launch: a refusal there is a fault of
+    this GPU or its setup, and a skip would hide it. ``expected`` is the fact's expected value as text
+    (None in record mode)."""
+    if arch_number(arch) < CLUSTER_MIN_ARCH:
+        return True, (f"{fact}: {arch} has no thread-block clusters (sm_{CLUSTER_MIN_ARCH} and newer have them), "
+                      f"so the driver refused the launch: {refusal}")
+    k = spec.cluster
+    shape = (f"{spec.grid // k} clusters of {k} CTAs x {spec.block} threads"
+             + (f", {spec.shared_mem} bytes of dynamic shared memory per CTA" if spec.shared_mem else ""))
+    check = ("other processes, MPS or MIG on this GPU (nvidia-smi; nvidia-smi mig -lgi: a MIG instance has fewer "
+             "SMs per GPC), the driver version (nvidia-smi; clusters need a CUDA 12 driver or newer)")
+    if k > PORTABLE_CLUSTER_SIZE:
+        check += (f"; a cluster of {k} is non-portable: it needs one GPC with {k} SMs free, which not every sm_90 "
+                  "SKU or MIG slice has (such a GPU needs facts of its own: --gpuprops-record)")
+    facts = f"{fact} = {expected}" if expected else fact
+    return False, (f"{fact}: the driver refused the cluster launch on {arch}, which has thread-block clusters and "
+                   f"the fact {facts} for them.\n"
+                   f"  refused:  {spec.kernel} from {spec.source}, {shape}: {refusal}\n"
+                   f"  expected: the launch to run, as it did on the GPUs the fact was measured on\n"
+                   f"  check:    {check}; then run this test again")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ region runs from the issue to the wait's return; every latency is one warp's (st
 overhead), the median over warps (one warp per CTA for the cluster kernels), divided by the
 operations in the region. The cluster kernels are launched with cuLaunchKernelEx and a cluster
 dimension (KernelSpec.cluster), every CTA with 120 KiB of dynamic shared memory so that no two CTAs
-of a cluster share an SM; a cluster the driver or GPU refuses (the non-portable 16, or 16 SMs of one
-GPC not free) skips with the driver's reason.
+of a cluster share an SM. A cluster launch the driver refuses (the non-portable 16, or 16 SMs of one
+GPC not free) fails with the driver's reason and what to check: sm_90 has clusters and these facts were
+measured with these launches; only an arch without clusters would skip (specs_async.refused_cluster).
 
 * mbarrier_arrive_wait_cycles: one warp's mbarrier.arrive (32 arrivals complete the phase) ->
   mbarrier.try_wait.parity returns true; mbarrier_arrive_token_wait_cycles: the same waiting on the
@@ -64,15 +65,24 @@ MBARRIER_FACT = {"parity": "mbarrier_arrive_wait_cycles", "token": "mbarrier_arr
 KIB = {1024: "1k", 4096: "4k"}
 
 
-def _skip_if_cluster_refused(gpuprops, spec):
-    """Skip with the driver's reason when this GPU cannot run ``spec``'s clusters (the non-portable
-    16); a build problem is left to gpuprops.measure, which reports it as every fact does."""
+def _require_clusters(gpuprops, spec):
+    """Before a cluster launch: where the driver refuses ``spec``'s clusters, fail with its reason and
+    what to check on sm_90 and newer (they have clusters, and the fact was measured with this launch),
+    skip with it only on an arch without clusters (specs_async.refused_cluster). A fact this GPU has no
+    value for skips first, saying how to record it; a build problem is left to gpuprops.measure, which
+    reports it as every fact does."""
+    name = gpuprops.fact_name
+    fact = gpuprops.fact(name)  # skips where this GPU's facts lack it
     try:
         reason = gpuprops.runner.cluster_refusal(spec)
     except measure.UncleanRegion:
         return
     if reason:
-        pytest.skip(reason)
+        skip, message = sa.refused_cluster(gpuprops.gpu.arch, spec, reason, name,
+                                           fact.expected_text() if fact is not None else None)
+        if skip:
+            pytest.skip(message)
+        pytest.fail(message, pytrace=False)
 
 
 @pytest.mark.fact(lambda wait: MBARRIER_FACT[wait])
@@ -111,7 +121,7 @@ def test_cp_async_latency(gpuprops, variant, benchmark):
 def test_dsmem_chase_latency(gpuprops, cluster, benchmark):
     name = gpuprops.fact_name
     spec = sa.dsmem_chase(cluster, 1)
-    _skip_if_cluster_refused(gpuprops, spec)
+    _require_clusters(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
     gpuprops.plot_point("dsmem_latency", cluster=cluster, cycles=m.median)
     gpuprops.check(name, m, benchmark=benchmark,
@@ -125,7 +135,7 @@ def test_dsmem_chase_latency(gpuprops, cluster, benchmark):
 def test_dsmem_chase_own_shared_memory(gpuprops, benchmark):
     name = gpuprops.fact_name
     spec = sa.dsmem_chase(2, 0)
-    _skip_if_cluster_refused(gpuprops, spec)
+    _require_clusters(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
     gpuprops.plot_point("dsmem_latency", cluster=None, cycles=m.median)
     gpuprops.check(name, m, benchmark=benchmark,
@@ -139,7 +149,7 @@ def test_dsmem_chase_own_shared_memory(gpuprops, benchmark):
 def test_dsmem_bandwidth(gpuprops, store, benchmark):
     name = gpuprops.fact_name
     spec = sa.dsmem_bandwidth(store)
-    _skip_if_cluster_refused(gpuprops, spec)
+    _require_clusters(gpuprops, spec)
     nbytes = sa.dsmem_bytes_per_block()
     m = gpuprops.measure(name, spec, divisor=1, mode="block_span", unit="B/clk",
                          transform=lambda cycles: nbytes / cycles)
@@ -157,7 +167,7 @@ def test_dsmem_bandwidth(gpuprops, store, benchmark):
 def test_cluster_barrier(gpuprops, cluster, benchmark):
     name = gpuprops.fact_name
     spec = sa.cluster_barrier(cluster)
-    _skip_if_cluster_refused(gpuprops, spec)
+    _require_clusters(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.CLUSTER_BARRIER_UNROLL)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"{sa.CLUSTER_LAUNCH_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
@@ -170,7 +180,7 @@ def test_cluster_barrier(gpuprops, cluster, benchmark):
 def test_cluster_barrier_release(gpuprops, benchmark):
     name = gpuprops.fact_name
     spec = sa.cluster_barrier(2, relaxed=False)
-    _skip_if_cluster_refused(gpuprops, spec)
+    _require_clusters(gpuprops, spec)
     m = gpuprops.measure(name, spec, divisor=sa.CLUSTER_BARRIER_UNROLL)
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"as cluster_barrier_cluster2_cycles with the default (release) arrive, "

@@ -2,12 +2,16 @@
 Uncorrectable ECC errors, pending or failed row remaps, the PCIe link against its maximum,
 application clocks, locked clocks and the power limit against their defaults, persistence and
 compute mode (pytest_gpuprops/health.py reads and judges them; docs/validation.md lists the
-thresholds and DCGM's corresponding checks).
+thresholds and DCGM's corresponding checks). The PCIe width and generation are read while
+host<->device copies keep the link busy (health.copy_load, a quarter second each, the GPU's lock
+held): an idle link trains down to save power, so only a busy one shows what it trained to.
 
 One test per check, named by its verdict: `pytest hwtests -k health_pcie`. A check NVML cannot answer
 on this GPU skips with the reason; a failing one says what to do. A GPU that fails health still runs
-its facts: nothing here skips another test. The whole file takes milliseconds:
+its facts: nothing here skips another test. The whole file takes about half a second:
 `pytest hwtests -m validation`."""
+
+import contextlib
 
 import pytest
 
@@ -30,7 +34,12 @@ def nvml_handle(gpu):
 @pytest.mark.parametrize("check", health.CHECKS, ids=health.CHECKS)
 def test_health(check, gpuprops, gpu, nvml_handle):
     nvml, handle = nvml_handle
-    reading = health.read_health(nvml, handle, [check])
+    if check in health.UNDER_LOAD:  # the link under load: an idle one trains down to save power
+        load, held = health.copy_load(gpu.index), measure.gpu_lock(gpu.index)
+    else:
+        load, held = None, contextlib.nullcontext()
+    with held:
+        reading = health.read_health(nvml, handle, [check], load=load)
     v = health.verdicts(reading, gpu.identity(), arch=gpu.arch)[0]
     health.record(gpuprops, v)  # a FAIL raises here, saying what to do
     if v.status == health.SKIPPED:

@@ -5,6 +5,9 @@ compute mode: what a driver update, a reset or a reseat most often leaves wrong.
 
 No pytest here. :func:`read_health` takes the NVML module as a parameter (pynvml, or a stand-in
 with the same function names, constants and exception classes) and returns what each check read;
+given a ``load`` (:func:`copy_load`: host<->device copies), the PCIe width and generation are read
+while it keeps the link busy, since an idle link trains down to save power
+(:func:`judge_link_under_load` judges those readings);
 :func:`verdicts` judges the readings, one :class:`~pytest_gpuprops.assertions.Verdict` per check
 (kind ``"health"``, named ``health_<what>``); :func:`record` hands one to a test's FactChecker, so it
 reaches the report as a fact's verdict does. A check NVML cannot answer on this GPU (NotSupported,
@@ -16,7 +19,7 @@ docs/validation.md lists the checks, their thresholds and DCGM's corresponding c
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from . import assertions
 
@@ -35,6 +38,13 @@ LOCKED_CLOCKS = "health_locked_clocks"
 POWER_LIMIT = "health_power_limit_default"
 PERSISTENCE = "health_persistence_mode"
 COMPUTE_MODE = "health_compute_mode"
+#: the checks read under load when read_health is given one: the link trains down when idle
+UNDER_LOAD = (PCIE_WIDTH, PCIE_GEN)
+#: what a reading under load holds: NVML's current generation and width, one per sample (or an Unread),
+#: and what the load was
+GEN_UNDER_LOAD = "nvmlDeviceGetCurrPcieLinkGeneration under load"
+WIDTH_UNDER_LOAD = "nvmlDeviceGetCurrPcieLinkWidth under load"
+LOAD = "load"
 #: every check, in the order they run and report
 CHECKS = (ECC_MODE, ECC_VOLATILE, ECC_AGGREGATE, REMAP_PENDING, REMAP_FAILURE, PCIE_WIDTH, PCIE_GEN, PCIE_MAX_GEN,
           APP_CLOCKS, LOCKED_CLOCKS, POWER_LIMIT, PERSISTENCE, COMPUTE_MODE)
@@ -82,9 +92,12 @@ _METHOD = {
                    "nvmlDeviceGetRetiredPagesPendingStatus",
     REMAP_FAILURE: "NVML nvmlDeviceGetRemappedRows failureOccurred; without row remapping, the retired-page count "
                    f"(nvmlDeviceGetRetiredPages) against {RETIRED_PAGES_LIMIT}",
-    PCIE_WIDTH: "NVML nvmlDeviceGetCurrPcieLinkWidth vs nvmlDeviceGetMaxPcieLinkWidth (the device's and slot's max)",
-    PCIE_GEN: "NVML nvmlDeviceGetCurrPcieLinkGeneration vs nvmlDeviceGetMaxPcieLinkGeneration; a lower current "
-              "generation is judged only when the GPU is busy (P0, not gpu_idle): an idle GPU lowers it to save power",
+    PCIE_WIDTH: "NVML nvmlDeviceGetCurrPcieLinkWidth, the widest of the readings taken while host<->device copies "
+                "keep the link busy, vs nvmlDeviceGetMaxPcieLinkWidth (the device's and slot's max)",
+    PCIE_GEN: "NVML nvmlDeviceGetCurrPcieLinkGeneration, the highest of the readings taken while host<->device "
+              "copies keep the link busy (an idle GPU lowers it to save power), vs "
+              "nvmlDeviceGetMaxPcieLinkGeneration (the most the GPU and the slot support); read without a load, a "
+              "lower generation is judged only when the GPU is busy (P0, not gpu_idle)",
     PCIE_MAX_GEN: "NVML nvmlDeviceGetMaxPcieLinkGeneration (device and system) vs "
                   "nvmlDeviceGetGpuMaxPcieLinkGeneration (the GPU alone)",
     APP_CLOCKS: "NVML nvmlDeviceGetApplicationsClock vs nvmlDeviceGetDefaultApplicationsClock, SM and memory",
@@ -234,19 +247,72 @@ _READS = {
 }
 
 
-def read_health(nvml, handle, checks: Iterable[str] = CHECKS) -> list[HealthReading]:
+def read_health(nvml, handle, checks: Iterable[str] = CHECKS, *,
+                load: Callable[[Callable[[], None]], str] | None = None) -> list[HealthReading]:
     """What NVML says for each of ``checks`` (default all) on the GPU behind ``handle``. ``nvml`` is the
     pynvml module (already initialised) or a stand-in with its names; nothing here raises for an NVML
-    error: a query that fails is kept as an :class:`Unread`."""
-    reader = _Reader(nvml, handle)
-    readings = []
+    error: a query that fails is kept as an :class:`Unread`. With a ``load`` (:func:`copy_load`), the
+    checks of :data:`UNDER_LOAD` also get the link's width and generation sampled while it runs
+    (:func:`sample_under_load`), and are judged on those."""
+    checks = list(checks)
     for check in checks:
         if check not in _READS:
             raise ValueError(f"unknown health check {check!r}; the checks are {', '.join(CHECKS)}")
+    loaded = sample_under_load(nvml, handle, load) if load and any(c in UNDER_LOAD for c in checks) else {}
+    reader = _Reader(nvml, handle)
+    readings = []
+    for check in checks:
         reader.touched = {}
         _READS[check](reader)
-        readings.append(HealthReading(check, dict(reader.touched)))
+        values = dict(reader.touched)
+        if loaded and check in UNDER_LOAD:
+            key = WIDTH_UNDER_LOAD if check == PCIE_WIDTH else GEN_UNDER_LOAD
+            values.update({key: loaded[key], LOAD: loaded[LOAD]})
+        readings.append(HealthReading(check, values))
     return readings
+
+
+def sample_under_load(nvml, handle, load: Callable[[Callable[[], None]], str]) -> dict[str, object]:
+    """NVML's current PCIe generation and width, read each time ``load`` calls the function it is
+    given (while its copies are in flight): {GEN_UNDER_LOAD: [...], WIDTH_UNDER_LOAD: [...], LOAD: what
+    ``load`` returned, the load in words}. A reading NVML refuses is kept as an :class:`Unread`."""
+    reader = _Reader(nvml, handle)
+    gens: list[object] = []
+    widths: list[object] = []
+
+    def sample() -> None:
+        gens.append(reader._call("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkGeneration", ()))
+        widths.append(reader._call("nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetCurrPcieLinkWidth", ()))
+    what = load(sample)
+    return {GEN_UNDER_LOAD: gens, WIDTH_UNDER_LOAD: widths, LOAD: str(what)}
+
+
+def copy_load(device: int, *, seconds: float = 0.25, nbytes: int = 64 << 20, rounds: int = 5
+              ) -> Callable[[Callable[[], None]], str]:  # pragma: no mutate block  (GPU only)
+    """A load for :func:`read_health`: back-to-back host->device and device->host copies of ``nbytes``
+    from pinned memory on GPU ``device`` (CuPy), for ``seconds`` and at least ``rounds`` rounds, calling
+    ``sample()`` while each round's two copies are in flight. Returns the load in words, with the
+    bandwidth it reached. The caller holds the GPU's lock (measure.gpu_lock)."""
+    def load(sample: Callable[[], None]) -> str:
+        import ctypes
+        import time
+
+        import cupy
+        with cupy.cuda.Device(device):
+            host = cupy.cuda.alloc_pinned_memory(nbytes)
+            dev = cupy.cuda.alloc(nbytes)
+            stream = cupy.cuda.Stream(non_blocking=True)
+            done, start = 0, time.perf_counter()
+            while done < rounds or time.perf_counter() - start < seconds:
+                dev.copy_from_host_async(ctypes.c_void_p(host.ptr), nbytes, stream)
+                dev.copy_to_host_async(ctypes.c_void_p(host.ptr), nbytes, stream)
+                sample()
+                stream.synchronize()
+                done += 1
+            took = time.perf_counter() - start
+        return (f"{done} rounds of {nbytes >> 20} MiB host->device + device->host copies, pinned, in {took:.2f} s: "
+                f"{2 * done * nbytes / took / 1e9:.1f} GB/s")
+    return load
 
 
 # ----------------------------------------------------------------------------------------------
@@ -418,7 +484,50 @@ def _gen_share(cur: int, top: int) -> str:
     return _share(_LANE_GBPS[cur] / _LANE_GBPS[top] if cur in _LANE_GBPS and top in _LANE_GBPS else cur / top)
 
 
+def judge_link_under_load(kind: str, samples: Sequence[int], top: int, load: str, *, vm: str = "") -> _Judged:
+    """The PCIe link's ``kind`` ("gen" or "width") as NVML read it ``samples`` times while ``load`` kept
+    the link busy, against ``top``, the most the GPU and the slot support (nvmlDeviceGetMaxPcieLinkGeneration
+    / nvmlDeviceGetMaxPcieLinkWidth). A busy link trains up to its maximum, so the best reading is what
+    it trained to: below ``top`` FAILs, equal PASSes. Readings that are not a trained link (0, above the
+    maximum: some virtual machines) are SKIPPED as read; no reading at all FAILs (the check did not
+    look). ``vm``: "; virtualization: ..." where not bare metal."""
+    fmt = (lambda g: f"Gen{g}") if kind == "gen" else (lambda w: f"x{w}")
+    if not samples:
+        return _Judged(FAIL, f"no reading under load ({load}){vm}", None, [
+            f"the PCIe {kind} was not read while the load ran ({load}): the check could not look at a busy link; "
+            "read it with nvidia-smi -q -d PCIE while a copy runs"])
+    best = max(samples)
+    seen = ", ".join(f"{fmt(v)} in {samples.count(v)}" for v in sorted(set(samples), reverse=True))
+    text = f"{fmt(best)} of {fmt(top)} under load (best of {len(samples)} readings: {seen}; {load}){vm}"
+    if best <= 0 or top <= 0 or best > top:
+        return _Judged(SKIPPED, text, float(best), [
+            f"NVML reads {fmt(best)} of {fmt(top)} under load, not a trained link: nothing to judge (it says this "
+            "under some virtual machines; read lspci -vv on the host)"])
+    if best == top:
+        return _Judged(PASS, text, float(best))
+    if kind == "gen":
+        return _Judged(FAIL, text, float(best), [
+            f"PCIe Gen{best} of Gen{top} while copies kept the link busy: it trained below the most the GPU and this "
+            "slot support; reseat, check the riser/slot/retimer and the BIOS PCIe speed setting; bandwidth to the "
+            f"host is {_gen_share(best, top)}"])
+    return _Judged(FAIL, text, float(best), [
+        f"PCIe x{best} of x{top} while copies kept the link busy: it trained narrower than the GPU and this slot "
+        f"support; reseat or check the riser/slot; bandwidth to the host is {_share(best / top)}"])
+
+
+def _under_load(r: HealthReading, kind: str) -> _Judged:
+    key, max_call = ((GEN_UNDER_LOAD, "nvmlDeviceGetMaxPcieLinkGeneration") if kind == "gen"
+                     else (WIDTH_UNDER_LOAD, "nvmlDeviceGetMaxPcieLinkWidth"))
+    samples, top = list(r.get(key)), r.get(max_call)
+    bad = _first_unread(top, *samples)
+    if bad is not None:
+        return _not_read(bad)
+    return judge_link_under_load(kind, [int(v) for v in samples], int(top), str(r.get(LOAD)), vm=_vm(r))
+
+
 def _pcie_width(r: HealthReading) -> _Judged:
+    if r.get(WIDTH_UNDER_LOAD) is not None:
+        return _under_load(r, "width")
     got, early = _link(r, "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth", lambda w: f"x{w}", "of")
     if early:
         return early
@@ -431,6 +540,8 @@ def _pcie_width(r: HealthReading) -> _Judged:
 
 
 def _pcie_gen(r: HealthReading) -> _Judged:
+    if r.get(GEN_UNDER_LOAD) is not None:
+        return _under_load(r, "gen")
     got, early = _link(r, "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration",
                        lambda g: f"Gen{g}", "of")
     if early:

@@ -177,10 +177,25 @@ class FakeNvml:
 GPU = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0", "pci_bus_id": "0000:01:00.0", "host": "n1"}
 
 
-def judge(nvml=None, **planted) -> dict:
-    """{check: verdict} for the stand-in with ``planted`` values."""
+def judge(nvml=None, *, load=None, **planted) -> dict:
+    """{check: verdict} for the stand-in with ``planted`` values (read under ``load`` if given)."""
     nvml = nvml or FakeNvml(**planted)
-    return {v.fact: v for v in health.verdicts(health.read_health(nvml, "handle"), GPU, arch="sm_90")}
+    return {v.fact: v for v in health.verdicts(health.read_health(nvml, "handle", load=load), GPU, arch="sm_90")}
+
+
+def planted_load(nvml, samples=3, **during):
+    """A load for read_health: NVML reads ``during``'s values while it runs (a link that trains up, or
+    does not, under copies), calling the sample function ``samples`` times; the idle values after."""
+    def load(sample):
+        idle = dict(nvml.values)
+        nvml.values.update(during)
+        try:
+            for _ in range(samples):
+                sample()
+        finally:
+            nvml.values = idle
+        return "planted copies, 25.0 GB/s"
+    return load
 
 
 def row(v):
@@ -375,6 +390,86 @@ def test_odd_link_readings_are_reported_as_read_and_judged_by_nobody():
 
 
 # ----------------------------------------------------------------------------------------------
+# the PCIe link under load: an idle link trains down, a busy one shows what it trained to
+
+
+@pytest.mark.parametrize("kind, samples, top, status, text, flag", [
+    ("gen", [1, 4, 4], 5, FAIL, "Gen4 of Gen5 under load (best of 3 readings: Gen4 in 2, Gen1 in 1; copies)",
+     "PCIe Gen4 of Gen5 while copies kept the link busy: it trained below the most the GPU and this slot support; "
+     "reseat, check the riser/slot/retimer and the BIOS PCIe speed setting; bandwidth to the host is halved"),
+    ("gen", [3], 5, FAIL, "Gen3 of Gen5 under load (best of 1 readings: Gen3 in 1; copies)",
+     "PCIe Gen3 of Gen5 while copies kept the link busy: it trained below the most the GPU and this slot support; "
+     "reseat, check the riser/slot/retimer and the BIOS PCIe speed setting; bandwidth to the host is cut to a quarter"),
+    ("width", [8, 8], 16, FAIL, "x8 of x16 under load (best of 2 readings: x8 in 2; copies)",
+     "PCIe x8 of x16 while copies kept the link busy: it trained narrower than the GPU and this slot support; "
+     "reseat or check the riser/slot; bandwidth to the host is halved"),
+    ("gen", [1, 5, 5], 5, PASS, "Gen5 of Gen5 under load (best of 3 readings: Gen5 in 2, Gen1 in 1; copies)", None),
+    ("width", [16], 16, PASS, "x16 of x16 under load (best of 1 readings: x16 in 1; copies)", None),
+    ("gen", [0, 0], 5, SKIPPED, "Gen0 of Gen5 under load (best of 2 readings: Gen0 in 2; copies)",
+     "NVML reads Gen0 of Gen5 under load, not a trained link: nothing to judge (it says this under some virtual "
+     "machines; read lspci -vv on the host)"),
+    ("width", [32], 16, SKIPPED, "x32 of x16 under load (best of 1 readings: x32 in 1; copies)",
+     "NVML reads x32 of x16 under load, not a trained link: nothing to judge (it says this under some virtual "
+     "machines; read lspci -vv on the host)"),
+    ("gen", [], 5, FAIL, "no reading under load (copies)",
+     "the PCIe gen was not read while the load ran (copies): the check could not look at a busy link; read it with "
+     "nvidia-smi -q -d PCIE while a copy runs"),
+])
+def test_the_link_under_load_is_judged_by_its_best_reading_against_the_maximum(kind, samples, top, status, text, flag):
+    j = health.judge_link_under_load(kind, samples, top, "copies")
+    assert (j.status, j.text, j.flags) == (status, text, [flag] if flag else [])
+    assert j.measured == (float(max(samples)) if samples else None)
+
+
+def test_a_link_stuck_below_its_generation_under_load_fails_even_where_it_idled_at_gen1():
+    """At idle the generation reads Gen1 in P8, which the idle reading can only skip; under the copies it
+    must train to Gen5: a link that stays at Gen4 fails, one that reaches Gen5 passes."""
+    idle = dict(gen=1, pstate=8, events=0x1)
+    assert judge(**idle)["health_pcie_link_gen"].status == SKIPPED  # no load: nothing to judge at idle
+    nvml = FakeNvml(**idle)
+    stuck = judge(nvml, load=planted_load(nvml, gen=4, pstate=0, events=0))["health_pcie_link_gen"]
+    assert row(stuck) == (FAIL, "Gen4 of Gen5 under load (best of 3 readings: Gen4 in 3; planted copies, 25.0 GB/s)", [
+        "PCIe Gen4 of Gen5 while copies kept the link busy: it trained below the most the GPU and this slot support; "
+        "reseat, check the riser/slot/retimer and the BIOS PCIe speed setting; bandwidth to the host is halved"])
+    assert stuck.measured == 4.0 and stuck.expected == "current gen = max gen (busy GPU)"
+    nvml = FakeNvml(**idle)
+    assert judge(nvml, load=planted_load(nvml, gen=5))["health_pcie_link_gen"].status == PASS
+    nvml = FakeNvml(width=8)
+    narrow = judge(nvml, load=planted_load(nvml, width=8))["health_pcie_link_width"]
+    assert narrow.status == FAIL and narrow.measured_text.startswith("x8 of x16 under load")
+    nvml = FakeNvml(width=8)  # narrower at idle only: it trains to x16 under load
+    assert judge(nvml, load=planted_load(nvml, width=16))["health_pcie_link_width"].status == PASS
+
+
+def test_under_load_a_gpu_without_the_query_skips_saying_so_and_an_nvml_error_fails():
+    nvml = FakeNvml(gen=NVMLError_NotSupported)
+    v = judge(nvml, load=planted_load(nvml))["health_pcie_link_gen"]
+    assert row(v) == (SKIPPED, "nvmlDeviceGetCurrPcieLinkGeneration: NotSupported", [
+        "not supported here (nvmlDeviceGetCurrPcieLinkGeneration: NotSupported)"])
+    nvml = FakeNvml()
+    lost = judge(nvml, load=planted_load(nvml, width=NVMLError_GpuIsLost))["health_pcie_link_width"]
+    assert lost.status == FAIL and lost.measured_text == "nvmlDeviceGetCurrPcieLinkWidth: GpuIsLost"
+    nvml = FakeNvml(max_gen=NVMLError_NotSupported)
+    assert judge(nvml, load=planted_load(nvml))["health_pcie_link_gen"].status == SKIPPED
+
+
+def test_the_load_runs_only_for_the_link_checks_and_its_readings_are_kept_with_them():
+    ran = []
+
+    def load(sample):
+        ran.append(1)
+        sample()
+        return "copies"
+    nvml = FakeNvml()
+    (r,) = health.read_health(nvml, "handle", ["health_compute_mode"], load=load)
+    assert ran == [] and nvml.calls == ["nvmlDeviceGetComputeMode"]
+    width, gen = health.read_health(nvml, "handle", ["health_pcie_link_width", "health_pcie_link_gen"], load=load)
+    assert ran == [1]  # one load serves both checks
+    assert width.values[health.WIDTH_UNDER_LOAD] == [16] and width.values[health.LOAD] == "copies"
+    assert gen.values[health.GEN_UNDER_LOAD] == [5] and health.WIDTH_UNDER_LOAD not in gen.values
+
+
+# ----------------------------------------------------------------------------------------------
 # clocks, modes, and what NVML could not answer
 
 
@@ -471,12 +566,23 @@ def test_the_stand_in_matches_the_installed_pynvml():
 # through the plugin: hwtests/test_health.py on a fake GPU
 
 
-def _run_hwtest(pytester, monkeypatch, nvml, *args):
+def _run_hwtest(pytester, monkeypatch, nvml, *args, under_load=None):
+    """hwtests/test_health.py on a fake GPU whose NVML is ``nvml``; its copy load planted: NVML reads
+    ``under_load``'s values while it runs (default: as at idle)."""
     pytester.makeconftest(fake_gpu_conftest("sm_90"))
     # not named test_health: hwtests/test_health.py may be imported in this process already
     pytester.makepyfile(test_gpu_health=(REPO / "hwtests" / "test_health.py").read_text())
     monkeypatch.setattr(measure, "_nvml_handle", lambda pci: (nvml, "handle") if nvml else (None, None))
-    return pytester.runpytest_inprocess("-p", "no:randomly", "-rs", *args)
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(pytester.path))
+    loads = []
+
+    def copy_load(device, **kw):
+        loads.append(device)
+        return planted_load(nvml, **(under_load or {}))
+    monkeypatch.setattr(health, "copy_load", copy_load)
+    r = pytester.runpytest_inprocess("-p", "no:randomly", "-rs", *args)
+    r.loads = loads
+    return r
 
 
 def test_the_gpu_file_records_health_verdicts_and_a_failure_says_what_to_do(pytester, monkeypatch):
@@ -486,16 +592,20 @@ def test_the_gpu_file_records_health_verdicts_and_a_failure_says_what_to_do(pyte
     r.assert_outcomes(passed=10, failed=1, skipped=2)
     r.stdout.fnmatch_lines(["*FactMismatch: fact health_pcie_link_width on sm_90 does not hold:",
                             "*expected: current width = max width",
-                            "*measured: x8 of x16",
-                            "*flags:    PCIe x8 of x16: reseat or check the riser/slot; bandwidth to the host is halved",
+                            "*measured: x8 of x16 under load (best of 3 readings: x8 in 3; planted copies, 25.0 GB/s)",
+                            "*flags:    PCIe x8 of x16 while copies kept the link busy: it trained narrower than "
+                            "the GPU and this slot support; reseat or check the riser/slot; bandwidth to the host is "
+                            "halved",
                             "*reproduce: pytest 'test_gpu_health.py::test_health[[]health_pcie_link_width[]]'"])
+    assert r.loads == [0, 0]  # the width and the generation, each under its own load on GPU 0
     r.stdout.fnmatch_lines(["*SKIPPED*health_row_remap_pending: not supported here (nvmlDeviceGetRemappedRows: "
                             "NotSupported; nvmlDeviceGetRetiredPagesPendingStatus: NotSupported)*"])
     data = json.loads((pytester.path / "r.json").read_text())
     by_fact = {v["fact"]: v for v in data["facts"]}
     assert set(by_fact) == set(health.CHECKS)
-    assert by_fact["health_pcie_link_width"]["verdict"] == ("FAIL (PCIe x8 of x16: reseat or check the riser/slot; "
-                                                            "bandwidth to the host is halved)")
+    assert by_fact["health_pcie_link_width"]["verdict"] == (
+        "FAIL (PCIe x8 of x16 while copies kept the link busy: it trained narrower than the GPU and this slot "
+        "support; reseat or check the riser/slot; bandwidth to the host is halved)")
     assert by_fact["health_row_remap_failure"]["status"] == "SKIPPED"
     assert by_fact["health_compute_mode"]["gpu"]["pci_bus_id"] == "0000:00:00.0"
     assert {v["kind"] for v in data["facts"]} == {"health"}
@@ -509,3 +619,19 @@ def test_k_selects_a_health_check_and_without_nvml_it_skips_saying_so(pytester, 
     r = _run_hwtest(pytester, monkeypatch, None, "-k", "health_compute_mode")
     r.assert_outcomes(skipped=1, deselected=12)
     r.stdout.fnmatch_lines(["*SKIPPED*NVML cannot be read for GPU 0 (0000:00:00.0): install nvidia-ml-py*"])
+
+
+def test_the_gpu_file_reads_the_link_under_load_so_a_link_stuck_below_gen5_fails_red(pytester, monkeypatch):
+    """An idle GPU (P8, gpu_idle) reads Gen1 of Gen5, which alone can only skip; under the copies the link
+    stays at Gen3: the test fails, saying so. A GPU whose NVML has no such query skips, saying why."""
+    nvml = FakeNvml(gen=1, pstate=8, events=0x1)
+    r = _run_hwtest(pytester, monkeypatch, nvml, "-k", "health_pcie_link_gen", under_load=dict(gen=3, pstate=0))
+    r.assert_outcomes(failed=1, deselected=12)
+    r.stdout.fnmatch_lines(["*FactMismatch: fact health_pcie_link_gen on sm_90 does not hold:",
+                            "*measured: Gen3 of Gen5 under load (best of 3 readings: Gen3 in 3; planted copies*",
+                            "*flags:    PCIe Gen3 of Gen5 while copies kept the link busy: it trained below the most "
+                            "the GPU and this slot support; reseat*"])
+    r = _run_hwtest(pytester, monkeypatch, FakeNvml(gen=NVMLError_NotSupported), "-k", "health_pcie_link_gen")
+    r.assert_outcomes(skipped=1, deselected=12)
+    r.stdout.fnmatch_lines(["*SKIPPED*health_pcie_link_gen: not supported here (nvmlDeviceGetCurrPcieLinkGeneration: "
+                            "NotSupported)*"])
