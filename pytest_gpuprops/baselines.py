@@ -7,7 +7,7 @@ unit's own baseline"), and that is where a driver, firmware or hardware change s
 pytest-benchmark's manner (``--benchmark-autosave`` and ``--benchmark-compare`` to the last run),
 every run keeps what it measured on each GPU in a store of plain JSON files, one folder per unit::
 
-    <store>/GPU-c5d47081-161b-c161-0c26-c68d1b7f8938/20261126T093012-node7-4711.json
+    <store>/GPU-c5d47081-161b-c161-0c26-c68d1b7f8938/20261126T093012.123456-node7-4711.json
 
 and the next run on that unit compares each fact with the unit's last *accepted* run that
 measured it. A run is accepted for a unit when it finished and nothing it said of that unit was
@@ -165,10 +165,14 @@ class Store:
             if not measured:
                 continue
             ok, why = acceptance(meta.get("run"), red_for_unit(verdicts, uuid), accept)
-            stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+            stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S.%f")  # sorts by time; two runs a second apart differ
             folder = self.root / uuid
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{stamp}-{meta.get('host', 'host')}-{os.getpid()}.json"
+            n = 1
+            while path.exists():  # the same microsecond in the same process: never overwrite a run
+                path = folder / f"{stamp}-{meta.get('host', 'host')}-{os.getpid()}-{n}.json"
+                n += 1
             doc = {"schema": SCHEMA, "meta": unit_meta(meta, mine[0].gpu or {}), "accepted": ok, "why": why,
                    "facts": [_stored_verdict(v) for v in measured]}
             tmp = path.with_suffix(".json.tmp")
@@ -185,10 +189,10 @@ class Store:
         for run in self.runs(uuid):
             if not run.accepted:
                 continue
-            fresh = [v for v in run.verdicts if results.case_key(v) not in chosen]
+            fresh = [v for v in run.verdicts if results.run_key(v) not in chosen]
             if fresh:
                 used.append(run)
-                chosen.update({results.case_key(v): v for v in fresh})
+                chosen.update({results.run_key(v): v for v in fresh})
         return Baseline(uuid, list(chosen.values()), used)
 
 

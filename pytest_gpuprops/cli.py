@@ -345,6 +345,9 @@ def cmd_facts(a) -> int:
         sets = [gp_facts.select_gpu(f, a.gpu) for f in picked]
     if a.fact:
         return _show_fact(sets, a.fact, a.gpu)
+    if a.detection:
+        print(detection_table(sets))
+        return 0
     for f in sets:
         print(f"# {f.arch}{' for ' + f.gpu if f.gpu else ''}: {f.path}")
         print(_facts_table(f.values()))
@@ -356,6 +359,28 @@ def cmd_facts(a) -> int:
             print(_facts_table(section.values()))
             print()
     return 0
+
+
+def detection_rows(sets) -> list[tuple[str, str, float, float | None]]:
+    """(section, fact, guaranteed detection shift of the SKU's band, same-unit band) for every measured
+    fact of ``sets`` and their GPU sections, the weakest first."""
+    rows = []
+    for f in sets:
+        sections = [(f.gpu or "arch", f)] + ([] if f.gpu else list(f.gpu_sections.items()))
+        for name, section in sections:
+            for x in section.values():
+                if x.detection_shift is not None:
+                    rows.append((f"{f.arch} {name}", x.name, x.detection_shift, x.same_unit_tolerance_rel))
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def detection_table(sets) -> str:
+    """What each fact's bands are sure to catch: the SKU's band on every unit it was set from, and the
+    unit's own baseline compare (its same-unit band)."""
+    from tabulate import tabulate
+    rows = detection_rows(sets)
+    return tabulate([(sec, name, f"{d:.1%}", f"{u:.1%}" if u else "its tolerance") for sec, name, d, u in rows],
+                    headers=["section", "fact", "SKU band catches on every recorded unit", "same-unit band"])
 
 
 def _facts_table(facts) -> str:
@@ -480,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--gpu", help="the facts for one GPU model (its arch's, with its section on top), e.g. "
                                  "'NVIDIA H200'")
     f.add_argument("--fact", help="one fact whole: expected, units so far, method and source")
+    f.add_argument("--detection", action="store_true",
+                   help="the shift each fact's SKU band is sure to catch on every unit recorded, and its same-unit "
+                        "band, the weakest first")
     f.set_defaults(func=cmd_facts)
     m = sub.add_parser("merge", help="one table for a fleet's reports (--gpuprops-report JSON), outliers flagged")
     m.add_argument("reports", nargs="+", help="report JSON files, one per node or run")

@@ -90,6 +90,19 @@ class Fact:
     def accepts(self, measured: float) -> bool:
         return self.value is not None and abs(measured - self.value) <= self.tolerance + 1e-12
 
+    @property
+    def detection_shift(self) -> float | None:
+        """The smallest relative shift that takes every unit recorded (``units_range``, else the value)
+        out of the band, either way: what the SKU's band is guaranteed to catch on any unit it was
+        set from. The unit at the bottom of the range must rise past value + tolerance, the one at
+        the top fall past value - tolerance. None for a static fact or a zero value."""
+        if self.kind != "measured" or not self.value:
+            return None
+        lo, hi = self.units_range or (self.value, self.value)
+        if not lo or not hi:
+            return None
+        return max((self.value + self.tolerance - lo) / abs(lo), (hi - (self.value - self.tolerance)) / abs(hi))
+
     def expected_text(self) -> str:
         if self.kind == "static":
             return ", ".join(f"{v} ({c})" for c, v in self.by_compiler.items())

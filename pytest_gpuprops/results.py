@@ -163,6 +163,15 @@ def case_key(v: Verdict) -> tuple[str, str]:
     return v.fact, path + sep + name
 
 
+def run_key(v: Verdict) -> tuple[str, str]:
+    """A fact measured by one test as two runs of one unit name it, wherever pytest was started: the
+    test file's name without its folders (``cd hwtests && pytest`` names it ``test_smem.py::...``),
+    and no ``gpuN`` parameter."""
+    fact, case = case_key(v)
+    path, sep, name = case.partition("::")
+    return fact, path.rsplit("/", 1)[-1] + sep + name
+
+
 def _comparable(v: Verdict) -> bool:
     return v.kind == "measured" and v.measured is not None and v.tolerance is not None and v.gpu is not None
 
@@ -244,12 +253,12 @@ def _baseline_reading(v: Verdict) -> bool:
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
     """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
     fact's same-unit band (:func:`same_unit_band`) since the baseline run."""
-    old = {(gpu_key(v), *case_key(v)): v for v in baseline if _baseline_reading(v)}
+    old = {(gpu_key(v), *run_key(v)): v for v in baseline if _baseline_reading(v)}
     moved = []
     for v in current:
         if not _baseline_reading(v):
             continue
-        o = old.get((gpu_key(v), *case_key(v)))
+        o = old.get((gpu_key(v), *run_key(v)))
         if o is None:
             continue
         band = same_unit_band(v, o.measured)

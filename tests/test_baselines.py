@@ -1,0 +1,223 @@
+"""The unit baseline store (baselines.py) with given verdicts, and the default workflow through the
+plugin: a second run on a unit compares with its first, a planted change is MOVED, a red run is
+kept but not accepted, --gpuprops-baseline-accept and 'none' do what they say."""
+
+import dataclasses
+import json
+
+import pytest
+from gp_testing import fake_gpu_conftest
+
+from pytest_gpuprops import baselines, results
+from pytest_gpuprops.assertions import Verdict
+
+UUID = "GPU-c5d47081-161b-c161-0c26-c68d1b7f8938"
+GPU = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": UUID, "host": "n1", "driver_version": "580.159.04",
+       "cuda_driver_version": "13.0", "cuda_runtime_version": "13.0", "vbios_version": "96.00.DA.00.0C",
+       "max_sm_clock_mhz": 1980}
+FINISHED = {"date": "2026-11-26T09:30:00", "host": "n1", "compiler": "nvrtc 13.5",
+            "run": results.run_status(0, 2, 2)}
+
+
+def verdict(measured, fact="lds_latency_cycles", status="PASS", gpu=GPU, rel=0.005):
+    return Verdict(fact, "sm_90", status, "23 ± 0.25 cycles", measured, f"{measured} cycles", "cycles", "m", "s",
+                   nodeid=f"hwtests/t.py::test_{fact}", gpu=gpu, tolerance=0.25, same_unit_tolerance_rel=rel,
+                   measurement={"values": [measured] * 50, "median": measured, "per_warp": [1.0] * 64})
+
+
+def test_a_run_is_kept_per_unit_without_its_per_launch_values_and_read_back(tmp_path):
+    store = baselines.Store(tmp_path)
+    other = dict(GPU, uuid="GPU-27864b42-677c-a988-53d2-9c6308002028", index=1)
+    saved = store.save([verdict(23.0), verdict(23.1, gpu=other), verdict(5.0, gpu=None)], FINISHED)
+    assert [(u[:12], ok) for u, _p, ok, _w in saved] == [("GPU-27864b42", True), ("GPU-c5d47081", True)]
+    assert store.units() == sorted([UUID, other["uuid"]])
+    (run,) = store.runs(UUID)
+    assert run.accepted and run.why == "accepted: finished with nothing red on this unit"
+    assert run.meta["driver_version"] == "580.159.04" and run.meta["date"] == FINISHED["date"]
+    assert [v.measured for v in run.verdicts] == [23.0]
+    assert run.verdicts[0].measurement == {"median": 23.0}  # the values stay in the report, not the store
+    doc = json.loads(run.path.read_text())
+    assert doc["schema"] == baselines.SCHEMA and not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("fleet, run, accept, accepted, why", [
+    ([], results.run_status(0, 2, 2), False, True, "accepted: finished"),
+    ([verdict(24.0, status="MOVED")], results.run_status(1, 2, 2), False, False,
+     "not accepted: 1 red verdict(s) on this unit (lds_latency_cycles MOVED)"),
+    ([], results.run_status(2, 2, 1), False, False, "not accepted: the run is incomplete (interrupted"),
+    ([verdict(24.0, status="MOVED")], results.run_status(1, 2, 2), True, True,
+     "accepted with --gpuprops-baseline-accept (1 red verdict(s))"),
+])
+def test_a_run_becomes_the_baseline_only_when_finished_with_nothing_red_or_when_accepted(tmp_path, fleet, run, accept,
+                                                                                        accepted, why):
+    store = baselines.Store(tmp_path)
+    ((_u, _p, ok, text),) = store.save([verdict(23.0)] + fleet, dict(FINISHED, run=run), accept=accept)
+    assert ok is accepted and text.startswith(why)
+
+
+def test_the_baseline_is_the_newest_accepted_reading_of_each_fact(tmp_path, monkeypatch):
+    store = baselines.Store(tmp_path)
+    stamps = iter(["20261126T090000", "20261126T100000", "20261126T110000"])
+
+    class Clock:
+        @staticmethod
+        def now():
+            class T:
+                def strftime(self, _):
+                    return next(stamps)
+            return T()
+    monkeypatch.setattr(baselines._dt, "datetime", Clock)
+    store.save([verdict(23.0), verdict(5.0, fact="ffma")], FINISHED)  # the whole suite
+    store.save([verdict(23.1)], dict(FINISHED, date="2026-11-26T10:00:00"))  # -k lds, accepted
+    red = dict(FINISHED, date="2026-11-26T11:00:00", run=results.run_status(1, 1, 1))
+    store.save([verdict(30.0), verdict(30.0, status="FAIL")], red)  # red: kept, never a baseline
+    base = store.baseline(UUID)
+    assert sorted((v.fact, v.measured) for v in base.verdicts) == [("ffma", 5.0), ("lds_latency_cycles", 23.1)]
+    assert [r.date for r in base.runs] == ["2026-11-26T10:00:00", "2026-11-26T09:30:00"]
+    assert base.describe().startswith("run of 2026-11-26T10:00:00 on n1 (") and "1 older run(s)" in base.describe()
+    assert len(store.runs(UUID)) == 3
+
+
+def test_what_changed_between_two_runs_of_a_unit_is_named():
+    old = baselines.unit_meta(FINISHED, GPU)
+    new = baselines.unit_meta(dict(FINISHED, compiler="nvrtc 13.6"), dict(GPU, driver_version="590.10",
+                                                                         vbios_version="96.00.DA.00.0D"))
+    assert baselines.changes(old, new) == ["driver 580.159.04 -> 590.10", "VBIOS 96.00.DA.00.0C -> 96.00.DA.00.0D",
+                                           "compiler nvrtc 13.5 -> nvrtc 13.6"]
+    assert baselines.changes(old, old) == []
+    base = baselines.Baseline(UUID, [verdict(23.0)], [baselines.UnitRun(None, old, True, "", [verdict(23.0)])])
+    assert base.describe(new) == ("run of 2026-11-26T09:30:00 on n1, 1 facts; since then: driver 580.159.04 -> "
+                                  "590.10, VBIOS 96.00.DA.00.0C -> 96.00.DA.00.0D, compiler nvrtc 13.5 -> nvrtc 13.6")
+    assert baselines.Baseline(UUID, [], []).describe().startswith("no accepted run yet")
+
+
+def test_a_file_that_is_not_a_unit_run_is_never_a_baseline(tmp_path):
+    store = baselines.Store(tmp_path)
+    folder = tmp_path / UUID
+    folder.mkdir()
+    (folder / "20261126T000000-x-1.json").write_text("{not json")
+    (folder / "20261126T000001-x-1.json").write_text('{"schema": "other", "facts": []}')
+    assert store.runs(UUID) == [] and len(store.unreadable(UUID)) == 2
+    with pytest.raises(baselines.BaselineError, match="is not a gpuprops unit run"):
+        baselines.read_run(folder / "20261126T000001-x-1.json")
+
+
+def test_a_store_on_a_file_or_a_read_only_folder_is_refused(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(baselines.BaselineError, match="is a file, not a folder"):
+        baselines.Store(tmp_path / "f" / "b").check()
+    baselines.Store(tmp_path / "new" / "store").check()  # created on the first run
+
+
+def test_the_default_store_follows_the_variable_then_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUPROPS_BASELINE_DIR", str(tmp_path / "s"))
+    assert baselines.default_dir() == tmp_path / "s"
+    monkeypatch.delenv("GPUPROPS_BASELINE_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "x"))
+    assert baselines.default_dir() == tmp_path / "x" / "gpuprops" / "baselines"
+
+
+def test_a_report_or_a_stored_run_serves_as_a_baseline_file(tmp_path):
+    rep = tmp_path / "r.json"
+    rep.write_text(json.dumps(results.SessionResults([verdict(23.0)]).to_json({})))
+    assert [v.measured for v in baselines.from_report(rep)] == [23.0]
+    ((_u, path, _ok, _w),) = baselines.Store(tmp_path / "s").save([verdict(23.2)], FINISHED)
+    assert [v.measured for v in baselines.from_report(path)] == [23.2]
+    with pytest.raises(baselines.BaselineError, match="cannot read report"):
+        baselines.from_report(tmp_path / "missing.json")
+
+
+# -- the default workflow through the plugin ----------------------------------------------------
+
+FACT = '''
+import pytest
+from pytest_gpuprops.measure import Measurement
+
+@pytest.mark.gpu
+def test_lds(gpuprops):
+    m = Measurement.given("lds", [{value}] * 3)
+    m.remeasure = lambda: Measurement.given("lds", [{value}] * 3)
+    gpuprops.check("lds_latency_cycles", m, method="given")
+'''
+FACTS = ('arch = "sm_90"\n\n[lds_latency_cycles]\nvalue = 23.0\ntolerance_abs = 1.0\n'
+         'same_unit_tolerance_rel = 0.005\nunit = "cycles"\nmethod = "chase"\nsource = "given"\n')
+
+
+@pytest.fixture
+def unit(pytester, monkeypatch, tmp_path):
+    monkeypatch.setattr("sys.dont_write_bytecode", True)  # the test file is rewritten between runs
+    pytester.makeconftest(fake_gpu_conftest(count=1))
+    (pytester.path / "sm_90.toml").write_text(FACTS)
+
+    def run(value, *args):
+        pytester.makepyfile(FACT.format(value=value))
+        return pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml", "--gpuprops-baselines",
+                                            str(tmp_path / "store"), *args)
+    return run
+
+
+def test_the_second_run_on_a_unit_compares_with_the_first_and_a_planted_two_percent_is_moved(unit):
+    first = unit(23.0)
+    assert first.ret == 0
+    first.stdout.fnmatch_lines(["gpuprops baseline: GPU-00000000: no accepted run yet*",
+                                "gpuprops baseline: GPU-00000000: this run stored as *; accepted*"])
+    again = unit(23.05)  # 0.2 %: the unit repeats itself
+    assert again.ret == 0
+    again.stdout.fnmatch_lines(["gpuprops baseline: GPU-00000000: run of * on *, 1 facts; since then: no change of "
+                                "driver, CUDA, VBIOS, max SM clock or compiler; 0 MOVED"])
+    moved = unit(23.05 * 1.02)  # 2 % off the last accepted run: inside the SKU's band (23 ± 1), not the unit's
+    assert moved.ret == 1
+    moved.assert_outcomes(passed=1)
+    moved.stdout.fnmatch_lines(["*baseline 23.050 ± 0.115 cycles (same-unit band 0.50%)*(moved +0.461, +2.00%)*MOVED"])
+
+
+def test_a_change_inside_the_sku_band_is_moved_on_the_same_unit(unit):
+    assert unit(23.0).ret == 0
+    r = unit(23.2)  # holds 23 ± 1, but 0.87 % off this unit's own 23.0 (band 0.5 %)
+    assert r.ret == 1
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*this run stored as *; not accepted: 1 red verdict(s)*",
+                            "*baseline 23.000 ± 0.115 cycles (same-unit band 0.50%)*(moved +0.200, +0.87%)*MOVED*"])
+    assert unit(23.2).ret == 1  # still compared with the last accepted run, not the red one
+    accepted = unit(23.2, "--gpuprops-baseline-accept")  # the change is understood: the new baseline
+    assert accepted.ret == 1  # this run is still red ...
+    assert unit(23.2).ret == 0  # ... and the next one compares with the accepted one
+
+
+def test_baseline_none_neither_compares_nor_stores(unit, tmp_path):
+    assert unit(23.0).ret == 0
+    r = unit(23.2, "--gpuprops-baseline", "none")
+    assert r.ret == 0 and "gpuprops baseline" not in r.stdout.str()
+    assert len(list((tmp_path / "store").rglob("*.json"))) == 1
+
+
+def test_a_report_given_as_the_baseline_is_used_instead_of_the_store(unit, pytester):
+    assert unit(23.2, "--gpuprops-report", "old.json").ret == 0
+    assert unit(23.0).ret == 1  # against the store's 23.2
+    r = unit(23.2, "--gpuprops-baseline", "old.json")
+    assert r.ret == 0
+    r.stdout.fnmatch_lines(["gpuprops baseline: compared with old.json"])
+    report = json.loads((pytester.path / "old.json").read_text())
+    assert report["meta"]["baselines"]["stored"][0]["accepted"] is True
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpuprops-baseline", ""], "--gpuprops-baseline '': expected 'last'"),
+    (["--gpuprops-baseline", "nope.json"], "--gpuprops-baseline: cannot read report nope.json"),
+    (["--gpuprops-compare", "a.json", "--gpuprops-baseline", "b.json"], "name two baselines; give one"),
+    (["--gpuprops-baselines", ""], "--gpuprops-baselines '': expected a folder"),
+])
+def test_baseline_options_that_cannot_be_used_stop_the_run_at_start_up(pytester, args, message):
+    (pytester.path / "a.json").write_text('{"facts": []}')
+    r = pytester.runpytest_inprocess(*args)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in r.stderr.str()
+
+
+def test_the_store_keeps_units_apart_under_one_fleet_folder(tmp_path):
+    store = baselines.Store(tmp_path)
+    a = [verdict(23.0)]
+    b = [dataclasses.replace(verdict(23.2), gpu=dict(GPU, uuid="GPU-27864b42-677c-a988-53d2-9c6308002028"))]
+    store.save(a + b, FINISHED)
+    assert [v.measured for v in store.baseline(UUID).verdicts] == [23.0]
+    assert results.compare(store.baseline(UUID).verdicts, b) == []  # another unit's reading is not compared

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Same-unit bands from same-unit repeatability: how far one unit's reading of each fact moves
+from one process to the next, measured, and the band a unit's baseline compare uses.
+
+Give it the reports of several processes (``--gpuprops-report``) on several units of each SKU::
+
+    python3 tools/same_unit_bands.py out/run*.json                 # the table: per fact, the spread and band
+    python3 tools/same_unit_bands.py out/run*.json --write \\
+        --facts pytest_gpuprops/facts/sm_90.toml                   # and set same_unit_tolerance_rel per fact
+
+The rule (docs/method.md, "the unit's own baseline"): for each fact, each unit's readings over
+the processes give a range (highest - lowest) / median; the band is MARGIN x the largest range any
+unit showed, and never under the floor: FLOOR_REL, or 1.5 steps of a quantised fact (the smallest
+difference between two distinct readings seen, for facts that read on a grid such as clocks in
+15 MHz steps). An arch fact takes the widest band of every SKU; a fact of a GPU's section, its
+SKU's. Only settled readings count (PASS or FAIL; not NOISY, THROTTLED or UNSTABLE). A fact with
+fewer than two readings on any unit gets no band: the compare then falls back to its tolerance.
+``--write`` only ever sets bands from data; it names the units and processes in the file's
+``same_unit_source`` note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_gpuprops import results  # noqa: E402
+from pytest_gpuprops.assertions import FAIL, PASS  # noqa: E402
+
+MARGIN = 2.5
+FLOOR_REL = 0.005
+QUANTUM_STEPS = 1.5
+
+
+def readings(paths: list[str]) -> tuple[dict, dict]:
+    """{(section, fact, case): {uuid: [values, one per process]}} and {uuid: SKU name}."""
+    by_case: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    sku: dict[str, str] = {}
+    for p in paths:
+        res, _ = results.load(p)
+        for v in res.verdicts:
+            if not results._comparable(v) or v.status not in (PASS, FAIL):
+                continue
+            uuid = results.gpu_key(v)
+            sku[uuid] = (v.gpu or {}).get("name", "?")
+            section = sku[uuid] if v.scope == "gpu" else None
+            by_case[(section, *results.case_key(v))][uuid].append(float(v.measured))
+    return by_case, sku
+
+
+#: a step between one unit's readings under this fraction of the value is noise, not a grid
+GRID_MIN_REL = 0.001
+
+
+def quantum(per_unit: dict[str, list[float]]) -> float | None:
+    """The smallest step between two distinct readings of one unit, where a unit's readings sit on a
+    grid (a clock in 15 MHz steps): steps under GRID_MIN_REL of the value are noise, not a grid."""
+    steps = []
+    for xs in per_unit.values():
+        distinct = sorted(set(xs))
+        steps += [b - a for a, b in zip(distinct, distinct[1:]) if b - a > GRID_MIN_REL * abs(b)]
+    return min(steps) if steps else None
+
+
+def band(per_unit: dict[str, list[float]]) -> dict | None:
+    """The band of one fact from its readings per unit, with what it came from; None below two
+    readings on every unit."""
+    spreads = {u: (max(xs) - min(xs)) / abs(statistics.median(xs)) for u, xs in per_unit.items()
+               if len(xs) >= 2 and statistics.median(xs)}
+    if not spreads:
+        return None
+    worst_unit = max(spreads, key=spreads.get)
+    every = [x for xs in per_unit.values() for x in xs]
+    q = quantum(per_unit)
+    floor = FLOOR_REL
+    if q is not None:
+        floor = max(floor, QUANTUM_STEPS * q / abs(statistics.median(every)))
+    rel = max(floor, MARGIN * spreads[worst_unit])
+    return {"rel": math.ceil(rel * 1000) / 1000, "spread": spreads[worst_unit], "unit": worst_unit,
+            "units": len(spreads), "processes": max(len(xs) for xs in per_unit.values()), "quantum": q}
+
+
+def bands(paths: list[str]) -> tuple[dict[tuple[str | None, str], dict], dict]:
+    """{(section, fact): band} over every case of a fact (the widest), and the units' SKUs."""
+    by_case, sku = readings(paths)
+    out: dict[tuple[str | None, str], dict] = {}
+    for (section, fact, _case), per_unit in by_case.items():
+        b = band(per_unit)
+        if b is not None and (b["rel"] > out.get((section, fact), {"rel": -1})["rel"]):
+            out[(section, fact)] = b
+    return out, sku
+
+
+def table(found: dict, sku: dict) -> str:
+    from tabulate import tabulate
+    rows = [(sec or "arch", fact, f"{b['spread']:.2%}", f"{b['rel']:.1%}", b["unit"][:12],
+             sku.get(b["unit"], "?"), b["units"], b["processes"], f"{b['quantum']:g}" if b["quantum"] else "")
+            for (sec, fact), b in sorted(found.items(), key=lambda kv: -kv[1]["rel"])]
+    n = len(found)
+    over2 = sum(b["rel"] >= 0.02 for b in found.values())
+    over5 = sum(b["rel"] >= 0.05 for b in found.values())
+    head = (f"{n} facts; band >= 2 %: {over2} ({over2 / max(n, 1):.1%}), >= 5 %: {over5} (a 2 % change is caught on "
+            f"{n - over2} of {n}, a 5 % change on {n - over5})")
+    return head + "\n" + tabulate(rows, headers=["section", "fact", "largest same-unit range", "band", "on unit",
+                                                "SKU", "units", "processes", "quantum"])
+
+
+_HEADER = re.compile(r'^\[(?:gpus\."(?P<gpu>[^"]+)"\.)?(?P<fact>[a-z][a-z0-9_]*)\]\s*$')
+
+
+def write(facts_path: Path, found: dict, source: str) -> int:
+    """Set ``same_unit_tolerance_rel`` in each measured fact's table that has a band (an arch fact:
+    the widest over the SKUs of its GPU sections too), and the file's ``same_unit_source``."""
+    from pytest_gpuprops.facts import load_file
+    lines = facts_path.read_text().splitlines()
+    arch_wide: dict[str, float] = {}
+    for (_sec, fact), b in found.items():
+        arch_wide[fact] = max(arch_wide.get(fact, 0.0), b["rel"])
+    out, table_of, changed = [], None, 0
+    for line in lines:
+        m = _HEADER.match(line)
+        if m:
+            table_of = (m.group("gpu"), m.group("fact"))
+        elif line.startswith("["):
+            table_of = None
+        if table_of and line.startswith("same_unit_tolerance_rel ="):
+            continue  # set again below, from this data
+        if table_of and line.startswith("unit = "):
+            gpu, fact = table_of
+            rel = found.get((gpu, fact), {}).get("rel") if gpu else arch_wide.get(fact)
+            if rel:
+                out.append(f"same_unit_tolerance_rel = {rel:g}")
+                changed += 1
+        out.append(line)
+    text = "\n".join(out) + "\n"
+    note = f"same_unit_source = {_toml_string(source)}"
+    if any(x.startswith("same_unit_source =") for x in lines):
+        text = re.sub(r"^same_unit_source = .*$", lambda _m: note, text, count=1, flags=re.M)
+    else:
+        first_table = next(i for i, x in enumerate(out) if x.startswith("["))
+        text = "\n".join(out[:first_table - 1] + [note] + out[first_table - 1:]) + "\n"
+    facts_path.write_text(text)
+    load_file(facts_path)  # read back: a file the loader refuses is not left half-written unnoticed
+    return changed
+
+
+def _toml_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("reports", nargs="+", help="--gpuprops-report JSON files, one per process")
+    ap.add_argument("--facts", type=Path, help="the facts file to set same_unit_tolerance_rel in (with --write)")
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--source", default="", help="the sentence naming the units, processes, driver and date")
+    args = ap.parse_args(argv)
+    try:
+        found, sku = bands(args.reports)
+    except results.ResultsError as exc:
+        print(f"same_unit_bands: {exc}", file=sys.stderr)
+        return 2
+    print(table(found, sku))
+    if args.write:
+        if not args.facts or not args.source:
+            print("same_unit_bands: --write needs --facts FILE and --source 'the units, processes, driver, date'",
+                  file=sys.stderr)
+            return 2
+        n = write(args.facts, found, args.source)
+        print(f"set same_unit_tolerance_rel in {n} fact tables of {args.facts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
