@@ -1,0 +1,104 @@
+"""tools/same_unit_bands.py and tools/baseline_detection.py on reports written here: the band rule
+(margin over the widest same-unit range, the floors), writing bands into a facts file that still
+loads, and the planted-shift counts the issue's bar is read from."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprops import facts as gp_facts
+from pytest_gpuprops import results
+from pytest_gpuprops.assertions import Verdict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import baseline_detection  # noqa: E402
+import same_unit_bands  # noqa: E402
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _verdict(fact, value, uuid, scope="arch", status="PASS", node=None):
+    gpu = {"index": 0, "name": H100, "uuid": uuid, "host": "n"}
+    return Verdict(fact, "sm_90", status, "x", value, f"{value}", "cycles", "m", "s", gpu=gpu, tolerance=1.0,
+                   scope=scope, nodeid=node or f"hwtests/t.py::test_{fact}")
+
+
+def _reports(tmp_path, runs):
+    """One report per process: runs = [[(fact, value, uuid, scope?), ...], ...]."""
+    paths = []
+    for i, rows in enumerate(runs):
+        p = tmp_path / f"run{i}.json"
+        p.write_text(json.dumps(results.SessionResults([_verdict(*r) for r in rows]).to_json({})))
+        paths.append(str(p))
+    return paths
+
+
+def test_the_band_is_the_margin_over_the_widest_unit_range_and_never_under_the_floor(tmp_path):
+    paths = _reports(tmp_path, [
+        [("lds", 100.0, "GPU-a"), ("lds", 100.0, "GPU-b"), ("dram", 680.0, "GPU-a", "gpu"), ("steady", 4.0, "GPU-a")],
+        [("lds", 100.4, "GPU-a"), ("lds", 100.1, "GPU-b"), ("dram", 686.8, "GPU-a", "gpu"), ("steady", 4.0, "GPU-a")],
+        [("lds", 100.2, "GPU-a"), ("lds", 100.0, "GPU-b"), ("dram", 683.0, "GPU-a", "gpu"), ("steady", 4.0, "GPU-a")],
+    ])
+    found, sku = same_unit_bands.bands(paths)
+    lds = found[(None, "lds")]
+    assert lds["unit"] == "GPU-a" and lds["spread"] == pytest.approx(0.4 / 100.2)
+    assert lds["rel"] == pytest.approx(0.010)  # 2.5 x 0.399 % = 0.998 %, rounded up to 0.1 %
+    assert found[(H100, "dram")]["rel"] == pytest.approx(0.025)  # a GPU-section fact is its SKU's
+    assert found[(None, "steady")]["rel"] == same_unit_bands.FLOOR_REL  # never read apart: the floor
+    assert sku == {"GPU-a": H100, "GPU-b": H100}
+    assert "3 facts; band >= 2 %: 1" in same_unit_bands.table(found, sku)
+
+
+def test_a_clock_on_a_15_mhz_grid_gets_at_least_one_and_a_half_steps():
+    band = same_unit_bands.band({"GPU-a": [1980.0, 1995.0, 1995.0], "GPU-b": [1980.0, 1980.0]})
+    assert band["quantum"] == 15.0
+    assert band["rel"] >= 1.5 * 15.0 / 1987.5
+
+
+def test_noisy_or_throttled_readings_and_single_readings_set_no_band(tmp_path):
+    paths = _reports(tmp_path, [[("a", 10.0, "GPU-a"), ("b", 10.0, "GPU-a")],
+                                [("a", 20.0, "GPU-a", "arch", "NOISY"), ("c", 1.0, "GPU-a")]])
+    found, _ = same_unit_bands.bands(paths)
+    assert (None, "a") not in found  # the NOISY 20.0 is not counted: one reading left
+    assert (None, "c") not in found  # one reading: nothing to say
+
+
+def test_writing_bands_sets_each_table_and_the_note_and_the_file_still_loads(tmp_path):
+    facts = tmp_path / "sm_90.toml"
+    facts.write_text('arch = "sm_90"\n\n[lds]\nvalue = 100.0\ntolerance_abs = 1.0\nsame_unit_tolerance_rel = 0.2\n'
+                     'unit = "cycles"\nmethod = "m"\nsource = "s"\n\n'
+                     f'[gpus."{H100}".dram]\nvalue = 680.0\ntolerance_rel = 0.03\nunit = "cycles"\nmethod = "m"\n'
+                     'source = "s"\n')
+    found = {(None, "lds"): {"rel": 0.01}, (H100, "dram"): {"rel": 0.025}, ("NVIDIA H200", "lds"): {"rel": 0.02}}
+    assert same_unit_bands.write(facts, found, "3 processes on GPU-a, 2026-11-26") == 2
+    loaded = gp_facts.load_file(facts)
+    assert loaded["lds"].same_unit_tolerance_rel == 0.02  # an arch fact: the widest of every SKU
+    assert loaded.gpu_sections[H100]["dram"].same_unit_tolerance_rel == 0.025
+    assert loaded.meta["same_unit_source"] == "3 processes on GPU-a, 2026-11-26"
+    same_unit_bands.write(facts, found, "again")  # a second write replaces, never repeats
+    assert facts.read_text().count("same_unit_tolerance_rel") == 2 and gp_facts.load_file(facts).meta[
+        "same_unit_source"] == "again"
+
+
+def test_planted_shifts_are_counted_only_when_caught_both_ways(tmp_path):
+    base = [_verdict("tight", 100.0, "GPU-a"), _verdict("loose", 100.0, "GPU-a")]
+    base[0].same_unit_tolerance_rel, base[1].same_unit_tolerance_rel = 0.01, 0.03
+    rerun = [_verdict("tight", 100.3, "GPU-a"), _verdict("loose", 100.3, "GPU-a")]
+    for v, b in zip(rerun, base):
+        v.same_unit_tolerance_rel = b.same_unit_tolerance_rel
+    compared, moved = baseline_detection.caught(base, rerun, 0.0)
+    assert len(compared) == 2 and moved == set()
+    _, moved = baseline_detection.caught(base, rerun, 0.02)
+    assert [k[1] for k in moved] == ["tight"]  # 2 % against a 3 % band is not caught
+    _, moved = baseline_detection.caught(base, rerun, 0.05)
+    assert sorted(k[1] for k in moved) == ["loose", "tight"]
+
+
+def test_a_planted_baseline_file_is_written_new_and_only_new(tmp_path, capsys):
+    (p,) = _reports(tmp_path, [[("lds", 100.0, "GPU-a")]])
+    out = tmp_path / "planted.json"
+    assert baseline_detection.main([p, "--plant", "0.05", "-o", str(out)]) == 0
+    assert [v.measured for v in results.load(out)[0].verdicts] == [pytest.approx(105.0)]
+    assert baseline_detection.main([p, "--plant", "0.05", "-o", str(out)]) == 2  # never over a file
