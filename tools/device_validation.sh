@@ -19,6 +19,9 @@
 #                                                         FACTS: a TMA latency, the atomic near-partition
 #                                                         statistic, the wgmma FLOP/clk model (its shared-
 #                                                         memory bandwidth 5 % low), a sustained clock 5 % low
+#   tools/device_validation.sh units                      RUNS whole-suite processes on every GPU with one baseline
+#                                                         store (0 MOVED after the first), a baseline planted PLANT
+#                                                         off (every fact MOVED), a planted 5 % fleet shift
 #   tools/device_validation.sh trust                      RUNS (default 3) GPU-suite runs, then one planted
 #                                                         5 % shift of each kind of fact (scalar, per-hop
 #                                                         percentile, model): each must FAIL confirmed; an
@@ -79,7 +82,46 @@ fleet)
   GPUPROPS_PLANT_SHIFT="1:smem_lds_float4_bytes_per_cycle:+3" timed "planted outlier (GPU 1 LDS.128 +3 B/clk)" \
     "$LOGS/outlier.log" $RUN -k "smem_bandwidth" -n 2 --gpuprops-gpus all --gpuprops-facts "$FACTS" \
     --gpuprops-report "$LOGS/outlier.json"
-  grep -a -A8 "outliers and moved" "$LOGS/outlier.log"
+  grep -a -A8 "gpuprops fleet" "$LOGS/outlier.log"
+  ;;
+units)
+  # Each unit against its own baseline, as a user runs it: RUNS (default 3) whole-suite processes on every
+  # GPU of the machine (xdist, one worker a GPU, when there are several), all keeping their unit runs in
+  # one store; the first run is each unit's baseline and the next ones compare with it (0 MOVED is the bar).
+  # Then the first run's readings planted PLANT (default 5 %) off, as the baseline of one more run (every
+  # fact MOVED is the bar), and on a machine of several GPUs a 5 % DRAM-latency shift planted on GPU 1
+  # (flagged on GPU 1 is the bar). The reports are the input of tools/same_unit_bands.py and
+  # tools/baseline_detection.py.
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,vbios_version,driver_version --format=csv
+  NG=$(nvidia-smi -L | wc -l); X=(); [ "$NG" -gt 1 ] && X=(-n "$NG" --gpuprops-gpus all)
+  STORE="$LOGS/store"
+  for i in $(seq 1 "${RUNS:-3}"); do
+    timed "run $i" "$LOGS/run$i.log" $RUN "${X[@]}" --gpuprops-facts "$FACTS" --gpuprops-baselines "$STORE" \
+      --gpuprops-report "$LOGS/run$i.json"
+    grep -a "^gpuprops baseline: GPU" "$LOGS/run$i.log" | grep -v "stored as" | cut -c1-220
+  done
+  PLANT=${PLANT:-0.05}
+  python3 tools/baseline_detection.py "$LOGS/run1.json" --plant "$PLANT" -o "$LOGS/planted.json"
+  timed "baseline planted $PLANT off" "$LOGS/planted.log" $RUN "${X[@]}" --gpuprops-facts "$FACTS" \
+    --gpuprops-baseline "$LOGS/planted.json" --gpuprops-report "$LOGS/planted_run.json"
+  python3 - "$LOGS/planted_run.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+moved = {(v["gpu"]["uuid"], v["fact"], v["nodeid"]) for v in d["fleet"] if v["status"] == "MOVED"}
+compared = {(v["gpu"]["uuid"], v["fact"], v["nodeid"]) for v in d["facts"]
+            if v["kind"] == "measured" and v["measured"] is not None and v["status"] in ("PASS", "FAIL") and v["gpu"]}
+print(f"planted baseline: {len(moved & compared)} of {len(compared)} measured facts MOVED")
+for k in sorted(compared - moved)[:30]:
+    print("   not moved:", k[0][:12], k[1], k[2])
+PY
+  for i in $(seq 2 "${RUNS:-3}"); do python3 tools/baseline_detection.py "$LOGS/run1.json" "$LOGS/run$i.json" \
+    --facts "$FACTS" | head -12; done
+  if [ "$NG" -gt 1 ]; then
+    delta=$(python3 -c "import json; d=json.load(open('$LOGS/run1.json')); print(next(round(0.05*v['measured'],3) for v in d['facts'] if v['fact']=='dram_latency_cycles' and v['gpu'] and v['gpu']['index']==1))")
+    GPUPROPS_PLANT_SHIFT="1:dram_latency_cycles:$delta" timed "planted fleet shift (GPU 1 DRAM latency +5 %, $delta)" \
+      "$LOGS/fleet_planted.log" $RUN -k "chase_latency" "${X[@]}" --gpuprops-facts "$FACTS" --gpuprops-baseline none
+    grep -a -A6 "gpuprops fleet" "$LOGS/fleet_planted.log" | cut -c1-250
+  fi
   ;;
 trust)
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.mem,ecc.mode.current --format=csv
@@ -167,6 +209,6 @@ PY
   grep -a -m1 -A10 "does not hold" "$LOGS/planted_wgmma.log"
   ;;
 *)
-  echo "usage: $0 record <-k expr> | new <-k expr> | planted | validate | fleet | trust" >&2; exit 2;;
+  echo "usage: $0 record <-k expr> | new <-k expr> | planted | validate | fleet | trust | units" >&2; exit 2;;
 esac
 tar -C "$LOGS" -czf "$OUT/${1}.tar.gz" .
