@@ -65,10 +65,11 @@ class _Buffers:
         return self._dram
 
     def l2(self):
+        """The L2 read's windows (tp.l2_placements) and the one allocation that holds them."""
         if self._l2 is None:
             with self.cp.cuda.Device(self.index):
-                nbytes = tp.l2_buffer_bytes(self.l2_bytes)
-                self._l2 = (nbytes, self.cp.zeros(nbytes // 4, dtype=self.cp.uint32))
+                layout = tp.l2_placements(self.l2_bytes, free_bytes=self.cp.cuda.runtime.memGetInfo()[0])
+                self._l2 = (layout, self.cp.zeros(layout.region_bytes // 4, dtype=self.cp.uint32))
         return self._l2
 
     def free(self):
@@ -186,12 +187,14 @@ def test_memory_bandwidth(gpuprops, gpu, device, buffers, kind):
     import cupy
     name = gpuprops.fact_name
     fn = load(gpuprops.runner, "stream_bandwidth.cu", tp.STREAM_KERNELS[kind], tp.STREAM_DEFINES)
-    if kind == "l2_read":
-        nbytes, src = buffers.l2()
-        dst = None
+    if kind == "l2_read":  # the mean over tp.L2_PLACEMENTS windows: one buffer's rate moves with where its lines lie
+        layout, region = buffers.l2()
+        wls = tp.l2_placement_workloads(cupy, fn, layout, region, sms=gpu.sm_count,
+                                        max_threads_per_sm=device.max_threads_per_sm)
+        m = tp.measure_placed_rate(cupy, wls, name=name, info=gpu, target_launch_s=0.001, launches=1)
     else:
         nbytes, src, dst = buffers.dram()
-    wl = tp.stream_workload(cupy, fn, kind, sms=gpu.sm_count, max_threads_per_sm=device.max_threads_per_sm,
-                            nbytes=nbytes, src=src, dst=dst)
-    m = tp.measure_rate(cupy, wl, name=name, info=gpu, target_launch_s=0.002, launches=8)
+        wl = tp.stream_workload(cupy, fn, kind, sms=gpu.sm_count, max_threads_per_sm=device.max_threads_per_sm,
+                                nbytes=nbytes, src=src, dst=dst)
+        m = tp.measure_rate(cupy, wl, name=name, info=gpu, target_launch_s=0.002, launches=8)
     gpuprops.check(name, m, method=tp.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))

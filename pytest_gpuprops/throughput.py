@@ -13,6 +13,10 @@ Method (hwtests/test_throughput_and_clocks.py states each fact's):
   repeats); a repeat's value is the work of its launches over the events' elapsed time (the gaps
   between launches included). It carries the SM clock the kernels saw (the last launch of each repeat,
   median over repeats), and NVML's SM clock and clock-event reasons, sampled by a thread every 50 ms;
+* **placed throughput** (:func:`measure_placed_rate`, the L2 read): the same, over L2_PLACEMENTS windows
+  of one size, each on pages of its own in one allocation (:func:`l2_placements`), since the rate of one
+  buffer moves with where its lines fall among the L2 slices and partitions; a repeat times every window
+  in turn (an untimed read of it first) and its value is the mean of the windows' rates;
 * **sustained clock** (:func:`stress_clock`): after 0.25 s idle, launches of ~50 ms kept two deep in
   the stream for ``duration_s`` (the GPU never waits for the host). The kernel-side clock of every
   block's intervals, in 10 ms bins over the whole GPU, is the clock over time: sustained = the median
@@ -167,6 +171,76 @@ def dram_buffer_bytes(l2_bytes: int, free_bytes: int, *, floor: int = 1 << 30) -
 def l2_buffer_bytes(l2_bytes: int) -> int:
     """The L2 buffer: a quarter of the L2, in whole 16-byte vectors."""
     return l2_bytes // 4 // VEC_BYTES * VEC_BYTES
+
+
+#: The L2 read rate depends on where its buffer's lines fall among the L2 slices and the two L2
+#: partitions, i.e. on the physical pages the buffer got: one 12.5 MiB buffer read 7045-7215 GB/s in
+#: three processes on one H100 (7058-7484 on another), each process steady to 0.2 %. So the L2 read is
+#: measured in this many windows of that size, each on 2 MiB pages of its own (64 placements of the
+#: lines), and the fact is the mean of their rates: if windows vary like processes (1-3 % relative
+#: standard deviation), the mean of 64 varies by 1/8 of that.
+L2_PLACEMENTS = 64
+#: The GPU's large page (what the driver backs an allocation of MiBs with): a window starts on one and
+#: shares none with another window.
+PAGE_BYTES = 2 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class L2Placements:
+    """Where the L2 read's windows lie in the one allocation that holds them all."""
+
+    window_bytes: int  # each window: a quarter of the L2 (l2_buffer_bytes)
+    stride_bytes: int  # window starts this far apart: the window in whole pages
+    count: int
+    page_bytes: int = PAGE_BYTES
+
+    @property
+    def region_bytes(self) -> int:
+        """The allocation: every window, and a page of room to start the first on a page boundary."""
+        return (self.count - 1) * self.stride_bytes + self.window_bytes + self.page_bytes
+
+    def offsets(self, base_ptr: int) -> list[int]:
+        """Each window's byte offset in an allocation at device address ``base_ptr``: the first at
+        the first page boundary, the rest ``stride_bytes`` apart."""
+        first = -base_ptr % self.page_bytes
+        return [first + k * self.stride_bytes for k in range(self.count)]
+
+
+def l2_placements(l2_bytes: int, count: int = L2_PLACEMENTS, *, free_bytes: int | None = None,
+                  page_bytes: int = PAGE_BYTES) -> L2Placements:
+    """``count`` windows of a quarter of the L2, one every whole number of pages; fewer where the
+    allocation would take more than a quarter of ``free_bytes`` (at least one)."""
+    window = l2_buffer_bytes(l2_bytes)
+    if window <= 0:
+        raise ValueError(f"an L2 of {l2_bytes} bytes has no quarter of whole 16-byte vectors to read")
+    stride = -(-window // page_bytes) * page_bytes
+    if free_bytes is not None:
+        fits = (free_bytes // 4 - page_bytes - window) // stride + 1
+        count = max(1, min(count, fits))
+    return L2Placements(window, stride, count, page_bytes)
+
+
+def placement_value(rates: Sequence[float]) -> float:
+    """One repeat's value from the rates of its windows (one each, in window order): their mean."""
+    if not rates:
+        raise ValueError("no window rates to average")
+    return float(statistics.fmean(rates))
+
+
+def placement_summary(rates_by_repeat: Sequence[Sequence[float]]) -> dict:
+    """The windows' rates over a measurement: ``rates_by_repeat[r][k]`` is repeat r's rate of window k.
+    Per window, the median over repeats (``per_window``); their mean, lowest, highest, ``spread``
+    ((highest - lowest) / mean) and ``noise`` (relative standard deviation): how much the rate moves
+    with where the lines lie, which the mean over the windows takes out of the fact."""
+    if not rates_by_repeat or not rates_by_repeat[0]:
+        raise ValueError("no window rates")
+    count = len(rates_by_repeat[0])
+    if any(len(r) != count for r in rates_by_repeat):
+        raise ValueError(f"every repeat must rate all {count} windows: {[len(r) for r in rates_by_repeat]}")
+    per_window = [float(statistics.median(r[k] for r in rates_by_repeat)) for k in range(count)]
+    mean = statistics.fmean(per_window)
+    return {"per_window": per_window, "mean": mean, "lowest": min(per_window), "highest": max(per_window),
+            "spread": (max(per_window) - min(per_window)) / mean, "noise": measure.relative_noise(per_window)}
 
 
 def blocks_per_sm(max_threads_per_sm: int, block: int) -> int:
@@ -502,8 +576,10 @@ def wgmma_workload(cp, fn, dtype: str, *, sms: int) -> Workload:
                     "TFLOP/s", scale=16, smids=smids)
 
 
-def stream_workload(cp, fn, kind: str, *, sms: int, max_threads_per_sm: int, nbytes: int, src=None, dst=None) -> Workload:
-    """``src`` / ``dst``: CuPy buffers of at least ``nbytes`` to reuse (allocated, zeroed, when None)."""
+def stream_workload(cp, fn, kind: str, *, sms: int, max_threads_per_sm: int, nbytes: int, src=None, dst=None,
+                    sink=None, extra: dict | None = None) -> Workload:
+    """``src`` / ``dst``: CuPy buffers of at least ``nbytes`` to reuse (allocated, zeroed, when None);
+    ``sink``: the reads' never-written output, grid x block words (allocated when None)."""
     n16 = nbytes // VEC_BYTES
     grid = sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK)
     src = src if src is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
@@ -511,10 +587,34 @@ def stream_workload(cp, fn, kind: str, *, sms: int, max_threads_per_sm: int, nby
         dst = dst if dst is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
         third = dst
     else:
-        third = cp.zeros(grid * STREAM_BLOCK, dtype=cp.uint32)  # the never-written sink
+        third = sink if sink is not None else cp.zeros(grid * STREAM_BLOCK, dtype=cp.uint32)  # the never-written sink
     return Workload(kind, STREAM_KERNELS[kind], "stream_bandwidth.cu", dict(STREAM_DEFINES), fn, grid, STREAM_BLOCK,
                     2, lambda st, s: (st, src, third, cp.uint64(n16), cp.int32(s)),
-                    lambda s: stream_bytes(kind, n16, s), "GB/s", scale=1, extra={"buffer_bytes": n16 * VEC_BYTES})
+                    lambda s: stream_bytes(kind, n16, s), "GB/s", scale=1,
+                    extra={"buffer_bytes": n16 * VEC_BYTES, **(extra or {})})
+
+
+def device_ptr(buf) -> int:
+    """A CuPy array's device address (``buf.data.ptr``); 0 for an array without one (a host stand-in)."""
+    return int(getattr(getattr(buf, "data", None), "ptr", 0) or 0)
+
+
+def l2_placement_workloads(cp, fn, layout: L2Placements, region, *, sms: int,
+                           max_threads_per_sm: int) -> list[Workload]:
+    """The L2 read (stream_read_cg) of each window of ``layout`` in ``region`` (a uint32 CuPy array of
+    at least ``layout.region_bytes``), one workload a window, in address order, one sink for all."""
+    if region.nbytes < layout.region_bytes:
+        raise ValueError(f"the region holds {region.nbytes} bytes, the windows need {layout.region_bytes}")
+    grid = sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK)
+    sink = cp.zeros(grid * STREAM_BLOCK, dtype=cp.uint32)
+    words = layout.window_bytes // 4
+    offsets = layout.offsets(device_ptr(region))
+    where = {"placements": layout.count, "stride_bytes": layout.stride_bytes, "region_bytes": layout.region_bytes,
+             "page_bytes": layout.page_bytes}
+    return [stream_workload(cp, fn, "l2_read", sms=sms, max_threads_per_sm=max_threads_per_sm,
+                            nbytes=layout.window_bytes, src=region[off // 4:off // 4 + words], sink=sink,
+                            extra=dict(where, window_offset=off))
+            for off in offsets]
 
 
 def fraction_text(kind: str, value: float, arch: str, sm_count: int, clock_mhz: float | None,
@@ -554,9 +654,35 @@ _WHAT: dict[str, Callable[[dict], str]] = {
     "dram_read": lambda ln: f"16-byte loads (LDG.E.128) over a {_mib(ln):.0f} MiB buffer",
     "dram_copy": lambda ln: f"16-byte loads and stores over two {_mib(ln):.0f} MiB buffers; bytes read + written",
     "dram_write": lambda ln: f"16-byte stores (STG.E.128) of index-dependent values over a {_mib(ln):.0f} MiB buffer",
-    "l2_read": lambda ln: f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB buffer (L2 / 4), "
-                          "read again and again",
+    "l2_read": lambda ln: _l2_read_what(ln),
 }
+
+
+def _l2_read_what(ln: dict) -> str:
+    k = ln.get("placements")
+    if not k:  # one buffer (the method until 2026-11-26)
+        return (f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB buffer (L2 / 4), read again "
+                "and again")
+    page = ln.get("page_bytes", PAGE_BYTES) / 2**20
+    return (f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB window (L2 / 4), read again and "
+            f"again, in each of {k} such windows {ln['stride_bytes'] / 2**20:g} MiB apart in one "
+            f"{ln['region_bytes'] / 2**20:.1f} MiB allocation, each from a {page:g} MiB page boundary on pages of its "
+            f"own: the same reads in {k} placements of the lines among the L2 slices and partitions")
+
+
+def _placement_timing(m: Measurement) -> str:
+    """How a placed rate (:func:`measure_placed_rate`) is timed and reduced, with the windows' spread."""
+    ln = m.launch
+    k, n = ln["placements"], ln["launches"]
+    lo, hi = ln.get("placement_lowest"), ln.get("placement_highest")
+    spread = ln.get("placement_spread")
+    text = (f"per repeat, every window in turn: one untimed launch that reads it once, then {n} launch"
+            f"{'es' if n != 1 else ''} of ~{ln['launch_s'] * 1e3:.1f} ms between CUDA events; a repeat's value is the "
+            f"mean of the {k} windows' rates, median of {m.n} repeats")
+    if lo is not None and hi is not None and spread is not None:
+        text += (f"; the windows' rates (each the median over repeats) {lo:g}-{hi:g} {m.unit}, "
+                 f"{spread * 100:.2f} % apart (relative std {ln.get('placement_noise', 0) * 100:.2f} %)")
+    return text
 
 
 def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | None) -> str:
@@ -564,10 +690,13 @@ def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | Non
     ln = m.launch
     what = _WHAT[ln["kind"]](ln)
     heat = f"after {ln['preheat_s']:g} s of the same load (the power cap settled), " if ln.get("preheat_s") else ""
+    if ln.get("placements"):
+        timing = _placement_timing(m)
+    else:
+        timing = (f"{heat}launches of ~{ln['launch_s'] * 1e3:.1f} ms, {ln['launches']} back to back between CUDA "
+                  f"events per repeat, median of {m.n} repeats")
     text = (f"{ln['kernel']} ({ln['source']}) on every SM: grid {ln['grid']} x {ln['block']} threads, {what}; "
-            f"{heat}launches of ~{ln['launch_s'] * 1e3:.1f} ms, {ln['launches']} back to back between CUDA events per "
-            f"repeat, median of {m.n} repeats; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block; "
-            f"NVML {ln.get('nvml_mhz')} MHz)")
+            f"{timing}; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block; NVML {ln.get('nvml_mhz')} MHz)")
     frac = fraction_text(ln["kind"], m.median, arch, sm_count, m.sm_clock_mhz, sheet)
     return text + (f"; {frac}" if frac else "")
 
@@ -708,6 +837,75 @@ def measure_rate(cp, wl: Workload, *, name: str, info: measure.GpuInfo, target_l
     m.remeasure = lambda: measure_rate(cp, wl, name=name, info=info, target_launch_s=target_launch_s,
                                        launches=launches, stop=stop, period_s=period_s, preheat_s=preheat_s,
                                        read=read)
+    return m
+
+
+def timed_placements(cp, wls: Sequence[Workload], scale: int, launches: int, stamps, timeout_s: float = 30.0
+                     ) -> list[float]:  # pragma: no mutate block  (GPU only)
+    """Per workload in turn (each window of the L2 read): one untimed launch at scale 1 (one read of its
+    window: its lines into the L2, its pages into the TLBs), then seconds between CUDA events around
+    ``launches`` launches at ``scale``. All queued back to back, one wait at the end."""
+    pairs = []
+    for wl in wls:
+        _launch(wl, stamps, 1)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(launches):
+            _launch(wl, stamps, scale)
+        end.record()
+        pairs.append((start, end))
+    _wait(pairs[-1][1], timeout_s, wls[-1])
+    return [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in pairs]
+
+
+def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: measure.GpuInfo,
+                        target_launch_s: float = 0.001, launches: int = 1, stop: StopRule = RATE_STOP,
+                        period_s: float = 0.05, read: Callable | None = None
+                        ) -> Measurement:  # pragma: no mutate block  (GPU only)
+    """Throughput of the same work in several placements (``wls``: the L2 read of each window,
+    :func:`l2_placement_workloads`): the launch length calibrated once on the first; a repeat times
+    ``launches`` launches on every window in turn (:func:`timed_placements`) and its value is the mean
+    of the windows' rates (:func:`placement_value`); repeats until ``stop`` ends it. Each window's rate
+    (median over repeats) and their spread (:func:`placement_summary`) are in ``launch``."""
+    if not wls:
+        raise ValueError("no placements to measure")
+    read = read or nvml_reader(info)
+    first = wls[0]
+    with measure.gpu_lock(info.index):
+        scale = calibrate(cp, first, target_launch_s)
+        stamps = _new_stamps(cp, first)
+        timeout = max(30.0, 20 * target_launch_s * launches * len(wls))
+        timed_launches(cp, first, scale, 1, stamps, timeout)  # warm-up at the calibrated length
+        values: list[float] = []
+        rates_by_repeat: list[list[float]] = []
+        clocks: list[float] = []
+        lengths: list[float] = []
+        with ClockSampler(read, period_s) as nvml:
+            nvml.mark()
+            t_start, reason = time.monotonic(), None
+            while reason is None:
+                seconds = timed_placements(cp, wls, scale, launches, stamps, timeout)
+                rates = [per_second(wl.work(scale) * launches, s, wl.unit) for wl, s in zip(wls, seconds)]
+                rates_by_repeat.append(rates)
+                values.append(placement_value(rates))
+                lengths.extend(s / launches for s in seconds)
+                clocks.append(kernel_clock(_read_stamps(stamps, first)))
+                reason = measure.stop_reason(values, stop, time.monotonic() - t_start)
+        nvml_mhz = [mhz for _, mhz in nvml.series(0.0)]
+    summary = placement_summary(rates_by_repeat)
+    launch = dict(first.describe(), scale=scale, launches=launches, work_per_launch=first.work(scale),
+                  launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
+                  nvml_mhz=round(statistics.median(nvml_mhz), 1) if nvml_mhz else None,
+                  placements=len(wls), window_offsets=[wl.extra.get("window_offset") for wl in wls],
+                  placement_rates=[round(r, 1) for r in summary["per_window"]],
+                  placement_lowest=round(summary["lowest"], 1), placement_highest=round(summary["highest"], 1),
+                  placement_spread=round(summary["spread"], 5), placement_noise=round(summary["noise"], 5))
+    launch.pop("window_offset", None)
+    m = Measurement(name=name, unit=first.unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
+                    overhead_cycles=0.0, sm_clock_mhz=round(statistics.median(clocks), 1), throttle=nvml.reasons(),
+                    kernel=first.kernel, launch=launch)
+    m.remeasure = lambda: measure_placed_rate(cp, wls, name=name, info=info, target_launch_s=target_launch_s,
+                                              launches=launches, stop=stop, period_s=period_s, read=read)
     return m
 
 

@@ -5,6 +5,7 @@ simulated GPU whose clock, speed and SMs are given, so every number they return 
 
 import re
 import time
+from collections.abc import Sequence
 from types import SimpleNamespace
 
 import numpy as np
@@ -85,6 +86,77 @@ def test_buffer_sizes():
         tp.dram_buffer_bytes(l2, 4 * l2)
     assert tp.l2_buffer_bytes(52_428_800) == 13_107_200
     assert tp.l2_buffer_bytes(1000) == 240
+
+
+MiB = 2**20
+
+
+def _pages(start: int, nbytes: int, page: int = tp.PAGE_BYTES) -> set[int]:
+    return set(range(start // page, (start + nbytes - 1) // page + 1))
+
+
+def test_l2_placements_put_each_window_on_pages_of_its_own():
+    h100 = tp.l2_placements(50 * MiB)  # the H100's 50 MiB L2: 12.5 MiB windows, 14 MiB apart
+    assert (h100.window_bytes, h100.stride_bytes, h100.count) == (12.5 * MiB, 14 * MiB, tp.L2_PLACEMENTS)
+    assert h100.region_bytes == (tp.L2_PLACEMENTS - 1) * 14 * MiB + 12.5 * MiB + 2 * MiB  # 896.5 MiB
+    h200 = tp.l2_placements(60 * MiB)  # 15 MiB windows: one page of room between them
+    assert (h200.window_bytes, h200.stride_bytes) == (15 * MiB, 16 * MiB)
+    # an allocation that does not start on a page: the first window starts at the next page boundary
+    base = 7 * tp.PAGE_BYTES + 4096
+    offsets = h100.offsets(base)
+    assert offsets[0] == tp.PAGE_BYTES - 4096 and (base + offsets[0]) % tp.PAGE_BYTES == 0
+    assert [b - a for a, b in zip(offsets, offsets[1:])] == [14 * MiB] * (tp.L2_PLACEMENTS - 1)
+    assert offsets[-1] + h100.window_bytes <= h100.region_bytes  # every window inside the allocation
+    seen: set[int] = set()
+    for off in offsets:  # no page holds lines of two windows
+        pages = _pages(base + off, h100.window_bytes)
+        assert len(pages) == 7 and not pages & seen
+        seen |= pages
+    assert h100.offsets(0)[0] == 0 and h100.offsets(tp.PAGE_BYTES)[0] == 0
+
+
+def test_l2_placements_fit_a_quarter_of_free_memory():
+    # 16 MiB of windows 12.5 MiB + 14 MiB apart and a page of room: a quarter of 256 MiB holds 4 of them
+    assert tp.l2_placements(50 * MiB, free_bytes=256 * MiB).count == 4
+    assert tp.l2_placements(50 * MiB, free_bytes=256 * MiB).region_bytes <= 64 * MiB
+    assert tp.l2_placements(50 * MiB, free_bytes=80 * 2**30).count == tp.L2_PLACEMENTS
+    assert tp.l2_placements(50 * MiB, free_bytes=1 * MiB).count == 1  # always one window, as before
+    small = tp.l2_placements(3 * MiB, count=8)  # an RTX 3060's 3 MiB L2: 0.75 MiB windows, a page each
+    assert (small.window_bytes, small.stride_bytes, small.region_bytes) == (0.75 * MiB, 2 * MiB, 16.75 * MiB)
+    with pytest.raises(ValueError, match="no quarter"):
+        tp.l2_placements(32)
+
+
+def test_a_placed_rate_is_the_mean_of_its_windows_and_the_summary_their_spread():
+    assert tp.placement_value([7000.0, 7200.0, 7400.0, 7800.0]) == pytest.approx(7350.0)
+    with pytest.raises(ValueError):
+        tp.placement_value([])
+    # three repeats of four windows: each window steady to 0.1 %, the windows 4.3 % apart
+    rates = [[7300.0, 7000.0, 7150.0, 7200.0],
+             [7310.0, 7007.0, 7150.0, 7190.0],
+             [7305.0, 7001.0, 7143.0, 7205.0]]
+    s = tp.placement_summary(rates)
+    assert s["per_window"] == [7305.0, 7001.0, 7150.0, 7200.0]  # each window's median over the repeats
+    assert s["mean"] == pytest.approx(7164.0)
+    assert (s["lowest"], s["highest"]) == (7001.0, 7305.0)
+    assert s["spread"] == pytest.approx(304.0 / 7164.0)
+    assert s["noise"] == pytest.approx(np.std([7305.0, 7001.0, 7150.0, 7200.0], ddof=1) / 7164.0)
+    # the repeats' values: one mean each, and these are what the stop rule and the median see
+    assert [tp.placement_value(r) for r in rates] == pytest.approx([7162.5, 7164.25, 7163.5])
+    with pytest.raises(ValueError, match="all 4 windows"):
+        tp.placement_summary([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]])
+    with pytest.raises(ValueError):
+        tp.placement_summary([])
+
+
+def test_one_unlucky_placement_moves_the_mean_by_its_share_only():
+    # what the 64 windows are for: one buffer that reads 6 % low moves a single-buffer fact by 6 %, and
+    # the mean of 64 windows by 6 % / 64
+    lucky = [7400.0] * tp.L2_PLACEMENTS
+    unlucky = [7400.0 * 0.94] + [7400.0] * (tp.L2_PLACEMENTS - 1)
+    moved = tp.placement_value(unlucky) / tp.placement_value(lucky) - 1
+    assert moved == pytest.approx(-0.06 / tp.L2_PLACEMENTS)
+    assert abs(moved) < 0.001
 
 
 @pytest.mark.parametrize("threads, block, n", [(2048, 512, 4), (1536, 512, 3), (1536, 256, 6), (1024, 2048, 1)])
@@ -316,6 +388,10 @@ class _Array:
     def get(self):
         return self.a.copy()
 
+    @property
+    def nbytes(self):
+        return self.a.nbytes
+
     def __getitem__(self, i):
         return _Array(self.a[i])  # a view, as CuPy's
 
@@ -434,6 +510,105 @@ def test_measure_rate_of_a_stream_kernel_counts_bytes():
     assert m.median == pytest.approx(2 * 1_600_000 / 1e-6 / 1e9)  # read + written per microsecond
     assert m.unit == "GB/s" and m.launch["scale"] == 2000 and m.launch["nvml_mhz"] is None
     assert m.sm_clock_mhz == pytest.approx(1980.0)
+
+
+def test_l2_placement_workloads_read_each_window_into_one_sink():
+    layout = tp.l2_placements(4 * MiB, count=3)  # 1 MiB windows, 2 MiB apart
+    region = _Array(np.zeros(layout.region_bytes // 4, dtype=np.uint32))
+    wls = tp.l2_placement_workloads(np, None, layout, region, sms=2, max_threads_per_sm=1024)
+    assert len(wls) == 3 and {wl.kernel for wl in wls} == {"stream_read_cg"}
+    srcs = [wl.args("st", 5)[1].a for wl in wls]
+    base = region.a.__array_interface__["data"][0]
+    assert [a.__array_interface__["data"][0] - base for a in srcs] == [0, 2 * MiB, 4 * MiB]  # views, not copies
+    assert all(a.nbytes == MiB for a in srcs)
+    assert len({id(wl.args("st", 5)[2]) for wl in wls}) == 1  # one sink for all
+    assert [wl.work(5) for wl in wls] == [5 * MiB] * 3 and wls[0].args("st", 5)[3] == MiB // 16
+    d = wls[1].describe()
+    assert (d["buffer_bytes"], d["window_offset"], d["placements"], d["stride_bytes"], d["region_bytes"]) == \
+        (MiB, 2 * MiB, 3, 2 * MiB, layout.region_bytes)
+    # a device allocation off a page boundary: the windows start on the next one
+    odd = SimpleNamespace(nbytes=layout.region_bytes, data=SimpleNamespace(ptr=tp.PAGE_BYTES - 256))
+    assert tp.device_ptr(odd) == tp.PAGE_BYTES - 256 and tp.device_ptr(region) == 0
+    with pytest.raises(ValueError, match="the windows need"):
+        tp.l2_placement_workloads(np, None, layout, _Array(np.zeros(16, dtype=np.uint32)), sms=2, max_threads_per_sm=1024)
+
+
+class PlacedSim(SimGpu):
+    """The simulated GPU with a read that takes ``slow[k]`` times as long in window k of ``region``."""
+
+    def __init__(self, region_of, slow: Sequence[float], stride: int, **kw):
+        super().__init__(2, 1980.0, 1_000.0, **kw)  # one read of a window: 1 us at speed 1
+        self.region_of, self.slow, self.stride = region_of, list(slow), stride
+        self.reads = []  # (window, scale) of every launch
+
+    def kernel(self, scale_arg: int, smids_arg: int | None):
+        base = super().kernel(scale_arg, smids_arg)
+
+        def run(grid, block, args):
+            at = args[1].a.__array_interface__["data"][0] - self.region_of().a.__array_interface__["data"][0]
+            k = at // self.stride
+            self.reads.append((k, int(args[scale_arg])))
+            ns, self.ns_per_scale = self.ns_per_scale, self.ns_per_scale * self.slow[k]
+            try:
+                base(grid, block, args)
+            finally:
+                self.ns_per_scale = ns
+        return run
+
+
+def test_measure_placed_rate_on_a_simulated_gpu_is_the_mean_of_the_windows():
+    layout = tp.l2_placements(4 * MiB, count=4)  # 1 MiB windows
+    slow = [1.0, 1.02, 0.98, 1.05]  # window k reads 1 MiB in slow[k] us
+    gpu = PlacedSim(lambda: region, slow, layout.stride_bytes)
+    region = gpu.zeros(layout.region_bytes // 4, dtype=np.uint32)
+    wls = tp.l2_placement_workloads(gpu, gpu.kernel(4, None), layout, region, sms=2, max_threads_per_sm=1024)
+    m = tp.measure_placed_rate(gpu, wls, name="l2_read_gbps", info=INFO, target_launch_s=0.001, launches=1,
+                               read=lambda: ([], 1980), period_s=0.001)
+    window_gbps = [MiB / (f * 1e-6) / 1e9 for f in slow]
+    assert m.unit == "GB/s" and (m.stop_reason, m.n) == ("converged", 5)
+    assert m.median == pytest.approx(sum(window_gbps) / 4)  # the mean of the windows' rates
+    assert m.values == pytest.approx([sum(window_gbps) / 4] * 5) and m.sm_clock_mhz == pytest.approx(1980.0)
+    ln = m.launch
+    assert ln["placements"] == 4 and ln["window_offsets"] == [0, 2 * MiB, 4 * MiB, 6 * MiB]
+    assert ln["placement_rates"] == pytest.approx(window_gbps, abs=0.05)
+    assert ln["placement_lowest"] == pytest.approx(min(window_gbps), abs=0.05)
+    assert ln["placement_highest"] == pytest.approx(max(window_gbps), abs=0.05)
+    assert ln["placement_spread"] == pytest.approx((max(window_gbps) - min(window_gbps)) / (sum(window_gbps) / 4),
+                                                   abs=1e-5)
+    assert ln["scale"] == 1000 and ln["launches"] == 1 and "window_offset" not in ln
+    assert ln["buffer_bytes"] == MiB and ln["nvml_mhz"] == 1980.0
+    # every repeat: each window in turn, a read of it once (scale 1, untimed), then the timed launch
+    repeats = gpu.reads[-5 * 8:]
+    assert repeats == [(k, s) for _ in range(5) for k in range(4) for s in (1, 1000)]
+    again = m.remeasure()
+    assert again.median == pytest.approx(m.median) and again.launch["placements"] == 4
+    with pytest.raises(ValueError, match="no placements"):
+        tp.measure_placed_rate(gpu, [], name="l2_read_gbps", info=INFO)
+
+
+def test_rate_method_of_a_placed_rate_states_the_windows_their_timing_and_spread():
+    layout = tp.l2_placements(50 * MiB)
+    launch = {"kind": "l2_read", "kernel": "stream_read_cg", "source": "stream_bandwidth.cu", "defines": {},
+              "grid": 1056, "block": 256, "launches": 1, "launch_s": 0.00101, "nvml_mhz": 1980.0,
+              "buffer_bytes": layout.window_bytes, "placements": layout.count, "stride_bytes": layout.stride_bytes,
+              "region_bytes": layout.region_bytes, "page_bytes": layout.page_bytes,
+              "placement_lowest": 7045.2, "placement_highest": 7446.8, "placement_spread": 0.0553,
+              "placement_noise": 0.0121}
+    m = Measurement.given("l2_read_gbps", [7250.0] * 6, unit="GB/s", sm_clock_mhz=1980.0, launch=launch)
+    text = tp.rate_method(m, "sm_90", 132, H100)
+    assert text == (
+        "stream_read_cg (stream_bandwidth.cu) on every SM: grid 1056 x 256 threads, 16-byte ld.global.cg "
+        "(LDG.E.128.STRONG.GPU) over a 12.5 MiB window (L2 / 4), read again and again, in each of 64 such windows "
+        "14 MiB apart in one 896.5 MiB allocation, each from a 2 MiB page boundary on pages of its own: the same "
+        "reads in 64 placements of the lines among the L2 slices and partitions; per repeat, every window in turn: "
+        "one untimed launch that reads it once, then 1 launch of ~1.0 ms between CUDA events; a repeat's value is "
+        "the mean of the 64 windows' rates, median of 6 repeats; the windows' rates (each the median over repeats) "
+        "7045.2-7446.8 GB/s, 5.53 % apart (relative std 1.21 %); SM clock 1980.0 MHz (clock64 / %globaltimer per "
+        "block; NVML 1980.0 MHz)")
+    # without placements (a recording's older launch): the one buffer, as before
+    one = tp.rate_method(Measurement.given("l2_read_gbps", [7250.0] * 5, unit="GB/s", launch=dict(
+        launch, placements=None, buffer_bytes=13_107_200)), "sm_90", 132, H100)
+    assert "over a 12.5 MiB buffer (L2 / 4), read again and again; launches of ~1.0 ms, 1 back to back" in one
 
 
 def test_stress_clock_on_a_simulated_gpu_finds_sustained_ramp_and_every_sm():
