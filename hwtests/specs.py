@@ -106,16 +106,10 @@ def hmma_count(ilp: int, iters: int = HMMA_ITERS) -> int:
 
 
 FFMA_UNROLL = 256
-#: Passes of the FFMA issue-rate shape (ILP > 1, several warps): the last is timed, after a block barrier,
-#: so its 32 KiB of straight-line code is fetched and its warps start together (kernels/ffma.cu); timed
-#: on its first pass it read 1.009-1.080 per launch and 1.016-1.035 per process on one H100. The
-#: latency shape (ILP 1) runs one pass: a chain of 4-cycle steps reads the same either way.
-FFMA_RATE_PASSES = 2
 
 
 def ffma(ilp: int, warps_per_smsp: int) -> KernelSpec:
-    defines = {"ILP": ilp, "UNROLL": FFMA_UNROLL, **({"PASSES": FFMA_RATE_PASSES} if ilp > 1 else {})}
-    return KernelSpec("ffma.cu", "ffma", defines, grid=1, block=128 * warps_per_smsp,
+    return KernelSpec("ffma.cu", "ffma", {"ILP": ilp, "UNROLL": FFMA_UNROLL}, grid=1, block=128 * warps_per_smsp,
                       args=lambda cp: (cp.full(16, 0.5, dtype=cp.float32), cp.zeros(512, dtype=cp.float32)),
                       region={"FFMA": FFMA_UNROLL * ilp})
 

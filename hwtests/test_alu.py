@@ -17,6 +17,5 @@ def test_ffma_latency(gpuprops, benchmark):
 def test_ffma_issue_per_smsp(gpuprops, benchmark):
     m = gpuprops.measure("ffma_smsp_cycles", specs.ffma(8, 4), divisor=specs.FFMA_UNROLL * 8 * 4, mode="span")
     gpuprops.check("ffma_smsp_cycles", m, benchmark=benchmark,
-                   method="8 independent FFMA chains x 4 warps per SM sub-partition, one block; the chains run "
-                          "twice through the same code, the second pass timed after a block barrier (code fetched, "
-                          "warps starting together); cycles per FFMA per sub-partition over the block's span")
+                   method="8 independent FFMA chains x 4 warps per SM sub-partition, one block; cycles per FFMA "
+                          "per sub-partition over the block's span")
