@@ -9,10 +9,12 @@ every run keeps what it measured on each GPU in a store of plain JSON files, one
 
     <store>/GPU-c5d47081-161b-c161-0c26-c68d1b7f8938/20261126T093012.123456-node7-4711.json
 
-and the next run on that unit compares each fact with the unit's last *accepted* run that
-measured it. A run is accepted for a unit when it finished and nothing it said of that unit was
-red; ``--gpuprops-baseline-accept`` accepts a run that was (after a planned change, once the
-change is understood). The store is a folder of files: list it with ``gpuprops baselines``, copy
+and the next run on that unit compares each fact with the unit's last *accepted* reading of it. A
+run is accepted for a unit when it finished and nothing it said of that unit was red;
+``--gpuprops-baseline-accept`` accepts a run that was (after a planned change, once the change is
+understood). A finished run with something red still lends its passing readings of the other
+facts: one NOISY fact does not leave a unit without a baseline, and a fact that was red (MOVED,
+FAIL, NOISY, ...) keeps its earlier baseline. The store is a folder of files: list it with ``gpuprops baselines``, copy
 it, or point a fleet at one shared folder (``--gpuprops-baselines DIR`` or
 ``GPUPROPS_BASELINE_DIR``); each unit writes only its own folder.
 """
@@ -64,6 +66,18 @@ class UnitRun:
     accepted: bool
     why: str
     verdicts: list[Verdict]
+    #: the facts (results.run_key) that were red on this unit in this run: never a baseline unless accepted
+    red: set = dataclasses.field(default_factory=set)
+
+    @property
+    def finished(self) -> bool:
+        return results.incomplete_reason(self.meta.get("run")) is None
+
+    def lends(self, v: Verdict) -> bool:
+        """Whether this run's reading ``v`` can be a baseline: the whole run was accepted, or it
+        finished and this fact passed and was not red on this unit (not MOVED, not an OUTLIER)."""
+        from .assertions import PASS
+        return self.accepted or (self.finished and v.status == PASS and results.run_key(v) not in self.red)
 
     @property
     def date(self) -> str:
@@ -103,8 +117,9 @@ def acceptance(run: dict | None, red: list[Verdict], forced: bool) -> tuple[bool
         return False, f"not accepted: the run is incomplete ({why_not})"
     if red:
         names = ", ".join(dict.fromkeys(f"{v.fact} {v.status}" for v in red[:3]))
-        return False, (f"not accepted: {len(red)} red verdict(s) on this unit ({names}{', ...' if len(red) > 3 else ''});"
-                       " once understood, rerun with --gpuprops-baseline-accept to make it the baseline")
+        return False, (f"not accepted: {len(red)} red verdict(s) on this unit ({names}{', ...' if len(red) > 3 else ''}), "
+                       "which keep their earlier baselines (its passing readings serve for the other facts); once "
+                       "understood, rerun with --gpuprops-baseline-accept to make the whole run the baseline")
     return True, "accepted: finished with nothing red on this unit"
 
 
@@ -164,7 +179,8 @@ class Store:
             measured = [v for v in mine if results._comparable(v)]
             if not measured:
                 continue
-            ok, why = acceptance(meta.get("run"), red_for_unit(verdicts, uuid), accept)
+            red = red_for_unit(verdicts, uuid)
+            ok, why = acceptance(meta.get("run"), red, accept)
             stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S.%f")  # sorts by time; two runs a second apart differ
             folder = self.root / uuid
             folder.mkdir(parents=True, exist_ok=True)
@@ -174,6 +190,7 @@ class Store:
                 path = folder / f"{stamp}-{meta.get('host', 'host')}-{os.getpid()}-{n}.json"
                 n += 1
             doc = {"schema": SCHEMA, "meta": unit_meta(meta, mine[0].gpu or {}), "accepted": ok, "why": why,
+                   "red": sorted({"::".join(results.run_key(v)) for v in red}),
                    "facts": [_stored_verdict(v) for v in measured]}
             tmp = path.with_suffix(".json.tmp")
             tmp.write_text(json.dumps(doc, indent=1))
@@ -182,14 +199,13 @@ class Store:
         return saved
 
     def baseline(self, uuid: str) -> Baseline:
-        """The unit's baseline: for each fact (by test), the reading of the newest accepted run that
-        measured it, so a ``-k`` run does not hide the facts it did not select."""
+        """The unit's baseline: for each fact (by test), the newest reading a run lends
+        (:meth:`UnitRun.lends`), so a ``-k`` run does not hide the facts it did not select and a
+        red fact keeps its earlier baseline."""
         chosen: dict[tuple[str, str], Verdict] = {}
         used: list[UnitRun] = []
         for run in self.runs(uuid):
-            if not run.accepted:
-                continue
-            fresh = [v for v in run.verdicts if results.run_key(v) not in chosen]
+            fresh = [v for v in run.verdicts if results.run_key(v) not in chosen and run.lends(v)]
             if fresh:
                 used.append(run)
                 chosen.update({results.run_key(v): v for v in fresh})
@@ -231,7 +247,7 @@ class Baseline:
     def describe(self, now_meta: dict | None = None) -> str:
         """'run of <date> on <host> (<file>), N facts; since then: driver a -> b' for the summary."""
         if not self.runs:
-            return "no accepted run yet: this run becomes the baseline if nothing on this unit is red"
+            return "no baseline yet: this run's passing readings become the unit's baseline"
         head = self.runs[0].describe() + (f" and {len(self.runs) - 1} older run(s) for facts it did not measure"
                                           if len(self.runs) > 1 else "")
         text = f"{head}, {len(self.verdicts)} facts"
