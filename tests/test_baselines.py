@@ -70,12 +70,29 @@ def test_the_baseline_is_the_newest_accepted_reading_of_each_fact(tmp_path, monk
     store.save([verdict(23.0), verdict(5.0, fact="ffma")], FINISHED)  # the whole suite
     store.save([verdict(23.1)], dict(FINISHED, date="2026-11-26T10:00:00"))  # -k lds, accepted
     red = dict(FINISHED, date="2026-11-26T11:00:00", run=results.run_status(1, 1, 1))
-    store.save([verdict(30.0), verdict(30.0, status="FAIL")], red)  # red: kept, never a baseline
+    store.save([verdict(30.0), verdict(30.0, status="FAIL")], red)  # red: kept, never its red fact's baseline
     base = store.baseline(UUID)
     assert sorted((v.fact, v.measured) for v in base.verdicts) == [("ffma", 5.0), ("lds_latency_cycles", 23.1)]
     assert [r.date for r in base.runs] == ["2026-11-26T10:00:00", "2026-11-26T09:30:00"]
     assert base.describe().startswith("run of 2026-11-26T10:00:00 on n1 (") and "1 older run(s)" in base.describe()
     assert len(store.runs(UUID)) == 3
+
+
+def test_a_finished_run_with_one_red_fact_lends_its_other_readings_but_not_the_red_one(tmp_path):
+    store = baselines.Store(tmp_path)
+    store.save([verdict(23.0), verdict(5.0, fact="ffma")], FINISHED)
+    later = dict(FINISHED, date="2026-11-26T10:00:00", run=results.run_status(1, 2, 2))
+    moved = dataclasses.replace(verdict(24.0), status="MOVED", kind="baseline")
+    ((_u, _p, ok, why),) = store.save([verdict(24.0), verdict(5.01, fact="ffma"), moved], later)
+    assert not ok and "which keep their earlier baselines" in why
+    base = {v.fact: v.measured for v in store.baseline(UUID).verdicts}
+    assert base == {"lds_latency_cycles": 23.0, "ffma": 5.01}  # the moved fact keeps 23.0
+    noisy = dict(FINISHED, date="2026-11-26T11:00:00", run=results.run_status(1, 2, 2))
+    store.save([verdict(23.1), verdict(9.0, fact="ffma", status="NOISY")], noisy)
+    assert {v.fact: v.measured for v in store.baseline(UUID).verdicts} == {"lds_latency_cycles": 23.1, "ffma": 5.01}
+    cut = dict(FINISHED, date="2026-11-26T12:00:00", run=results.run_status(2, 2, 1))  # interrupted: lends nothing
+    store.save([verdict(23.9)], cut)
+    assert {v.fact: v.measured for v in store.baseline(UUID).verdicts}["lds_latency_cycles"] == 23.1
 
 
 def test_what_changed_between_two_runs_of_a_unit_is_named():
@@ -88,7 +105,7 @@ def test_what_changed_between_two_runs_of_a_unit_is_named():
     base = baselines.Baseline(UUID, [verdict(23.0)], [baselines.UnitRun(None, old, True, "", [verdict(23.0)])])
     assert base.describe(new) == ("run of 2026-11-26T09:30:00 on n1, 1 facts; since then: driver 580.159.04 -> "
                                   "590.10, VBIOS 96.00.DA.00.0C -> 96.00.DA.00.0D, compiler nvrtc 13.5 -> nvrtc 13.6")
-    assert baselines.Baseline(UUID, [], []).describe().startswith("no accepted run yet")
+    assert baselines.Baseline(UUID, [], []).describe().startswith("no baseline yet")
 
 
 def test_a_file_that_is_not_a_unit_run_is_never_a_baseline(tmp_path):
@@ -159,7 +176,7 @@ def unit(pytester, monkeypatch, tmp_path):
 def test_the_second_run_on_a_unit_compares_with_the_first_and_a_planted_two_percent_is_moved(unit):
     first = unit(23.0)
     assert first.ret == 0
-    first.stdout.fnmatch_lines(["gpuprops baseline: GPU-00000000: no accepted run yet*",
+    first.stdout.fnmatch_lines(["gpuprops baseline: GPU-00000000: no baseline yet*",
                                 "gpuprops baseline: GPU-00000000: this run stored as *; accepted*"])
     again = unit(23.05)  # 0.2 %: the unit repeats itself
     assert again.ret == 0
