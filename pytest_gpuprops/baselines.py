@@ -233,7 +233,8 @@ def read_run(path: str | Path) -> UnitRun:
     except TypeError as exc:
         raise BaselineError(f"{p}: a verdict is malformed ({exc}); move the file out of the store") from exc
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-    return UnitRun(p, meta, bool(data.get("accepted")), str(data.get("why", "")), verdicts)
+    red = {tuple(k.split("::", 1)) for k in data.get("red", []) if isinstance(k, str) and "::" in k}
+    return UnitRun(p, meta, bool(data.get("accepted")), str(data.get("why", "")), verdicts, red)
 
 
 @dataclasses.dataclass
