@@ -228,10 +228,12 @@ def read_run(path: str | Path) -> UnitRun:
         raise BaselineError(f"{p} cannot be read as a unit run ({exc}); move it out of the store") from exc
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("facts"), list):
         raise BaselineError(f"{p} is not a gpuprops unit run (expected \"schema\": \"{SCHEMA}\" and a 'facts' list)")
+    from .report_schema import SchemaError, check_unit_run
     try:
-        verdicts = [Verdict.from_dict(d) for d in data["facts"]]
-    except TypeError as exc:
-        raise BaselineError(f"{p}: a verdict is malformed ({exc}); move the file out of the store") from exc
+        check_unit_run(data, str(p))
+    except SchemaError as exc:
+        raise BaselineError(str(exc)) from None
+    verdicts = [Verdict.from_dict(d) for d in data["facts"]]
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
     red = {tuple(k.split("::", 1)) for k in data.get("red", []) if isinstance(k, str) and "::" in k}
     return UnitRun(p, meta, bool(data.get("accepted")), str(data.get("why", "")), verdicts, red)
@@ -272,18 +274,12 @@ def from_report(path: str | Path) -> list[Verdict]:
     """The verdicts of a file given as the baseline: a --gpuprops-report JSON or a stored unit run."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except OSError as exc:
-        raise BaselineError(f"cannot read report {p}: {exc.strerror or exc}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{p} is not JSON ({exc}); pass a report written by --gpuprops-report or a run "
-                            "from the baseline store") from exc
-    if isinstance(data, dict) and data.get("schema") == SCHEMA:
-        return read_run(p).verdicts
-    try:
+        data = results.read_json(p)
+        if isinstance(data, dict) and data.get("schema") == SCHEMA:
+            return read_run(p).verdicts
         return results.SessionResults.from_json(data, str(p))[0].verdicts
     except results.ResultsError as exc:
-        raise BaselineError(str(exc)) from exc
+        raise BaselineError(str(exc)) from None
 
 
 def unit_meta_of(verdicts: Iterable[Verdict], uuid: str, meta: dict) -> dict:

@@ -75,15 +75,22 @@ class SessionResults:
 
     @classmethod
     def from_json(cls, data: dict, where: str = "<json>") -> tuple[SessionResults, dict]:
+        """A report read back, checked first against the report schema (report_schema.check_report):
+        a part of the wrong type, a verdict without its keys or with an unknown status, or a report of
+        another schema version is a ResultsError naming ``where``, the entry and what was expected."""
+        from .report_schema import SchemaError, check_report
         if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
             raise ResultsError(f"{where} is not a gpuprops report: expected a JSON object with a 'facts' list "
                                "(written by pytest --gpuprops-report)")
         try:
-            res = cls([Verdict.from_dict(v) for v in data["facts"]],
-                      {f["name"]: Fact(**f) for f in data.get("recorded", [])}, dict(data.get("plot_points", {})))
-        except (TypeError, KeyError) as exc:
-            raise ResultsError(f"{where}: a verdict or recorded fact is malformed: {exc}") from exc
-        return res, dict(data.get("meta", {}))
+            check_report(data, where)
+        except SchemaError as exc:
+            raise ResultsError(str(exc)) from None
+        known = {f.name for f in dataclasses.fields(Fact)}
+        res = cls([Verdict.from_dict(v) for v in data["facts"]],
+                  {f["name"]: Fact(**{k: x for k, x in f.items() if k in known}) for f in data.get("recorded") or []},
+                  dict(data.get("plot_points") or {}))
+        return res, dict(data.get("meta") or {})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,13 +133,27 @@ def incomplete_reason(run: dict | None) -> str | None:
 
 def load(path: str | Path) -> tuple[SessionResults, dict]:
     p = Path(path)
+    return SessionResults.from_json(read_json(p), str(p))
+
+
+def read_json(p: Path):
+    """A report file's JSON, or a ResultsError saying in one line why it cannot be read: missing, a
+    folder, unreadable, not UTF-8 text (a binary file), not JSON."""
+    if p.is_dir():
+        raise ResultsError(f"report {p} is a folder; pass the JSON file written by --gpuprops-report")
     try:
-        data = json.loads(p.read_text())
+        raw = p.read_bytes()
     except OSError as exc:
         raise ResultsError(f"cannot read report {p}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{p} is not a gpuprops report: it is not text (byte 0x{raw[exc.start]:02x} at offset "
+                           f"{exc.start} is not UTF-8); pass a report written by --gpuprops-report") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{p} is not JSON ({exc}); pass a report written by --gpuprops-report") from exc
-    return SessionResults.from_json(data, str(p))
 
 
 # ----------------------------------------------------------------------------------------------

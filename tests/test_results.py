@@ -91,7 +91,8 @@ def test_a_malformed_verdict_names_the_file(tmp_path):
     p.write_text(json.dumps({"facts": [{"fact": "x"}]}))
     with pytest.raises(ResultsError) as e:
         results.load(p)
-    assert str(e.value).startswith(f"{p}: a verdict or recorded fact is malformed: ")
+    assert str(e.value).startswith(f"{p}: facts[0] (fact x) lacks 'arch', 'status', 'expected', 'measured', "
+                                   "'measured_text', 'unit', 'method', 'source'; a verdict has fact, arch, ")
 
 
 def test_a_report_without_meta_reads_with_empty_meta(tmp_path):
@@ -268,4 +269,4 @@ def test_from_json_without_a_file_name_says_json():
                             "(written by pytest --gpuprops-report)")
     with pytest.raises(ResultsError) as e:
         SessionResults.from_json({"facts": [{"fact": "x"}]})
-    assert str(e.value).startswith("<json>: a verdict or recorded fact is malformed: ")
+    assert str(e.value).startswith("<json>: facts[0] (fact x) lacks 'arch'")
