@@ -138,6 +138,20 @@ _KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method
                       "units_range", "same_unit_tolerance_rel"),
          "static": ("kind", "by_compiler", "unit", "method", "source")}
 SCHEMA_HINT = "see the facts TOML schema in docs/reference.md"
+#: the units the facts and the tests use; a unit that is not one of these but nearly is (``cyles``,
+#: ``Mhz``, ``GB/sec``) is a misspelling and refused; a unit unlike all of them is a new one
+UNITS = ("cycles", "B/clk", "GB/s", "MHz", "TFLOP/s", "banks", "%", "ns", "bytes/cycle", "cycles/FFMA",
+         "cycles/access", "cycles/MMA/SMSP", "cycles/HMMA/SMSP", "FLOP/clk/SM")
+
+
+def misspelt_unit(unit: str) -> str | None:
+    """The known unit ``unit`` is a misspelling of (a different case, or nearly the same letters), or None."""
+    import difflib
+    if unit in UNITS:
+        return None
+    same = [u for u in UNITS if u.casefold() == unit.strip().casefold()]
+    near = same or difflib.get_close_matches(unit.strip(), UNITS, n=1, cutoff=0.75)
+    return near[0] if near else None
 
 
 def _number(v) -> bool:
@@ -159,6 +173,9 @@ def _fact_problems(name: str, t: dict) -> list[str]:
     for k in ("unit", "method", "source"):
         if k in t and (not isinstance(t[k], str) or not t[k].strip()):
             problems.append(f"{k} must be a non-empty string, not {t[k]!r}")
+    if isinstance(t.get("unit"), str) and t["unit"].strip() and misspelt_unit(t["unit"]):
+        problems.append(f"unit = {t['unit']!r}: did you mean {misspelt_unit(t['unit'])!r}? (units in use: "
+                        f"{', '.join(UNITS)})")
     if kind == "measured":
         if "value" in t and (not _number(t["value"]) or not math.isfinite(t["value"])):
             problems.append(f"value = {t['value']!r}: expected a finite number")
@@ -346,7 +363,12 @@ def _parse(path: Path) -> Facts:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except IsADirectoryError as exc:
         raise FactsError(f"facts file {path} is a folder; pass a .toml file or a folder of sm_XX.toml") from exc
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise FactsError(f"facts file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                         f"{exc.start}): a facts file is TOML saved as UTF-8 ({SCHEMA_HINT})") from None
+    except OSError as exc:
+        raise FactsError(f"cannot read facts file {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
         raise FactsError(f"cannot read facts file {path}: {exc}") from exc
     return _validate(data, path)
 
@@ -367,7 +389,7 @@ def check_facts_path(path: str | Path) -> list[Facts]:
         raise FactsError(f"facts path {p} does not exist; pass a facts .toml file or a folder of sm_XX.toml "
                          "(gpuprops facts lists the packaged ones)")
     if not p.is_dir():
-        return [_parse(p)]
+        return [_holding_facts(_parse(p))]
     files = sorted(p.glob("sm_*.toml"))
     if not files:
         raise FactsError(f"facts folder {p} holds no sm_XX.toml files (found: "
@@ -378,8 +400,17 @@ def check_facts_path(path: str | Path) -> list[Facts]:
         if facts.arch != f.stem:
             raise FactsError(f"{f}: arch = {facts.arch!r}, but the file is named {f.name}; in a folder each "
                              "file must be named for its arch (rename it, or fix arch)")
-        out.append(facts)
+        out.append(_holding_facts(facts))
     return out
+
+
+def _holding_facts(facts: Facts) -> Facts:
+    """A facts file given to check against must hold a fact: one without any would skip every test."""
+    if not facts and not any(facts.gpu_sections.values()):
+        raise FactsError(f"facts file {facts.path} holds no facts (arch = {facts.arch!r} and no [fact] table), so "
+                         f"nothing would be checked; add the facts ({SCHEMA_HINT}) or record them with "
+                         f"--gpuprops-record {facts.arch}.toml on a {facts.arch} GPU")
+    return facts
 
 
 def packaged_archs() -> list[str]:
