@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
+import json
 import os
 import re
 import string
@@ -112,6 +114,15 @@ def _reuse(text: str) -> int:
             raise argparse.ArgumentTypeError(f"takes slots A, B, C (e.g. AB; '' clears them), not {text!r}")
         mask |= 1 << "ABC".index(ch)
     return mask
+
+
+def _given(what: str):
+    """A string argument that must not be empty: ``-o ''`` is a mistake, never 'the default'."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"takes {what}, not an empty value {text!r}")
+        return text
+    return parse
 
 
 def _define(text: str) -> tuple[str, str]:
@@ -263,9 +274,19 @@ def cmd_compile(a) -> int:
     out = Path(a.output) if a.output else Path(f"{src.stem}.{arch}.cubin")
     _check_output(out, [src])
     c = gp_compile.compile_cuda(src, arch, dict(a.define or []), backend=a.backend)
+    if not _kernels_of(c.cubin, arch):
+        raise Refused(f"{src} defines no kernel (no __global__ function), so its cubin would hold no code to read "
+                      f"or patch; {out} was not written. Add a __global__ function (extern \"C\" keeps its name)")
     _write(out, c.cubin)
     print(f"{out}: {len(c.cubin)} bytes, {arch}, {c.compiler}, {'cached' if c.cached else 'compiled'}")
     return 0
+
+
+def _kernels_of(cubin: bytes, arch: str) -> list[str]:
+    try:
+        return sorted(sass.Cubin(cubin, arch=arch).kernels)
+    except Exception:  # a cubin pyelftools cannot read is not ours to judge here: write it as compiled
+        return ["?"]
 
 
 def cmd_sass(a) -> int:
@@ -422,11 +443,18 @@ def cmd_merge(a) -> int:
     from . import report, results
     verdicts = []
     incomplete = []
+    seen: dict[str, str] = {}
     for path in a.reports:
         try:
-            res, meta = results.load(path)
+            data = results.read_json(Path(path))
+            res, meta = results.SessionResults.from_json(data, path)
         except results.ResultsError as exc:
             raise Refused(str(exc)) from None
+        same = seen.setdefault(hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(), path)
+        if same != path or a.reports.count(path) > 1:
+            again = (f"{path} is given twice" if same == path or os.path.samefile(same, path) else
+                     f"{path} is a copy of {same} (the same run: {meta.get('host', '?')}, {meta.get('date', '?')})")
+            raise Refused(f"{again}; its GPUs would be counted twice. Give each node's report once")
         why = results.incomplete_reason(meta.get("run"))
         if why:
             incomplete.append(f"{path} ({meta.get('host', '?')}): {why}")
@@ -468,20 +496,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version, help="print the version and the compiler and nvdisasm found")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{compile,sass,patch,facts,merge}")
     c = sub.add_parser("compile", help="CUDA C++ -> cubin for one arch (NVRTC, no GPU needed)")
-    c.add_argument("source", help="a CUDA C++ file (.cu)")
-    c.add_argument("--arch", required=True, help="sm_75 or newer: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120, ...")
+    c.add_argument("source", type=_given("a CUDA C++ file (.cu)"), help="a CUDA C++ file (.cu)")
+    c.add_argument("--arch", required=True, type=_given("an arch name (sm_90)"), help="sm_75 or newer: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120, ...")
     c.add_argument("-D", "--define", action="append", type=_define, help="NAME=VALUE macro (repeatable)")
     c.add_argument("--backend", default="nvrtc", choices=["nvrtc", "nvcc"])
-    c.add_argument("-o", "--output", help="the cubin to write (default: <source>.<arch>.cubin here); an "
+    c.add_argument("-o", "--output", type=_given("a file name for the cubin"), help="the cubin to write (default: <source>.<arch>.cubin here); an "
                                           "existing file that is not a cubin is never overwritten")
     c.set_defaults(func=cmd_compile)
     s = sub.add_parser("sass", help="print a cubin's SASS with decoded control codes and raw words")
-    s.add_argument("cubin")
-    s.add_argument("--kernel")
+    s.add_argument("cubin", type=_given("a .cubin file"))
+    s.add_argument("--kernel", type=_given("a kernel's name ('gpuprops sass' lists them)"))
     s.set_defaults(func=cmd_sass)
     t = sub.add_parser("patch", help="edit registers, reuse and control fields; verified by disassembly")
-    t.add_argument("cubin")
-    t.add_argument("--kernel", help="which kernel (needed when the cubin has several)")
+    t.add_argument("cubin", type=_given("a .cubin file"))
+    t.add_argument("--kernel", type=_given("a kernel's name ('gpuprops sass' lists them)"), help="which kernel (needed when the cubin has several)")
     t.add_argument("--at", nargs="+", required=True, type=_offset, metavar="OFFSET",
                    help="instruction offsets in hex, as 'gpuprops sass' prints them: 0480 or 0x480")
     t.add_argument("--regs", type=_regs, help="Ra,Rb,Rc (or Rd,Ra,Rb,Rc) for FFMA R, R, R, R")
@@ -497,20 +525,20 @@ def build_parser() -> argparse.ArgumentParser:
                    action=_BarrierAction, help="scoreboard 0..5 to set on write, or none")
     t.add_argument("--scratch", type=_scratch, help="registers the patch may write (R5,R6); default: only the "
                                                     "current Rd")
-    t.add_argument("-o", "--output", required=True, help="the patched cubin (never the input itself)")
+    t.add_argument("-o", "--output", required=True, type=_given("a file name for the patched cubin"), help="the patched cubin (never the input itself)")
     t.set_defaults(func=cmd_patch)
     f = sub.add_parser("facts", help="list the facts per arch")
-    f.add_argument("--arch", help="one arch (sm_90); default: every packaged one")
-    f.add_argument("--facts", help="a facts file or folder of sm_XX.toml instead of the packaged ones")
-    f.add_argument("--gpu", help="the facts for one GPU model (its arch's, with its section on top), e.g. "
+    f.add_argument("--arch", type=_given("an arch name (sm_90)"), help="one arch (sm_90); default: every packaged one")
+    f.add_argument("--facts", type=_given("a facts .toml file or a folder of sm_XX.toml"), help="a facts file or folder of sm_XX.toml instead of the packaged ones")
+    f.add_argument("--gpu", type=_given("a GPU model's name, e.g. 'NVIDIA H200'"), help="the facts for one GPU model (its arch's, with its section on top), e.g. "
                                  "'NVIDIA H200'")
-    f.add_argument("--fact", help="one fact whole: expected, units so far, method and source")
+    f.add_argument("--fact", type=_given("a fact's name ('gpuprops facts' lists them)"), help="one fact whole: expected, units so far, method and source")
     f.add_argument("--detection", action="store_true",
                    help="the shift each fact's SKU band is sure to catch on every unit recorded, and its same-unit "
                         "band, the weakest first")
     f.set_defaults(func=cmd_facts)
     m = sub.add_parser("merge", help="one table for a fleet's reports (--gpuprops-report JSON), outliers flagged")
-    m.add_argument("reports", nargs="+", help="report JSON files, one per node or run")
+    m.add_argument("reports", nargs="+", type=_given("report JSON files (--gpuprops-report)"), help="report JSON files, one per node or run")
     m.set_defaults(func=cmd_merge)
     return p
 
