@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from . import facts as gp_facts
-from . import baselines, measure, report, results
+from . import baselines, inputs, measure, report, results
 from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     _PART,
     FactChecker,
@@ -48,12 +48,18 @@ _budget = _option_number(float, lambda v: 0 < v < math.inf, "the seconds one mea
                          "number > 0 (default 2)")
 
 
+def _given(expected: str):
+    """An option naming a path or a list: an empty value is a mistake, never 'the default'."""
+    return _option_number(lambda text: text if text.strip() else None, lambda v: True, expected)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpuprops", "GPU micro-architecture facts")
     g.addoption("--gpu", dest="gpuprops_gpu", type=_gpu_index, default=None, metavar="INDEX",
                 help="CUDA device index to measure (default 0); a GPU asked for by index that is not visible "
                      "fails the run")
     g.addoption("--gpuprops-gpus", dest="gpuprops_gpus", default=None, metavar="all|LIST",
+                type=_given("'all' or GPU indices like 0,1"),
                 help="measure several GPUs: 'all' or indices like 0,1. With -n N (pytest-xdist) worker K measures "
                      "the K-th GPU in parallel; without it the GPU tests run once per GPU, one GPU after another")
     g.addoption("--gpuprops-baseline", dest="gpuprops_baseline", default="last", metavar="last|none|FILE",
@@ -69,21 +75,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="make this run each measured unit's baseline even where something was red (after a planned "
                      "change, once it is understood)")
     g.addoption("--gpuprops-facts", dest="gpuprops_facts", default=None, metavar="PATH",
+                type=_given("a facts .toml file or a folder of sm_XX.toml"),
                 help="facts file (or folder of sm_XX.toml) to check against instead of the packaged ones")
     g.addoption("--gpuprops-record", dest="gpuprops_record", default=None, metavar="PATH",
+                type=_given("the path of the facts file to write"),
                 help="write a facts file for this GPU's arch from this run's measurements")
     g.addoption("--gpuprops-force", "--force", dest="gpuprops_force", action="store_true",
-                help="let --gpuprops-record overwrite an existing file")
+                help="let --gpuprops-record overwrite an existing file, and --gpuprops-report replace a file that "
+                     "is not an earlier gpuprops report")
     g.addoption("--gpuprops-report", dest="gpuprops_report", default=None, metavar="PATH",
+                type=_given("the path of the JSON report (the Markdown goes beside it)"),
                 help="write the session's verdicts as JSON to PATH and Markdown beside it")
-    g.addoption("--gpuprops-plots", dest="gpuprops_plots", default=None, metavar="DIR", help="write PNG plots to DIR (needs matplotlib)")
+    g.addoption("--gpuprops-plots", dest="gpuprops_plots", default=None, metavar="DIR",
+                type=_given("a folder for the PNG plots"), help="write PNG plots to DIR (needs matplotlib)")
     g.addoption("--gpuprops-noise", dest="gpuprops_noise", type=_noise, default=0.01, metavar="RSD",
                 help="noise target: relative std-dev of per-launch values that ends a measurement (default 0.01)")
     g.addoption("--gpuprops-budget", dest="gpuprops_budget", type=_budget, default=2.0, metavar="SECONDS",
                 help="seconds one measurement may repeat before it stops unsettled (default 2)")
     g.addoption("--gpuprops-kernels", dest="gpuprops_kernels", default=None, metavar="DIR",
+                type=_given("the folder of the kernel sources"),
                 help="folder of kernel sources (default: <rootdir>/kernels)")
     g.addoption("--gpuprops-cache", dest="gpuprops_cache", default=None, metavar="DIR",
+                type=_given("a cubin cache folder"),
                 help="cubin cache folder (default $GPUPROPS_CACHE_DIR or ~/.cache/gpuprops/cubins)")
 
 
@@ -124,21 +137,20 @@ def _check_options(config: pytest.Config) -> None:
     if opt.gpuprops_kernels and not Path(opt.gpuprops_kernels).is_dir():
         raise pytest.UsageError(f"--gpuprops-kernels {opt.gpuprops_kernels} is not a folder; give the folder "
                                 "that holds the kernel sources (the repository's kernels/)")
+    if opt.gpuprops_kernels and not any(Path(opt.gpuprops_kernels).glob("*.cu")):
+        raise pytest.UsageError(f"--gpuprops-kernels {opt.gpuprops_kernels} holds no kernel sources (no .cu file); "
+                                "give the folder that holds them (the repository's kernels/)")
     try:
         gp_compile.check_cache_dir(opt.gpuprops_cache)
     except gp_compile.CacheError as exc:
         raise pytest.UsageError(str(exc)) from None
-    lock = os.environ.get("GPUPROPS_LOCK_DIR")
-    if lock and not Path(lock).is_dir():
-        raise pytest.UsageError(f"GPUPROPS_LOCK_DIR={lock} is not a folder; point it at a folder every process "
-                                "measuring on this machine can write (default: the system temp folder)")
-    tool = os.environ.get("GPUPROPS_NVDISASM")
-    if tool and not (Path(tool).is_file() and os.access(tool, os.X_OK)):
-        raise pytest.UsageError(f"GPUPROPS_NVDISASM={tool} is not an executable file; point it at nvdisasm, or "
-                                "unset it to use the one from pip (nvidia-cuda-nvdisasm)")
     if opt.gpuprops_report:
         _writable_file("--gpuprops-report", opt.gpuprops_report)
         _writable_file("--gpuprops-report", str(Path(opt.gpuprops_report).with_suffix(".md")))
+    try:
+        _check_inputs(opt)
+    except inputs.InputError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if opt.gpuprops_plots:
         if Path(opt.gpuprops_plots).is_file():
             raise pytest.UsageError(f"--gpuprops-plots {opt.gpuprops_plots} is a file; give a folder for the PNGs")
@@ -152,6 +164,46 @@ def _check_options(config: pytest.Config) -> None:
         if reason:
             raise pytest.UsageError(f"--gpuprops-record measures facts on a GPU, and none can be used here: {reason}. "
                                     "Nothing would be recorded; run it on the GPU whose facts you want")
+
+
+def _check_inputs(opt) -> None:
+    """The files the run writes and the environment variables (inputs.py): what no option type checks."""
+    inputs.check_lock_dir()
+    inputs.check_tool("GPUPROPS_NVDISASM", r"CUDA disassembler", "nvdisasm",
+                      "unset it to use the one from pip (nvidia-cuda-nvdisasm)")
+    inputs.check_tool("GPUPROPS_NCU", r"Nsight Compute", "Nsight Compute's ncu",
+                      "unset it to find ncu on PATH (the tensor-pipe facts skip without one)")
+    inputs.check_fresh_draws()
+    if opt.gpuprops_report:
+        inputs.check_report_target("--gpuprops-report", opt.gpuprops_report, opt.gpuprops_force)
+        report_path = Path(opt.gpuprops_report)
+        inputs.check_distinct_outputs([("--gpuprops-report", str(report_path)),
+                                       ("--gpuprops-report", str(report_path.with_suffix(".md"))),
+                                       *([("--gpuprops-record", opt.gpuprops_record)] if opt.gpuprops_record else [])])
+    if not opt.gpuprops_record:
+        text = os.environ.get("GPUPROPS_PLANT_SHIFT")
+        inputs.check_plant_shift(parse_plant_shift(text), text, opt.gpuprops_facts)
+
+
+def _check_facts_match(state: GpuPropsState, items: list[pytest.Item]) -> None:
+    """--gpuprops-facts must hold facts for an arch the selected fact tests check: the compile-time
+    tests' ``arch`` parameters, and the GPU's arch where a GPU can be used (inputs.check_facts_match)."""
+    if not state.facts_path or state.record_path or not items:
+        return
+    static = {inputs.static_arch(dict(getattr(getattr(i, "callspec", None), "params", {}))) for i in items
+              if "gpuprops_static" in getattr(i, "fixturenames", ())}
+    gpu_archs: set[str] = set()
+    note = ""
+    if any(i.get_closest_marker("gpu") and {"gpuprops", "gpu_facts"} & set(getattr(i, "fixturenames", ()))
+           for i in items):
+        slots = [state.slot(index) for index in state.gpu_list()]
+        gpu_archs = {s.info.arch for s in slots if s.info is not None}
+        note = (f" (the GPU here is {', '.join(sorted(gpu_archs))})" if gpu_archs else
+                f"; no GPU can be used here ({next((s.unavailable for s in slots if s.unavailable), 'none visible')})")
+    try:
+        inputs.check_facts_match(state.facts_path, static, gpu_archs, note)
+    except inputs.InputError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_baseline_options(opt) -> None:
@@ -175,6 +227,9 @@ def _check_baseline_options(opt) -> None:
             raise pytest.UsageError(f"{option}: {exc}") from None
     if opt.gpuprops_baselines is not None and not opt.gpuprops_baselines.strip():
         raise pytest.UsageError("--gpuprops-baselines '': expected a folder for the baseline store")
+    if opt.gpuprops_baseline_accept and chosen == baselines.NONE:
+        raise pytest.UsageError("--gpuprops-baseline-accept with --gpuprops-baseline none: a run that is not stored "
+                                "cannot become a baseline; drop one of the two")
     if chosen != baselines.NONE:
         try:
             baselines.Store(opt.gpuprops_baselines or baselines.default_dir()).check()
@@ -250,7 +305,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Ingest(state), "gpuprops-ingest")
         _interrupt_on_sigterm(config)
         if state.report_path:
-            report.write_running(state.report_path, {"date": _dt.datetime.now().isoformat(timespec="seconds")})
+            try:
+                report.write_running(state.report_path, {"date": _dt.datetime.now().isoformat(timespec="seconds")})
+            except OSError as exc:
+                raise pytest.UsageError(f"--gpuprops-report {state.report_path} cannot be written: "
+                                        f"{exc.strerror or exc}; choose a path you can write") from None
     config.pluginmanager.register(_EndOfRunNotes(state), "gpuprops-end-of-run-notes")
 
 
@@ -479,6 +538,7 @@ class _Ingest:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.state.selected = len(session.items)
+        _check_facts_match(self.state, session.items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
@@ -574,8 +634,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                          "compared_with": {u: [str(r.path) for r in b.runs] for u, b in state.baseline_of.items()},
                          "stored": [{"uuid": u, "path": str(p), "accepted": a, "why": w} for u, p, a, w in state.stored]}
     if state.report_path:
-        for p in report.write_reports(state.report_path, state.results, state.fleet, meta):
-            tr.write_line(f"gpuprops report: {p}")
+        try:
+            for p in report.write_reports(state.report_path, state.results, state.fleet, meta):
+                tr.write_line(f"gpuprops report: {p}")
+        except OSError as exc:
+            tr.write_line(f"gpuprops report: could not write {state.report_path} ({exc.strerror or exc}); this run's "
+                          "verdicts are in the table above only", red=True)
     if state.record_path:
         info = state._info
         if state.results.recorded:

@@ -68,3 +68,12 @@ class Terminal:
     def write_line(self, line, **markup):
         self.written.append(line)
         self.lines.append((line, sorted(k for k, on in markup.items() if on)))
+
+
+def ncu_stand_in(folder: Path) -> str:
+    """An executable that answers ``--version`` as Nsight Compute's ncu does (GPUPROPS_NCU is checked
+    at start-up), for tests whose ncu profiles are planted."""
+    p = Path(folder) / "fake-ncu"
+    p.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler'\necho 'Version 2026.1.0.0'\n")
+    p.chmod(0o755)
+    return str(p)

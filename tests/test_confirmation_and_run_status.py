@@ -15,7 +15,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftest
+from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftest, ncu_stand_in
 
 from pytest_gpuprops import assertions, cli, measure, report, results
 from pytest_gpuprops import facts as gp_facts
@@ -221,7 +221,7 @@ def _run_tensor_pipe_test(pytester, monkeypatch, profiles):
 
 
 def test_the_tensor_pipe_fact_fails_red_when_ncu_errors_while_its_failure_is_confirmed(pytester, monkeypatch):
-    monkeypatch.setenv("GPUPROPS_NCU", "/opt/nvidia/nsight-compute/2026.1/ncu")
+    monkeypatch.setenv("GPUPROPS_NCU", ncu_stand_in(pytester.path))
     n = 128000
     failing = [(7.0 * n, n, 29.0)] * 3  # 7 cycles per HMMA against 6 +- 0.02
     r = _run_tensor_pipe_test(pytester, monkeypatch, [failing, measure.NcuUnavailable(NCU_ERROR)])
@@ -376,7 +376,8 @@ def test_sigterm_a_ci_timeout_ends_the_run_as_interrupted_with_its_report(pytest
 
 def test_a_killed_run_leaves_a_report_that_says_it_did_not_finish_never_a_stale_green_one(pytester, monkeypatch):
     """SIGKILL (out of memory, a hard timeout) runs no handler: the report written at start-up stays."""
-    (pytester.path / "r.json").write_text(json.dumps({"facts": [], "meta": {"run": results.run_status(0, 1, 1)}}))
+    (pytester.path / "r.json").write_text(json.dumps({"schema": results.SCHEMA, "facts": [],
+                                                      "meta": {"run": results.run_status(0, 1, 1)}}))
     done = _child_run(pytester, monkeypatch, "os.kill(os.getpid(), signal.SIGKILL)")
     assert done.returncode == -signal.SIGKILL
     data = json.loads((pytester.path / "r.json").read_text())

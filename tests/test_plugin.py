@@ -15,7 +15,7 @@ import types
 from pathlib import Path
 
 import pytest
-from gp_testing import FAKE_GPU, Terminal, fake_gpu_conftest
+from gp_testing import FAKE_GPU, Terminal, fake_gpu_conftest, ncu_stand_in
 from test_trust import FLAKY_FACT, _on
 
 from pytest_gpuprops import facts, plugin, report, results
@@ -432,7 +432,7 @@ def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, mo
             raise measure.NcuUnavailable("counters gone")
         return [{"a": float(n)} for n, _ in enumerate(specs, 1)]
     monkeypatch.setattr(measure, "ncu_metrics", fake_ncu)
-    monkeypatch.setenv("GPUPROPS_NCU", "/opt/ncu")
+    monkeypatch.setenv("GPUPROPS_NCU", ncu_stand_in(pytester.path))
     r = pytester.runpytest_inprocess("--gpuprops-noise", "0.02", "--gpuprops-budget", "3", "--gpuprops-cache",
                                      "cachedir", "--gpuprops-facts", "facts.toml", "--gpuprops-plots", "plots",
                                      "--junitxml", "j.xml", "-rs")
@@ -480,7 +480,7 @@ def pytest_runtestloop(session):
     monkeypatch.setattr(measure, "_ncu_start", lambda runner, specs, metrics: ["ncu"])
     monkeypatch.setattr(measure, "_ncu_finish", lambda cmd, metrics, n, timeout_s, lock_gpu=None: [{"a": "ahead"}] * n)
     monkeypatch.setattr(measure, "ncu_metrics", lambda runner, specs, metrics: [{"a": "again"}] * len(specs))
-    monkeypatch.setenv("GPUPROPS_NCU", "/opt/ncu")
+    monkeypatch.setenv("GPUPROPS_NCU", ncu_stand_in(pytester.path))
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(pytester.path))
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
 
@@ -1094,10 +1094,10 @@ def test_a_kernels_option_that_is_not_a_folder_is_a_usage_error(pytester):
 @pytest.mark.parametrize("env, make, message", [
     ("GPUPROPS_LOCK_DIR", "file", "GPUPROPS_LOCK_DIR={p} is not a folder; point it at a folder every process "
      "measuring on this machine can write (default: the system temp folder)"),
-    ("GPUPROPS_NVDISASM", "file", "GPUPROPS_NVDISASM={p} is not an executable file; point it at nvdisasm, or "
-     "unset it to use the one from pip (nvidia-cuda-nvdisasm)"),
-    ("GPUPROPS_NVDISASM", "folder", "GPUPROPS_NVDISASM={p} is not an executable file; point it at nvdisasm, or "
-     "unset it to use the one from pip (nvidia-cuda-nvdisasm)"),
+    ("GPUPROPS_NVDISASM", "file", "GPUPROPS_NVDISASM={p} is not an executable file (no permission to execute it); "
+     "point it at nvdisasm, or unset it to use the one from pip (nvidia-cuda-nvdisasm)"),
+    ("GPUPROPS_NVDISASM", "folder", "GPUPROPS_NVDISASM={p} is not an executable file (a folder); point it at "
+     "nvdisasm, or unset it to use the one from pip (nvidia-cuda-nvdisasm)"),
 ])
 def test_an_environment_path_that_is_not_what_it_must_be_is_a_usage_error(pytester, monkeypatch, env, make, message):
     p = pytester.path / "thing"
