@@ -214,7 +214,7 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
     one arch's LDS latency with another's; where there are several groups the sentence names them."""
     by_case: dict[tuple[str, str, str], dict[str, Verdict]] = {}
     for v in verdicts:
-        if _comparable(v):
+        if _baseline_reading(v):  # a NOISY or THROTTLED reading is red on its own and says nothing of the unit
             by_case.setdefault((peer_group(v), *case_key(v)), {})[gpu_key(v)] = v
     gpus = {g for per in by_case.values() for g in per}
     if len(gpus) < 2:
@@ -235,7 +235,11 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
             # relative to the smaller of the two, so two GPUs are judged alike whichever is the peer
             small = min(abs(v.measured), abs(median))
             off = abs(v.measured - median) / small if small else float("inf")
-            red_one = off > FLEET_SHIFT or v.status != assertions.PASS
+            # a difference the recorded units already show between them (a population fact's units_range)
+            # is the population's, whatever its size: tma_1d_1k on two healthy H100s, 323.25 vs 339.75
+            spread = (v.units_range[1] - v.units_range[0]) if v.units_range else 0.0
+            contained = abs(v.measured - median) <= spread
+            red_one = v.status != assertions.PASS or (off > FLEET_SHIFT and not contained)
             o = dataclasses.replace(v, status=OUTLIER if red_one else UNITS_DIFFER, kind="fleet", attempts=[],
                                     expected=f"peer median {median:.3f} ± {v.tolerance:.3g} {v.unit}",
                                     measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} ({off:.1%} off); "
@@ -244,6 +248,9 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
             if red_one:
                 o.flags += ([f"more than {FLEET_SHIFT:.0%} off its peers"] if off > FLEET_SHIFT else []) + (
                     ["with two GPUs, both are flagged: a third tells which one is off"] if len(per) == 2 else [])
+            elif off > FLEET_SHIFT:
+                o.flags.append(f"inside the SKU's band, and no further apart than the units recorded "
+                               f"({v.units_range[0]:g} .. {v.units_range[1]:g}): the units' own spread")
             else:
                 o.flags.append(f"inside the SKU's band, under {FLEET_SHIFT:.0%} apart: the units' own spread")
             out.append(o)

@@ -787,7 +787,8 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
         "gpuprops baseline: compared with old.json",
         "gpuprops baseline: GPU-00000000: this run stored as *; accepted: finished with nothing red on this unit",
         "gpuprops baseline: GPU-00000001: this run stored as *; not accepted: 1 red verdict(s) on this unit "
-        "(lds_latency_cycles MOVED); once understood, rerun with --gpuprops-baseline-accept to make it the baseline",
+        "(lds_latency_cycles MOVED), which keep their earlier baselines (its passing readings serve for the other "
+        "facts); once understood, rerun with --gpuprops-baseline-accept to make the whole run the baseline",
         FLEET_SEP,
         "fact * expected * measured * verdict",
         "---*",
@@ -797,7 +798,7 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
         "lds_latency_cycles  sm_90   peer median 22.800 ± 0.25 cycles * 23.200 cycles on node1:gpu1 Fake GPU "
         "(GPU-00000001) (1.8% off); peers: 22.800  UNITS DIFFER (2 GPUs compared) (inside the SKU's band, under 5% "
         "apart: the units' own spread)",
-        "lds_latency_cycles  sm_90   baseline 22.800 ± 0.25 cycles (the fact's tolerance: no same-unit band recorded)"
+        "lds_latency_cycles  sm_90   baseline 22.800 ± 0.228 cycles (same-unit band 1.00%)"
         "  23.200 cycles on node1:gpu1 Fake GPU (GPU-00000001) (moved +0.400, +1.75%) * MOVED",
     ]
     r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-compare", "old.json")

@@ -79,11 +79,15 @@ def test_a_report_that_is_not_json(tmp_path):
 
 def test_json_that_is_not_a_report_names_the_file(tmp_path):
     p = tmp_path / "r.json"
-    p.write_text(json.dumps({"facts": {}}))
+    p.write_text(json.dumps({"meta": {}}))
     with pytest.raises(ResultsError) as e:
         results.load(p)
     assert str(e.value) == (f"{p} is not a gpuprops report: expected a JSON object with a 'facts' list "
                             "(written by pytest --gpuprops-report)")
+    p.write_text(json.dumps({"facts": {}}))
+    with pytest.raises(ResultsError) as e:
+        results.load(p)
+    assert str(e.value).startswith(f"{p}: facts is an object; expected a list of verdicts")
 
 
 def test_a_malformed_verdict_names_the_file(tmp_path):
@@ -159,6 +163,25 @@ def test_a_gpu_that_fails_its_band_and_is_off_its_peers_is_an_outlier_however_li
     out, _ = results.outliers([verdict(23.0), failing])
     assert [(o.gpu["uuid"][:12], o.status) for o in out] == [("GPU-1a9fac0f", "UNITS DIFFER"),
                                                             ("GPU-5c3d0e11", "OUTLIER")]
+
+
+def test_a_difference_the_recorded_units_already_show_is_not_red_even_past_five_percent():
+    # two healthy H100s, 2026-11-26: the 1 KiB TMA load 339.75 against 323.25 (5.1 %), units recorded 324.75-344
+    a = dataclasses.replace(verdict(339.75), tolerance=16.2, units_range=[324.75, 344.0])
+    b = dataclasses.replace(verdict(323.25, gpu=OTHER), tolerance=16.2, units_range=[324.75, 344.0])
+    out, _ = results.outliers([a, b])
+    assert [o.status for o in out] == ["UNITS DIFFER"] * 2
+    assert out[0].flags[1] == ("inside the SKU's band, and no further apart than the units recorded (324.75 .. 344): "
+                               "the units' own spread")
+    # further apart than any two recorded units, and over 5 %: red
+    far = dataclasses.replace(b, measured=318.0)
+    assert [o.status for o in results.outliers([a, far])[0]] == ["OUTLIER"] * 2
+
+
+def test_a_reading_that_was_not_settled_is_left_out_of_the_fleet_check():
+    noisy = dataclasses.replace(verdict(25.0, gpu=OTHER), status="NOISY")
+    out, note = results.outliers([verdict(23.0), noisy])
+    assert out == [] and note == "outlier check: not run (1 GPU measured; it needs two or more)"
 
 
 def test_three_gpus_flag_only_the_one_over_the_tolerance_from_the_median():
@@ -265,8 +288,7 @@ def test_a_part_without_some_keys_adds_what_it_has():
 def test_from_json_without_a_file_name_says_json():
     with pytest.raises(ResultsError) as e:
         SessionResults.from_json({"facts": None})
-    assert str(e.value) == ("<json> is not a gpuprops report: expected a JSON object with a 'facts' list "
-                            "(written by pytest --gpuprops-report)")
+    assert str(e.value).startswith("<json>: facts is null; expected a list of verdicts")
     with pytest.raises(ResultsError) as e:
         SessionResults.from_json({"facts": [{"fact": "x"}]})
     assert str(e.value).startswith("<json>: facts[0] (fact x) lacks 'arch'")

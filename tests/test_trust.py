@@ -260,7 +260,7 @@ def test_compare_with_an_earlier_report_fails_naming_gpu_and_fact(pytester, monk
     r = pytester.runpytest_inprocess("--gpuprops-compare", "old.json")
     r.assert_outcomes(passed=1)  # 23.2 still holds the fact (23 ± 0.25) ...
     assert r.ret == 1  # ... but moved by 0.4 since the baseline, more than the tolerance
-    r.stdout.fnmatch_lines(["*lds_latency_cycles*baseline 22.800 ± 0.25 cycles*23.200 cycles on node1:gpu0 Fake GPU*"
+    r.stdout.fnmatch_lines(["*lds_latency_cycles*baseline 22.800 ± 0.228 cycles (same-unit band 1.00%)*23.200 cycles on node1:gpu0 Fake GPU*"
                             "(moved +0.400, +1.75%)*MOVED*"])
     pytester.makepyfile(FLAKY_FACT.format(values=[22.9], shift=0))
     assert pytester.runpytest_inprocess("--gpuprops-compare", "old.json").ret == 0

@@ -35,7 +35,7 @@ from pytest_gpuprops import results  # noqa: E402
 from pytest_gpuprops.assertions import FAIL, PASS  # noqa: E402
 
 MARGIN = 2.5
-FLOOR_REL = 0.005
+FLOOR_REL = 0.01
 QUANTUM_STEPS = 1.5
 
 
