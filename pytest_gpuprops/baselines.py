@@ -201,15 +201,19 @@ class Store:
     def baseline(self, uuid: str) -> Baseline:
         """The unit's baseline: for each fact (by test), the newest reading a run lends
         (:meth:`UnitRun.lends`), so a ``-k`` run does not hide the facts it did not select and a
-        red fact keeps its earlier baseline."""
-        chosen: dict[tuple[str, str], Verdict] = {}
+        red fact keeps its earlier baseline; and the newest at each other SM clock state the unit has
+        run in (results.SAME_CLOCK), so a run at 1995 MHz is compared with one at 1995 MHz."""
+        chosen: dict[tuple[str, str], list[Verdict]] = {}
         used: list[UnitRun] = []
         for run in self.runs(uuid):
-            fresh = [v for v in run.verdicts if results.run_key(v) not in chosen and run.lends(v)]
+            fresh = [v for v in run.verdicts if run.lends(v) and not any(
+                results.same_clock(results.reading_clock(o), results.reading_clock(v))
+                for o in chosen.get(results.run_key(v), []))]
             if fresh:
                 used.append(run)
-                chosen.update({results.run_key(v): v for v in fresh})
-        return Baseline(uuid, list(chosen.values()), used)
+                for v in fresh:
+                    chosen.setdefault(results.run_key(v), []).append(v)
+        return Baseline(uuid, [v for vs in chosen.values() for v in vs], used)
 
 
 def by_unit(verdicts: Iterable[Verdict]) -> dict[str, list[Verdict]]:
@@ -253,7 +257,7 @@ class Baseline:
             return "no baseline yet: this run's passing readings become the unit's baseline"
         head = self.runs[0].describe() + (f" and {len(self.runs) - 1} older run(s) for facts it did not measure"
                                           if len(self.runs) > 1 else "")
-        text = f"{head}, {len(self.verdicts)} facts"
+        text = f"{head}, {len({results.run_key(v) for v in self.verdicts})} facts"
         if now_meta is not None:
             text += "; since then: " + (", ".join(changes(self.runs[0].meta, now_meta)) or "no change of driver, "
                                         "CUDA, VBIOS, max SM clock or compiler")

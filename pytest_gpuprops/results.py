@@ -278,23 +278,55 @@ def _baseline_reading(v: Verdict) -> bool:
     return _comparable(v) and v.status in (assertions.PASS, assertions.FAIL)
 
 
+#: two readings of one unit whose SM clocks are this close ran in the same clock state. An H100 runs a
+#: process at 1980 or at 1995 MHz, and some facts differ between the two states by more than a unit
+#: repeats within one (L2 read bandwidth ~2 % lower at 1995 MHz; memory latencies in cycles follow the clock)
+SAME_CLOCK = 0.004
+
+
+def reading_clock(v: Verdict) -> float | None:
+    """The SM clock a verdict's measurement ran at (MHz), where it was read."""
+    clock = (v.measurement or {}).get("sm_clock_mhz")
+    return float(clock) if isinstance(clock, (int, float)) and clock > 0 else None
+
+
+def same_clock(a: float | None, b: float | None) -> bool:
+    return a is None or b is None or abs(a - b) <= SAME_CLOCK * max(a, b)
+
+
+def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
+    """Of a unit's baseline readings of one fact (newest first), the one taken at the SM clock nearest
+    this reading's: like is compared with like where the unit has run in both clock states."""
+    mine = reading_clock(v)
+    if mine is None:
+        return candidates[0]
+    return min(candidates, key=lambda o: abs((reading_clock(o) or mine) - mine))
+
+
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
     """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
-    fact's same-unit band (:func:`same_unit_band`) since the baseline run."""
-    old = {(gpu_key(v), *run_key(v)): v for v in baseline if _baseline_reading(v)}
+    fact's same-unit band (:func:`same_unit_band`) since the baseline run. Where the baseline holds
+    readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared."""
+    old: dict[tuple, list[Verdict]] = {}
+    for v in baseline:
+        if _baseline_reading(v):
+            old.setdefault((gpu_key(v), *run_key(v)), []).append(v)
     moved = []
     for v in current:
         if not _baseline_reading(v):
             continue
-        o = old.get((gpu_key(v), *run_key(v)))
-        if o is None:
+        candidates = old.get((gpu_key(v), *run_key(v)))
+        if not candidates:
             continue
+        o = nearest_clock(candidates, v)
         band = same_unit_band(v, o.measured)
         if abs(v.measured - o.measured) > band:
             how = (f"same-unit band {v.same_unit_tolerance_rel:.2%}" if v.same_unit_tolerance_rel
                    else "the fact's tolerance: no same-unit band recorded")
+            clock = reading_clock(o)
+            at = f" at {clock:g} MHz" if clock and not same_clock(clock, reading_clock(v)) else ""
             m = dataclasses.replace(v, status=MOVED, kind="baseline", attempts=[],
-                                    expected=f"baseline {o.measured:.3f} ± {band:.3g} {v.unit} ({how})",
+                                    expected=f"baseline {o.measured:.3f} ± {band:.3g} {v.unit} ({how}){at}",
                                     measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} "
                                     f"(moved {v.measured - o.measured:+.3f}, {(v.measured - o.measured) / o.measured:+.2%})")
             m.flags = []

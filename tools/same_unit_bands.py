@@ -9,8 +9,9 @@ Give it the reports of several processes (``--gpuprops-report``) on several unit
         --facts pytest_gpuprops/facts/sm_90.toml                   # and set same_unit_tolerance_rel per fact
 
 The rule (docs/method.md, "the unit's own baseline"): for each fact, each unit's readings over
-the processes give a range (highest - lowest) / median; the band is MARGIN x the largest range any
-unit showed, and never under the floor: FLOOR_REL, or 1.5 steps of a quantised fact (the smallest
+the processes at one SM clock state (an H100 runs a process at 1980 or 1995 MHz; the compare takes
+the baseline reading of the same state, results.SAME_CLOCK) give a range (highest - lowest) /
+median; the band is MARGIN x the largest range any unit showed in one state, and never under the floor: FLOOR_REL, or 1.5 steps of a quantised fact (the smallest
 difference between two distinct readings seen, for facts that read on a grid such as clocks in
 15 MHz steps). An arch fact takes the widest band of every SKU; a fact of a GPU's section, its
 SKU's. Only settled readings count (PASS or FAIL; not NOISY, THROTTLED or UNSTABLE). A fact with
@@ -40,8 +41,9 @@ QUANTUM_STEPS = 1.5
 
 
 def readings(paths: list[str]) -> tuple[dict, dict]:
-    """{(section, fact, case): {uuid: [values, one per process]}} and {uuid: SKU name}."""
-    by_case: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    """{(section, fact, case): {unit or unit@state: [values, one per process]}} (:func:`by_state`) and
+    {uuid: SKU name}."""
+    by_case: dict[tuple, dict[str, list[tuple[float, float | None]]]] = defaultdict(lambda: defaultdict(list))
     sku: dict[str, str] = {}
     for p in paths:
         res, _ = results.load(p)
@@ -51,8 +53,35 @@ def readings(paths: list[str]) -> tuple[dict, dict]:
             uuid = results.gpu_key(v)
             sku[uuid] = (v.gpu or {}).get("name", "?")
             section = sku[uuid] if v.scope == "gpu" else None
-            by_case[(section, *results.case_key(v))][uuid].append(float(v.measured))
-    return by_case, sku
+            by_case[(section, *results.case_key(v))][uuid].append((float(v.measured), results.reading_clock(v)))
+    return {case: by_state(per) for case, per in by_case.items()}, sku
+
+
+def by_state(per_unit: dict[str, list[tuple[float, float | None]]]) -> dict[str, list[float]]:
+    """A fact's readings per unit and SM clock state, where at least two states hold two readings or
+    more (the evidence a state-by-state band needs); else per unit, whatever the clock (a DRAM stream's
+    SM clock wanders with the power cap, and no reading shares its clock with another)."""
+    states = {k: xs for uuid, rs in per_unit.items() for k, xs in clock_states(uuid, rs).items()}
+    if sum(len(xs) >= 2 for xs in states.values()) >= 2:
+        return states
+    return {uuid: [x for x, _c in rs] for uuid, rs in per_unit.items()}
+
+
+def clock_states(uuid: str, rs: list[tuple[float, float | None]]) -> dict[str, list[float]]:
+    """One unit's readings split by the SM clock they ran at: readings within results.SAME_CLOCK of
+    each other (in a chain) are one state; readings with no clock, one state of their own."""
+    known = sorted((c, x) for x, c in rs if c is not None)
+    states: list[list[tuple[float, float]]] = []
+    for c, x in known:
+        if states and results.same_clock(states[-1][-1][0], c):
+            states[-1].append((c, x))
+        else:
+            states.append([(c, x)])
+    out = {f"{uuid}@{round(st[0][0])}MHz": [x for _c, x in st] for st in states}
+    unknown = [x for x, c in rs if c is None]
+    if unknown:
+        out[uuid] = unknown
+    return out
 
 
 #: a step between one unit's readings under this fraction of the value is noise, not a grid
@@ -100,8 +129,9 @@ def bands(paths: list[str]) -> tuple[dict[tuple[str | None, str], dict], dict]:
 
 def table(found: dict, sku: dict) -> str:
     from tabulate import tabulate
-    rows = [(sec or "arch", fact, f"{b['spread']:.2%}", f"{b['rel']:.1%}", b["unit"][:12],
-             sku.get(b["unit"], "?"), b["units"], b["processes"], f"{b['quantum']:g}" if b["quantum"] else "")
+    rows = [(sec or "arch", fact, f"{b['spread']:.2%}", f"{b['rel']:.1%}", b["unit"].split("@")[0][:12]
+             + ("@" + b["unit"].split("@")[1] if "@" in b["unit"] else ""),
+             sku.get(b["unit"].split("@")[0], "?"), b["units"], b["processes"], f"{b['quantum']:g}" if b["quantum"] else "")
             for (sec, fact), b in sorted(found.items(), key=lambda kv: -kv[1]["rel"])]
     n = len(found)
     over2 = sum(b["rel"] >= 0.02 for b in found.values())
@@ -109,7 +139,7 @@ def table(found: dict, sku: dict) -> str:
     head = (f"{n} facts; band >= 2 %: {over2} ({over2 / max(n, 1):.1%}), >= 5 %: {over5} (a 2 % change is caught on "
             f"{n - over2} of {n}, a 5 % change on {n - over5})")
     return head + "\n" + tabulate(rows, headers=["section", "fact", "largest same-unit range", "band", "on unit",
-                                                "SKU", "units", "processes", "quantum"])
+                                                "SKU", "unit states", "processes", "quantum"])
 
 
 _HEADER = re.compile(r'^\[(?:gpus\."(?P<gpu>[^"]+)"\.)?(?P<fact>[a-z][a-z0-9_]*)\]\s*$')
