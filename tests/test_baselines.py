@@ -238,3 +238,28 @@ def test_the_store_keeps_units_apart_under_one_fleet_folder(tmp_path):
     store.save(a + b, FINISHED)
     assert [v.measured for v in store.baseline(UUID).verdicts] == [23.0]
     assert results.compare(store.baseline(UUID).verdicts, b) == []  # another unit's reading is not compared
+
+
+def _at(measured, clock, **kw):
+    v = verdict(measured, **kw)
+    v.measurement = {"median": measured, "sm_clock_mhz": clock}
+    return v
+
+
+def test_the_baseline_keeps_a_reading_per_clock_state_and_the_compare_takes_the_nearest(tmp_path):
+    # GPU-08869ce3, 2026-11-26: L2 read 7252.5 GB/s at 1979.8 MHz, 7105.1 at 1994.9 in another process
+    store = baselines.Store(tmp_path)
+    fact = dict(fact="l2_read_gbps", rel=0.026)  # (the helper's unit is cycles; the rule is the same)
+    store.save([_at(7252.5, 1979.8, **fact)], FINISHED)
+    store.save([_at(7105.1, 1994.9, **fact)], dict(FINISHED, date="2026-11-26T10:00:00"))
+    store.save([_at(7250.0, 1980.1, **fact)], dict(FINISHED, date="2026-11-26T11:00:00"))
+    base = store.baseline(UUID)
+    assert sorted(v.measured for v in base.verdicts) == [7105.1, 7250.0]  # the newest per state
+    assert base.describe().endswith(", 1 facts")
+    assert results.compare(base.verdicts, [_at(7100.1, 1994.9, **fact)]) == []
+    assert results.compare(base.verdicts, [_at(7240.0, 1979.7, **fact)]) == []
+    (m,) = results.compare(base.verdicts, [_at(7100.1 * 1.05, 1994.9, **fact)])
+    assert m.expected == "baseline 7105.100 ± 185 cycles (same-unit band 2.60%)"
+    # a state the unit has not run in yet: the nearest, said so
+    (m,) = results.compare(base.verdicts, [_at(7100.0 * 0.95, 2010.0, **fact)])
+    assert m.expected.endswith("at 1994.9 MHz")

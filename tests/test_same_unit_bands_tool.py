@@ -102,3 +102,15 @@ def test_a_planted_baseline_file_is_written_new_and_only_new(tmp_path, capsys):
     assert baseline_detection.main([p, "--plant", "0.05", "-o", str(out)]) == 0
     assert [v.measured for v in results.load(out)[0].verdicts] == [pytest.approx(105.0)]
     assert baseline_detection.main([p, "--plant", "0.05", "-o", str(out)]) == 2  # never over a file
+
+
+def test_a_fact_read_in_two_clock_states_gets_its_band_from_within_each_state():
+    per_unit = {"GPU-a": [(7252.5, 1979.8), (7105.1, 1994.9), (7100.1, 1994.9)],
+                "GPU-b": [(7216.4, 1979.9), (7246.8, 1978.7), (7290.3, 1979.7)]}
+    states = same_unit_bands.by_state(per_unit)
+    assert sorted(states) == ["GPU-a@1980MHz", "GPU-a@1995MHz", "GPU-b@1979MHz"]
+    b = same_unit_bands.band(states)
+    assert b["unit"] == "GPU-b@1979MHz" and b["spread"] == pytest.approx((7290.3 - 7216.4) / 7246.8)
+    # a DRAM stream's clock wanders: no two readings share a state, so the band is per unit, whatever the clock
+    wandering = {"GPU-a": [(3070.4, 1950.0), (3076.5, 1935.0), (3067.1, 1920.4)]}
+    assert same_unit_bands.by_state(wandering) == {"GPU-a": [3070.4, 3076.5, 3067.1]}
