@@ -193,3 +193,27 @@ def check_facts_match(facts_path: str, static_archs: set[str | None], gpu_archs:
     raise InputError(f"--gpuprops-facts {facts_path} holds facts for {', '.join(have)}, and the selected tests check "
                      f"{', '.join(sorted(asked))}{gpu_note}: no fact would be checked, every one would skip. Pass the "
                      "facts for one of those archs, or a folder of sm_XX.toml (gpuprops facts lists the packaged ones)")
+
+
+#: the skip reasons of facts.load_facts for a facts file (or folder) of another arch
+_OTHER_ARCH = re.compile(r"facts file .* is for \S+, not (sm_\w+)|no facts for (sm_\w+) in folder ")
+
+
+def facts_matched_nothing(facts_path: str, verdicts) -> str | None:
+    """At the end of a run (where the tests were collected elsewhere: xdist's workers): a sentence
+    when no fact was checked and tests skipped because ``--gpuprops-facts`` is for another arch;
+    None otherwise."""
+    from .assertions import SKIPPED
+    if any(v.kind != "test" for v in verdicts):
+        return None
+    asked = set()
+    for v in verdicts:
+        m = _OTHER_ARCH.search(v.measured_text) if v.status == SKIPPED else None
+        if m:
+            asked.add(m.group(1) or m.group(2))
+    if not asked:
+        return None
+    have = [f.arch for f in gp_facts.check_facts_path(facts_path)]
+    return (f"--gpuprops-facts {facts_path} holds facts for {', '.join(have)}, and the tests that ran check "
+            f"{', '.join(sorted(asked))}: no fact was checked, every one skipped. Pass the facts for one of those "
+            "archs, or a folder of sm_XX.toml (gpuprops facts lists the packaged ones)")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from . import facts as gp_facts
 from . import baselines, inputs, measure, report, results
+from . import facts as gp_facts
 from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     _PART,
     FactChecker,
@@ -558,6 +558,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if state is None or state.worker_id:
         return
     verdicts = state.results.verdicts
+    if state.facts_path and not state.record_path:  # what the collection check cannot see under xdist
+        state.facts_note = inputs.facts_matched_nothing(state.facts_path, verdicts)
+        if state.facts_note:
+            session.exitstatus = exitstatus = pytest.ExitCode.USAGE_ERROR
     if not session.config.option.collectonly:  # --co runs nothing, so nothing is missing
         state.run = results.run_status(int(exitstatus), state.selected, state.finished)
         if not state.run["complete"] and exitstatus == pytest.ExitCode.OK:
@@ -615,6 +619,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             tr.write_line(report.gpu_table(verdicts))
     elif state.run and results.incomplete_reason(state.run) and state.report_path:
         tr.write_line(report.summary_line([], state.run), red=True)
+    if state.facts_note:
+        tr.write_line(f"gpuprops: usage error: {state.facts_note}", red=True)
     if state.fleet_note and any(v.gpu for v in verdicts):
         tr.write_line(f"gpuprops {state.fleet_note}")
     for note in state.baseline_notes:

@@ -59,6 +59,8 @@ class GpuPropsState:
         self.selected = 0
         self.finished = 0
         self.run: dict | None = None
+        #: why the run is a usage error after all, found at its end (inputs.facts_matched_nothing)
+        self.facts_note: str | None = None
         #: ncu profiles started ahead of their tests (measure.NcuJob), by measure.ncu_key
         self._ncu_jobs: dict[tuple, measure.NcuJob] = {}
 
