@@ -79,7 +79,7 @@ class SessionResults:
         a part of the wrong type, a verdict without its keys or with an unknown status, or a report of
         another schema version is a ResultsError naming ``where``, the entry and what was expected."""
         from .report_schema import SchemaError, check_report
-        if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
+        if not isinstance(data, dict) or "facts" not in data:
             raise ResultsError(f"{where} is not a gpuprops report: expected a JSON object with a 'facts' list "
                                "(written by pytest --gpuprops-report)")
         try:
