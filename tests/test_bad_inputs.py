@@ -4,7 +4,9 @@ and loses nothing; new archs compile, skip with the reason, and record.
 CLI cases go through ``main([...])`` in-process; plugin cases through pytester in-process. Each
 checks the message, the status, and that no file was written or changed."""
 
+import dataclasses
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -14,12 +16,15 @@ import types
 from pathlib import Path
 
 import pytest
-from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftest
+from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftest, ncu_stand_in
 
+from pytest_gpuprops import baselines as B
 from pytest_gpuprops import compile as gp_compile
 from pytest_gpuprops import facts as F
-from pytest_gpuprops import measure, sass
+from pytest_gpuprops import inputs, measure, report, results, sass
+from pytest_gpuprops import report_schema as RS
 from pytest_gpuprops.cli import _offset, cubin_arch, main
+from pytest_gpuprops.cli import build_parser as cli_build_parser
 
 REPO = KERNELS.parent
 
@@ -345,6 +350,7 @@ def usage_error(pytester, *args, says):
     err = r.stderr.str()
     assert re.search(says, err), err
     assert "Traceback" not in err and " passed" not in r.stdout.str()
+    assert "INTERNALERROR" not in r.stdout.str() + err
     assert {k: v for k, v in snapshot(pytester.path).items() if not k.startswith(".")} == \
            {k: v for k, v in before.items() if not k.startswith(".")}
     return err
@@ -526,3 +532,688 @@ def test_regbank_without_a_gpu_reports_the_skipped_facts(pytester, no_gpu):
     outcomes = r.parseoutcomes()
     assert outcomes.get("skipped", 0) >= 4 and not outcomes.get("passed") and not outcomes.get("failed")
     r.stdout.fnmatch_lines([f"*SKIPPED [[]{outcomes['skipped']}[]] *needs a GPU: no CUDA driver or GPU (test)"])
+
+
+# ==============================================================================================
+# Every input surface, by kind: a table of malformed values per surface, generated from the report
+# schema (pytest_gpuprops/report_schema.py), the facts schema (facts._KEYS, facts.UNITS), the options'
+# and commands' own types, the variables of docs/reference.md and what the cache holds. Each bad
+# value must give one clear line and a non-zero exit, write nothing and never a traceback.
+# ==============================================================================================
+
+GPU0 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0bb9ba4f-707d-fcd0-df03-44403559829f",
+        "pci_bus_id": "0000:00:06.0", "host": "n1"}
+
+
+def good_report() -> dict:
+    """A report with every part the schema describes filled in: a measured verdict (GPU, measurement,
+    attempts, bands), a static one, a recorded fact, plot points, a fleet verdict and the run's meta."""
+    from pytest_gpuprops.assertions import Verdict
+    measured = Verdict(fact="lds_latency_cycles", arch="sm_90", status="FAIL", expected="23 ± 0.25 cycles",
+                       measured=23.5, measured_text="23.500 cycles", unit="cycles", method="chase", source="s",
+                       flags=["a flag"], reproduce="pytest x", nodeid="hwtests/test_smem.py::test_lds",
+                       measurement={"values": [23.5], "median": 23.5, "noise": 0.0, "n": 1, "unit": "cycles"},
+                       attempts=[{"measured": 23.5, "measured_text": "23.500 cycles", "status": "FAIL"}],
+                       gpu=dict(GPU0), tolerance=0.25, same_unit_tolerance_rel=0.01, units_range=[22.9, 23.1])
+    static = Verdict(fact="hmma_issue", arch="sm_90", status="PASS", expected="24 (nvrtc 13.5)", measured=24,
+                     measured_text="24 cycles with nvrtc 13.5", unit="cycles", method="sass", source="s",
+                     kind="static", nodeid="hwtests/test_static.py::test_hmma[sm_90]")
+    fleet = dataclasses.replace(measured, status="OUTLIER", kind="fleet", attempts=[])
+    recorded = F.Fact(name="lds_latency_cycles", arch="sm_90", unit="cycles", method="m", source="s", value=23.0,
+                      tolerance_abs=0.25, units_range=(22.9, 23.1), same_unit_tolerance_rel=0.01)
+    res = results.SessionResults([measured, static], {recorded.name: recorded}, {"hmma": [{"ilp": 1, "cycles": 2.0}]})
+    meta = {"date": "2026-11-26T09:00:00", "host": "n1", "compiler": "nvrtc 13.5", "nvdisasm": "13.5",
+            "gpu": dict(GPU0, arch="sm_90"), "arch": "sm_90", "gpus": [GPU0], "run": results.run_status(1, 2, 2),
+            "baselines": {"store": "/x", "notes": []}}
+    data = res.to_json(meta)
+    data["fleet"] = [fleet.as_dict()]
+    return json.loads(json.dumps(data))
+
+
+def _entries(spec, value, path=()):
+    """(path, spec) of every entry of ``value`` that the schema describes, the root excepted."""
+    if path:
+        yield path, spec
+    if isinstance(spec, RS.Obj) and isinstance(value, dict):
+        for key, inner in spec.fields.items():
+            if key in value:
+                yield from _entries(inner, value[key], (*path, key))
+    elif isinstance(spec, RS.ListOf) and isinstance(value, list) and value:
+        yield from _entries(spec.item, value[0], (*path, 0))
+    elif isinstance(spec, RS.MapOf) and isinstance(value, dict) and value:
+        key = next(iter(value))
+        yield from _entries(spec.item, value[key], (*path, key))
+
+
+def _wrong_values(spec) -> list:
+    """Values of the wrong type or outside what ``spec`` takes."""
+    if isinstance(spec, RS.Any):
+        return []
+    if isinstance(spec, RS.Str):
+        out = [5, ["x"], {"x": 1}, True]
+    elif isinstance(spec, RS.Num):
+        out = ["1", True, [1], float("nan"), float("inf")]
+        out += [-1] if spec.at_least is not None else []
+        out += [1.5] if spec.integer else []
+    elif isinstance(spec, RS.Bool):
+        out = ["true", 1]
+    elif isinstance(spec, RS.OneOf):
+        out = [f"NOT {spec.values[0]}", 5]
+    elif isinstance(spec, RS.ListOf):
+        out = [{"x": 1}, "x"] + ([[1.0, 2.0, 3.0]] if spec.length else [])
+    else:  # Obj, MapOf
+        out = [[], "x", 5]
+    return out + ([] if spec.nullable else [None])
+
+
+def _set(data, path, value):
+    out = json.loads(json.dumps(data))
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return out
+
+
+_DELETE = object()
+GOOD_REPORT = good_report()
+REPORT_CASES = [(path, value) for path, spec in _entries(RS.REPORT, GOOD_REPORT) for value in _wrong_values(spec)]
+REPORT_CASES += [((*path, key), _DELETE) for path, spec in _entries(RS.REPORT, GOOD_REPORT)
+                 if isinstance(spec, RS.Obj) for key in spec.required]
+
+
+def _path_text(path) -> str:
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
+
+
+def _names_the_entry(path) -> str:
+    """A pattern the message must hold: every part of the entry's path, in order."""
+    return ".*?".join(rf"\[{k}\]" if isinstance(k, int) else re.escape(str(k)) for k in path)
+
+
+def test_the_schema_covers_every_part_the_plugin_writes():
+    """The tables are generated from the schema: a key the plugin writes and the schema does not
+    describe would go unchecked, so every one is described."""
+    from pytest_gpuprops.assertions import Verdict
+    assert {f.name for f in dataclasses.fields(Verdict)} | {"verdict"} == set(RS.VERDICT.fields)
+    assert {f.name for f in dataclasses.fields(F.Fact)} == set(RS.RECORDED.fields)
+    assert set(GOOD_REPORT) - {"schema"} == set(RS.REPORT.fields)
+    assert set(results.run_status(0, 1, 1)) == set(RS.RUN.fields) and set(results.RUNNING) <= set(RS.RUN.fields)
+    assert set(RS.STATUSES) >= {*__import__("pytest_gpuprops.assertions").assertions.NOT_OK, "PASS", "SKIPPED",
+                                "RECORDED", *results.FLEET_STATUSES, results.UNITS_DIFFER}
+    assert len(REPORT_CASES) > 150
+    results.SessionResults.from_json(GOOD_REPORT, "good.json")  # the good report itself reads
+    results.load(REPO / "docs" / "samples" / "h100_full_run.json")  # and so does a real one
+
+
+@pytest.mark.parametrize("path, value", REPORT_CASES,
+                         ids=[f"{_path_text(p)}={'deleted' if v is _DELETE else json.dumps(v)}" for p, v in REPORT_CASES])
+def test_a_report_part_of_the_wrong_type_is_one_line_naming_file_and_entry(tmp_path, capsys, monkeypatch, path, value):
+    """What merge, --gpuprops-compare/--gpuprops-baseline and the store read: each malformed part is
+    refused, naming the file and the entry, with exit status 2 (1 is for facts that do not hold)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.json").write_text(json.dumps(GOOD_REPORT))
+    (tmp_path / "bad.json").write_text(json.dumps(_set(GOOD_REPORT, path, value)))
+    with pytest.raises(results.ResultsError) as e:
+        results.load(tmp_path / "bad.json")
+    message = str(e.value)
+    assert message.startswith(str(tmp_path / "bad.json")) and "\n" not in message
+    assert re.search(_names_the_entry(path), message), message
+    assert ("lacks" if value is _DELETE else "expected") in message
+    with pytest.raises(B.BaselineError, match=re.escape(str(tmp_path / "bad.json"))):
+        B.from_report(tmp_path / "bad.json")
+    err = refused(capsys, tmp_path, "merge", "good.json", "bad.json", says=r"^gpuprops merge: bad\.json: ")
+    assert len(err.strip().splitlines()) == 1
+
+
+def _blob(n=64) -> bytes:
+    return bytes(range(256))[::7][:n] * 4
+
+
+#: whole files that are not a report, what merge says of each
+REPORT_FILES = [
+    ("binary", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + _blob()), "is not a gpuprops report: it is not text"),
+    ("empty", lambda p: p.write_text(""), "is not JSON"),
+    ("truncated", lambda p: p.write_text(json.dumps(GOOD_REPORT)[:500]), "is not JSON"),
+    ("null", lambda p: p.write_text("null"), "is not a gpuprops report"),
+    ("a list", lambda p: p.write_text("[1, 2]"), "is not a gpuprops report"),
+    ("a string", lambda p: p.write_text('"report"'), "is not a gpuprops report"),
+    ("no facts", lambda p: p.write_text('{"meta": {}}'), "is not a gpuprops report"),
+    ("another schema", lambda p: p.write_text(json.dumps(dict(GOOD_REPORT, schema="gpuprops-results/2"))),
+     "it is of schema 'gpuprops-results/2'; expected \"schema\": \"gpuprops-results/1\""),
+    ("a schema that is a number", lambda p: p.write_text(json.dumps(dict(GOOD_REPORT, schema=2))),
+     "it is of schema the number 2"),
+    ("a stored unit run", lambda p: p.write_text(json.dumps({"schema": B.SCHEMA, "meta": {}, "facts": []})),
+     "it is a stored unit run"),
+    ("a folder", lambda p: p.mkdir(), "is a folder"),
+    ("missing", lambda p: None, "No such file or directory"),
+]
+
+
+@pytest.mark.parametrize("make, says", [(m, s) for _, m, s in REPORT_FILES], ids=[k for k, _, _ in REPORT_FILES])
+def test_merge_of_a_file_that_is_not_a_report_exits_2_in_one_line(tmp_path, capsys, monkeypatch, make, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.json").write_text(json.dumps(GOOD_REPORT))
+    make(tmp_path / "bad.json")
+    err = refused(capsys, tmp_path, "merge", "good.json", "bad.json", says=re.escape(says))
+    assert "bad.json" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("second", ["good.json", "./good.json", "copy.json", "reformatted.json"])
+def test_merge_of_one_report_twice_or_a_copy_is_refused(tmp_path, capsys, monkeypatch, second):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.json").write_text(json.dumps(GOOD_REPORT))
+    (tmp_path / "copy.json").write_text(json.dumps(GOOD_REPORT))
+    (tmp_path / "reformatted.json").write_text(json.dumps(GOOD_REPORT, indent=4, sort_keys=True))
+    err = refused(capsys, tmp_path, "merge", "good.json", second, says="counted twice. Give each node's report once")
+    assert ("given twice" if "good" in second else "is a copy of good.json (the same run: n1") in err
+    other = _set(GOOD_REPORT, ("meta", "date"), "2026-11-27T09:00:00")  # another run of the same node: merged
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    assert run(capsys, "merge", "good.json", "other.json")[0] == 1  # its FAIL and OUTLIER, not a refusal
+
+
+def test_a_verdict_of_an_unknown_status_is_not_counted_as_passing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fine = _set(_set(GOOD_REPORT, ("facts", 0, "status"), "PASS"), ("fleet",), [])
+    (tmp_path / "good.json").write_text(json.dumps(fine))
+    assert run(capsys, "merge", "good.json")[0] == 0
+    (tmp_path / "odd.json").write_text(json.dumps(_set(fine, ("facts", 0, "status"), "GREAT")))
+    refused(capsys, tmp_path, "merge", "odd.json", says=r"odd\.json: facts\[0\] \(fact lds_latency_cycles\)\.status is "
+            r"the string 'GREAT'; expected one of PASS, FAIL")
+
+
+@pytest.mark.parametrize("path, value", [(("meta",), []), (("meta", "run"), "done"), (("facts", 0, "gpu"), ["n1"]),
+                                         (("facts", 0, "measured"), "23.5"), (("facts", 0, "status"), "GREAT"),
+                                         (("schema",), "gpuprops-results/2"), (("facts", 0), "not a verdict")],
+                         ids=["meta", "meta.run", "gpu", "measured", "status", "schema", "verdict"])
+def test_compare_with_a_malformed_report_is_one_usage_error(pytester, no_gpu, path, value):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    data = _set(GOOD_REPORT, path, value)
+    (pytester.path / "old.json").write_text(json.dumps(data))
+    for option in ("--gpuprops-compare", "--gpuprops-baseline"):
+        err = usage_error(pytester, option, "old.json", says=f"{option}: old.json")
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_compare_with_a_binary_file_is_one_usage_error(pytester, no_gpu):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    (pytester.path / "old.json").write_bytes(b"\x89PNG\r\n\x1a\n" + _blob())
+    usage_error(pytester, "--gpuprops-compare", "old.json", says="old.json is not a gpuprops report: it is not text")
+
+
+def test_a_malformed_run_in_the_store_is_never_a_baseline(tmp_path):
+    """The store reads its runs through the same schema: a run with a part of the wrong type is
+    named as unreadable and skipped, never a crash and never a baseline."""
+    uuid = GPU0["uuid"]
+    store = B.Store(tmp_path)
+    ((_, path, _, _),) = store.save(results.SessionResults.from_json(
+        _set(GOOD_REPORT, ("facts", 0, "status"), "PASS"), "r")[0].verdicts[:1], {"run": results.run_status(0, 1, 1)})
+    assert len(store.runs(uuid)) == 1
+    stored = json.loads(path.read_text())
+    for part, value in ((("facts", 0, "gpu"), ["x"]), (("facts", 0, "status"), "GREAT"), (("meta",), [1]),
+                        (("facts", 0, "measured"), "1"), (("red",), "lds")):
+        path.write_text(json.dumps(_set(stored, part, value)))
+        assert store.runs(uuid) == [] and store.unreadable(uuid) == [path]
+        with pytest.raises(B.BaselineError, match=re.escape(str(path)) + ": " + _names_the_entry(part)):
+            B.read_run(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# what is already where the report goes
+
+
+def _hand_written(p: Path):
+    p.write_text("# My notes\n\nthings I wrote by hand\n")
+
+
+#: what a user may already have where --gpuprops-report writes (PATH and PATH's .md twin)
+EXISTING = [
+    ("a CUDA source", "victim.cu", lambda p: p.write_text('extern "C" __global__ void k() {}\n')),
+    ("a hand-written Markdown twin", "README.json", lambda p: _hand_written(p.with_suffix(".md"))),
+    ("JSON that is not a report", "r.json", lambda p: p.write_text('{"mine": true}')),
+    ("a report-shaped file without a schema", "r.json", lambda p: p.write_text('{"facts": []}')),
+    ("a stored unit run", "r.json", lambda p: p.write_text(json.dumps({"schema": B.SCHEMA, "facts": []}))),
+    ("a binary file", "r.json", lambda p: p.write_bytes(_blob())),
+    ("an empty file", "r.json", lambda p: p.write_text("")),
+]
+
+
+@pytest.mark.parametrize("target, make", [(t, m) for _, t, m in EXISTING], ids=[k for k, _, _ in EXISTING])
+def test_a_report_never_replaces_a_file_that_is_not_an_earlier_report(pytester, no_gpu, target, make):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    make(pytester.path / target)
+    err = usage_error(pytester, "--gpuprops-report", target,
+                      says=f"--gpuprops-report {re.escape(target)}: .* exists and is not a gpuprops report; refusing "
+                           "to overwrite it. Choose another report path, or pass --force to replace it")
+    assert len(err.strip().splitlines()) == 1
+    # when the user means it
+    r = pytester.runpytest_inprocess("--gpuprops-report", target, "--force")
+    assert r.ret == pytest.ExitCode.OK, r.stderr.str()
+    assert json.loads((pytester.path / target).read_text())["schema"] == results.SCHEMA
+    assert (pytester.path / target).with_suffix(".md").read_text().startswith(inputs.MARKDOWN_HEAD)
+
+
+def test_an_earlier_report_is_replaced_without_force(pytester, no_gpu):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    assert pytester.runpytest_inprocess("--gpuprops-report", "r.json").ret == pytest.ExitCode.OK
+    first = (pytester.path / "r.json").read_text()
+    assert report.markdown([], {}).startswith(inputs.MARKDOWN_HEAD)  # what tells the twin apart
+    assert pytester.runpytest_inprocess("--gpuprops-report", "r.json").ret == pytest.ExitCode.OK
+    assert json.loads((pytester.path / "r.json").read_text())["meta"]["date"] >= json.loads(first)["meta"]["date"]
+    assert inputs.is_report_json(pytester.path / "r.json") and inputs.is_report_markdown(pytester.path / "r.md")
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["", "force"])
+def test_a_read_only_report_is_refused_not_a_traceback(pytester, no_gpu, force):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    assert pytester.runpytest_inprocess("--gpuprops-report", "r.json").ret == pytest.ExitCode.OK
+    for name in ("r.json", "r.md"):
+        (pytester.path / name).chmod(0o444)
+        usage_error(pytester, "--gpuprops-report", "r.json", *force,
+                    says=rf"--gpuprops-report r.json: .* {name} exists and is read-only; it is not replaced")
+        (pytester.path / name).chmod(0o644)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--gpuprops-report", "r.md"], "the JSON report and its Markdown twin would both be r.md"),
+    (["--gpuprops-report", "r.json", "--gpuprops-record", "r.md"], "would write the same file"),
+    (["--gpuprops-report", "r.json", "--gpuprops-record", "r.json"], "would write the same file"),
+])
+def test_the_files_one_run_writes_are_different_files(pytester, no_gpu, args, says):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    usage_error(pytester, *args, says=says)
+
+
+def test_a_report_that_cannot_be_written_at_the_end_is_a_message_not_internalerror(pytester, no_gpu, monkeypatch):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+
+    real = report.write_reports
+
+    def disk_full(path, res, fleet, meta):
+        if meta["run"]["status"] == "running":  # the report written at the start of the run goes in
+            return real(path, res, fleet, meta)
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(report, "write_reports", disk_full)
+    r = pytester.runpytest_inprocess("--gpuprops-report", "r.json")
+    assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
+    r.stdout.fnmatch_lines(["gpuprops report: could not write r.json (No space left on device); this run's "
+                            "verdicts are in the table above only"])
+
+
+def test_a_report_that_cannot_be_started_is_a_usage_error(pytester, no_gpu, monkeypatch):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(report, "write_running", refuse)
+    usage_error(pytester, "--gpuprops-report", "r.json", says="--gpuprops-report r.json cannot be written: "
+                "Permission denied; choose a path you can write")
+
+
+# ----------------------------------------------------------------------------------------------
+# pytest options, by the kind of value each takes
+
+
+#: every option of the plugin that takes a value, by kind; a new option must be given a kind here
+OPTION_KINDS = {
+    "gpuprops_gpu": "index", "gpuprops_gpus": "gpu list", "gpuprops_noise": "fraction",
+    "gpuprops_budget": "seconds", "gpuprops_facts": "facts to read", "gpuprops_compare": "report to read",
+    "gpuprops_baseline": "baseline", "gpuprops_record": "file to write", "gpuprops_report": "file to write",
+    "gpuprops_plots": "folder", "gpuprops_baselines": "folder", "gpuprops_cache": "folder",
+    "gpuprops_kernels": "source folder",
+}
+FLAGS = {"gpuprops_baseline_accept", "gpuprops_force"}
+
+#: the malformed values of each kind; "@..." names a thing made in the test folder
+BAD_VALUES = {
+    "index": ["", "-1", "x", "1.5"],
+    "gpu list": ["", " ", "x", "0,0", "-1", "0,x"],
+    "fraction": ["", "0", "1", "-1", "nan", "x"],
+    "seconds": ["", "0", "-1", "inf", "nan", "x"],
+    "facts to read": ["", "@missing", "@folder", "@binary", "@empty", "@text"],
+    "report to read": ["", " ", "@missing", "@folder", "@binary", "@empty", "@text"],
+    "baseline": ["", " ", "@missing", "@folder", "@binary", "@empty"],
+    "file to write": ["", "@folder", "@under a file", "@text"],
+    "folder": ["", "@file", "@under a file"],
+    "source folder": ["", "@file", "@missing", "@empty folder"],
+}
+
+
+def _made(folder: Path, value: str) -> str:
+    made = {"@missing": "missing.x", "@folder": "afolder", "@binary": "blob.bin", "@empty": "empty.txt",
+            "@text": "notes.txt", "@under a file": "test_x.py/sub", "@file": "test_x.py", "@empty folder": "afolder"}
+    (folder / "afolder").mkdir(exist_ok=True)
+    (folder / "blob.bin").write_bytes(_blob())
+    (folder / "empty.txt").write_text("")
+    (folder / "notes.txt").write_text("my notes\n")
+    return made.get(value, value)
+
+
+def _plugin_options(pytester):
+    config = pytester.parseconfig()
+    return {a.dest: a for a in config._parser.getgroup("gpuprops").options}
+
+
+def test_every_option_has_a_kind_and_malformed_values(pytester):
+    options = _plugin_options(pytester)
+    assert set(options) == set(OPTION_KINDS) | FLAGS
+    assert set(OPTION_KINDS.values()) == set(BAD_VALUES)
+
+
+OPTION_CASES = [(dest, value) for dest, kind in OPTION_KINDS.items() for value in BAD_VALUES[kind]]
+
+
+@pytest.mark.parametrize("dest, value", OPTION_CASES, ids=[f"{d}={v!r}" for d, v in OPTION_CASES])
+def test_a_malformed_option_value_is_one_usage_error_naming_the_option(pytester, no_gpu, dest, value):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    arg = _plugin_options(pytester)[dest]
+    name = max(arg.names(), key=len)
+    err = usage_error(pytester, name, _made(pytester.path, value),
+                      says="|".join(re.escape(n) for n in arg.names()))
+    assert len([line for line in err.splitlines() if line.startswith("ERROR:")]) == 1
+
+
+def test_accepting_a_run_that_is_not_stored_is_a_usage_error(pytester, no_gpu):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    usage_error(pytester, "--gpuprops-baseline-accept", "--gpuprops-baseline", "none",
+                says="--gpuprops-baseline-accept with --gpuprops-baseline none: a run that is not stored")
+
+
+# ----------------------------------------------------------------------------------------------
+# environment variables, by the kind of value each takes
+
+
+def _not_the_tool(folder: Path) -> str:
+    p = folder / "impostor"
+    p.write_text("#!/bin/sh\necho 'hello from something else'\n")
+    p.chmod(0o755)
+    return str(p)
+
+
+def _not_executable(folder: Path) -> str:
+    p = folder / "tool.txt"
+    p.write_text("not a program")
+    return str(p)
+
+
+#: every variable of docs/reference.md (GPUPROPS_HYPOTHESIS_PROFILE is the repository's conftest.py's,
+#: tested below) with values outside what it takes; callables make the thing in the test folder
+BAD_ENV = {
+    "GPUPROPS_CACHE_DIR": [lambda d: str(d / "test_x.py"), lambda d: str(d / "test_x.py" / "below")],
+    "GPUPROPS_LOCK_DIR": [lambda d: str(d / "test_x.py"), lambda d: str(d / "missing")],
+    "GPUPROPS_BASELINE_DIR": [lambda d: str(d / "test_x.py"), lambda d: str(d / "test_x.py" / "below")],
+    "GPUPROPS_NVDISASM": [lambda d: str(d / "missing"), lambda d: str(d), _not_executable, _not_the_tool],
+    "GPUPROPS_NCU": [lambda d: str(d / "missing"), lambda d: str(d), _not_executable, _not_the_tool],
+    "GPUPROPS_FRESH_DRAWS": ["true", "yes", "2", " 1"],
+    "GPUPROPS_PLANT_SHIFT": ["garbage", "0:no_such_fact:1", "0:lds_latncy_cycles:1", "0:lds_latency_cycles:nan",
+                             "0:lds_latency_cycles", "x:lds_latency_cycles:1"],
+}
+ENV_CASES = [(var, n, value) for var, values in BAD_ENV.items() for n, value in enumerate(values)]
+
+
+def test_every_documented_variable_has_malformed_values():
+    doc = (REPO / "docs" / "reference.md").read_text()
+    section = doc.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(GPUPROPS_\w+)`", section, re.M))
+    assert documented == set(BAD_ENV) | {"GPUPROPS_HYPOTHESIS_PROFILE"}
+
+
+@pytest.mark.parametrize("var, n, value", ENV_CASES, ids=[f"{v}-{n}" for v, n, _ in ENV_CASES])
+def test_a_malformed_variable_is_one_usage_error_naming_it(pytester, no_gpu, monkeypatch, var, n, value):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    monkeypatch.setenv(var, value(pytester.path) if callable(value) else value)
+    err = usage_error(pytester, says=re.escape(var))
+    assert len([line for line in err.splitlines() if line.startswith("ERROR:")]) == 1
+
+
+@pytest.mark.parametrize("var, value", [("GPUPROPS_NVDISASM", lambda d: sass.find_nvdisasm()),
+                                        ("GPUPROPS_NCU", lambda d: ncu_stand_in(d)), ("GPUPROPS_FRESH_DRAWS", "1"),
+                                        ("GPUPROPS_FRESH_DRAWS", "0"), ("GPUPROPS_PLANT_SHIFT", "0:lds_latency_cycles:1")])
+def test_a_variable_within_what_it_takes_starts_the_run(pytester, no_gpu, monkeypatch, var, value):
+    monkeypatch.delenv("GPUPROPS_NVDISASM", raising=False)
+    found = value(pytester.path) if callable(value) else value
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    monkeypatch.setenv(var, found)
+    assert pytester.runpytest_inprocess().ret == pytest.ExitCode.OK
+
+
+def test_an_unknown_hypothesis_profile_stops_the_repositorys_conftest_in_one_line(monkeypatch):
+    child_processes_outside_mutmut(monkeypatch)
+    env = dict(os.environ, GPUPROPS_HYPOTHESIS_PROFILE="fast")
+    r = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "tests/test_cache.py"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == ["GPUPROPS_HYPOTHESIS_PROFILE='fast': expected default, ci or thorough "
+                                             "(see docs/reference.md)"]
+
+
+# ----------------------------------------------------------------------------------------------
+# facts TOML, generated from the schema (facts._KEYS) and the units in use (facts.UNITS)
+
+#: each key a fact table may hold, by the kind of value it takes
+FACT_KEY_KINDS = {"value": "number", "tolerance_abs": "amount", "tolerance_rel": "amount", "unit": "text",
+                  "method": "text", "source": "text", "kind": "choice", "scope": "choice", "units_range": "pair",
+                  "same_unit_tolerance_rel": "fraction", "by_compiler": "table"}
+#: TOML values outside each kind
+BAD_TOML = {"number": ['"23"', "true", "[1]", "{ a = 1 }", "nan", "inf"],
+            "amount": ["-1", '"0.5"', "nan", "true"],
+            "text": ["5", '""', '"  "', '[ "a" ]', "true", "{ a = 1 }"],
+            "choice": ['"banana"', "5"],
+            "pair": ["[1]", "[23.1, 22.9]", '"22.9,23.1"', '[1, "x"]', "[1, 2]"],
+            "fraction": ["0", "1", "-0.1", '"x"'],
+            "table": ["5", '"x"', "{}", '{ "nvrtc 13.5" = "x" }', '{ "nvrtc 13.5" = nan }']}
+STATIC_BASE = {"kind": '"static"', "by_compiler": '{ "nvrtc 13.5" = 24 }', "unit": '"cycles"', "method": '"m"',
+               "source": '"s"'}
+MEASURED_BASE = {"value": "23.0", "tolerance_abs": "0.25", "unit": '"cycles"', "method": '"m"', "source": '"s"'}
+
+
+def test_every_fact_key_has_a_kind_and_malformed_values():
+    assert set(FACT_KEY_KINDS) == set(F._KEYS["measured"]) | set(F._KEYS["static"])
+    assert set(FACT_KEY_KINDS.values()) == set(BAD_TOML)
+
+
+FACT_CASES = [(kind, key, bad) for kind, keys in F._KEYS.items() for key in keys
+              for bad in BAD_TOML[FACT_KEY_KINDS[key]] if not (key == "kind" and kind == "static")]
+
+
+@pytest.mark.parametrize("kind, key, bad", FACT_CASES, ids=[f"{k}-{key}={b}" for k, key, b in FACT_CASES])
+def test_a_fact_key_of_the_wrong_kind_is_refused_naming_file_fact_and_key(tmp_path, kind, key, bad):
+    table = dict(STATIC_BASE if kind == "static" else MEASURED_BASE, **{key: bad})
+    p = tmp_path / "sm_90.toml"
+    p.write_text('arch = "sm_90"\n[lds_latency_cycles]\n' + "".join(f"{k} = {v}\n" for k, v in table.items()))
+    with pytest.raises(F.FactsError) as e:
+        F.check_facts_path(p)
+    assert str(p) in str(e.value) and "[lds_latency_cycles]" in str(e.value) and key in str(e.value)
+
+
+#: every unit in use, misspelt as people do: another case, a letter dropped, a letter doubled
+MISSPELT = sorted({(v, u) for u in F.UNITS if len(u) > 2
+                   for v in (u.upper(), u.lower(), u[:-1], u + u[-1]) if v not in F.UNITS})
+
+
+@pytest.mark.parametrize("unit, meant", MISSPELT, ids=[v for v, _ in MISSPELT])
+def test_a_misspelt_unit_is_refused_with_the_one_meant(tmp_path, unit, meant):
+    p = tmp_path / "sm_90.toml"
+    p.write_text(_toml({**GOOD, "unit": unit}))
+    with pytest.raises(F.FactsError, match=re.escape(f"unit = {unit!r}: did you mean ")):
+        F.load_file(p)
+    assert F.misspelt_unit(unit) == meant
+
+
+def test_the_misspellings_real_users_make_are_caught_and_new_units_are_not():
+    assert [F.misspelt_unit(u) for u in ("cyles", "cycle", "Cycles", "Mhz", "GB/sec", "TFLOPS", "b/clk")] == \
+        ["cycles", "cycles", "cycles", "MHz", "GB/s", "TFLOP/s", "B/clk"]
+    assert [F.misspelt_unit(u) for u in F.UNITS + ("widgets", "warps", "c", "u")] == [None] * (len(F.UNITS) + 4)
+
+
+#: whole facts files that cannot be checked against, what each says
+FACTS_FILES = [
+    ("not UTF-8", lambda p: p.write_bytes(b'arch = "sm_90"\n# \xff\xfe caf\xe9\n'), r"is not UTF-8 text \(byte 0xff at offset 17\)"),
+    ("empty", lambda p: p.write_text(""), "top-level key arch"),
+    ("no facts", lambda p: p.write_text('arch = "sm_90"\ngpu = "x"\n'), "holds no facts"),
+    ("no facts but an empty GPU section", lambda p: p.write_text('arch = "sm_90"\n[gpus."NVIDIA H200"]\n'), "holds no facts"),
+    ("not TOML", lambda p: p.write_text('arch = "sm_90"\n[x\n'), "cannot read facts file"),
+    ("binary", lambda p: p.write_bytes(_blob()), "is not UTF-8 text"),
+    ("a misspelt unit", lambda p: p.write_text(_toml({**GOOD, "unit": "cyles"})), "did you mean 'cycles'"),
+]
+
+
+@pytest.mark.parametrize("make, says", [(m, s) for _, m, s in FACTS_FILES], ids=[k for k, _, _ in FACTS_FILES])
+def test_a_facts_file_that_cannot_be_checked_against_is_refused_everywhere(pytester, capsys, no_gpu, make, says):
+    p = pytester.path / "sm_90.toml"
+    make(p)
+    with pytest.raises(F.FactsError, match=says):
+        F.check_facts_path(p)
+    refused(capsys, pytester.path, "facts", "--facts", str(p), says=says)
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    usage_error(pytester, "--gpuprops-facts", "sm_90.toml", says=f"--gpuprops-facts: .*{says}")
+
+
+ARCH_TEST = '''
+import pytest
+
+@pytest.mark.static
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_dep(gpuprops_static, arch):
+    gpuprops_static.check(arch, "dep_cycles", 24, "nvrtc 99.0")
+'''
+
+
+def test_a_facts_file_for_none_of_the_selected_archs_is_a_usage_error(pytester, no_gpu):
+    pytester.makepyfile(ARCH_TEST)
+    (pytester.path / "f.toml").write_text(STATIC_FACTS.replace("sm_90", "sm_100"))
+    usage_error(pytester, "--gpuprops-facts", "f.toml",
+                says=r"--gpuprops-facts f.toml holds facts for sm_100, and the selected tests check sm_80, sm_90: no "
+                     r"fact would be checked, every one would skip")
+    pytester.makepyfile(test_gpu=FACT_TEST)  # with GPU facts selected, and no GPU: the line says why
+    usage_error(pytester, "--gpuprops-facts", "f.toml",
+                says=r"check sm_80, sm_90; no GPU can be used here \(no CUDA driver or GPU \(test\)\): no fact would")
+    (pytester.path / "f.toml").write_text(STATIC_FACTS)  # one of them: the other skips, as before
+    r = pytester.runpytest_inprocess("--gpuprops-facts", "f.toml")
+    r.assert_outcomes(failed=0, passed=1, skipped=2)
+
+
+def test_a_facts_file_for_another_gpu_is_a_usage_error(pytester):
+    pytester.makeconftest(FAKE_GPU.replace("ARCH", "sm_90"))
+    pytester.makepyfile(FACT_TEST)
+    (pytester.path / "f.toml").write_text(_toml(GOOD, arch="sm_86"))
+    usage_error(pytester, "--gpuprops-facts", "f.toml", says=r"holds facts for sm_86, and the selected tests check "
+                r"sm_90 \(the GPU here is sm_90\)")
+
+
+def test_under_xdist_a_facts_file_that_matched_nothing_fails_the_run_at_its_end(pytester, no_gpu):
+    """xdist's controller collects nothing itself: the run's end finds that every fact skipped for the
+    facts file's arch, and the run is a usage error all the same."""
+    pytester.makepyfile(ARCH_TEST)
+    (pytester.path / "f.toml").write_text(STATIC_FACTS.replace("sm_90", "sm_100"))
+    r = pytester.runpytest_subprocess("-n", "2", "--gpuprops-facts", "f.toml", "-p", "no:randomly")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stdout.fnmatch_lines(["gpuprops: usage error: --gpuprops-facts f.toml holds facts for sm_100, and the tests "
+                            "that ran check sm_80, sm_90: no fact was checked, every one skipped.*"])
+
+
+# ----------------------------------------------------------------------------------------------
+# the gpuprops command: every argument that takes a value, generated from its parser
+
+BASE_ARGS = {"compile": ["compile", "victim.cu", "--arch", "sm_90", "-o", "out.cubin"],
+             "sass": ["sass", "rb.cubin", "--kernel", "regbank_ffma"],
+             "patch": ["patch", "rb.cubin", "--kernel", "regbank_ffma", "--at", "0480", "--stall", "2", "-o", "s.cubin"],
+             "facts": ["facts"], "merge": ["merge", "r.json"]}
+#: arguments for which '' is a value: --reuse '' clears the reuse flags
+EMPTY_IS_A_VALUE = {("patch", "--reuse")}
+
+
+def _cli_arguments():
+    import argparse
+    parser = cli_build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for cmd, p in sub.choices.items():
+        for a in p._actions:
+            if a.nargs == 0 or isinstance(a, argparse._HelpAction):
+                continue
+            yield cmd, (a.option_strings[-1] if a.option_strings else None), a.dest
+
+
+CLI_CASES = [c for c in _cli_arguments() if (c[0], c[1]) not in EMPTY_IS_A_VALUE]
+
+
+def test_every_command_has_base_arguments():
+    assert {cmd for cmd, _, _ in CLI_CASES} == set(BASE_ARGS) and len(CLI_CASES) > 20
+
+
+@pytest.mark.parametrize("cmd, option, dest", CLI_CASES, ids=[f"{c}-{o or d}" for c, o, d in CLI_CASES])
+def test_an_empty_argument_is_refused_naming_it(capsys, work, cmd, option, dest):
+    (work / "r.json").write_text(json.dumps(GOOD_REPORT))
+    argv = list(BASE_ARGS[cmd])
+    if option is None:
+        argv[1] = ""
+    elif option in argv:
+        argv[argv.index(option) + 1] = ""
+    else:
+        argv += [option, ""]
+    err = refused(capsys, work, *argv, says=re.escape(option or dest))
+    assert len(err.strip().splitlines()) == 1
+
+
+#: what each command reads, and files that are not what it takes
+CLI_INPUTS = [(["compile", "{}", "--arch", "sm_90", "-o", "out.cubin"], "source"),
+              (["sass", "{}"], "cubin"), (["patch", "{}", "--at", "0480", "--stall", "2", "-o", "s.cubin"], "cubin"),
+              (["facts", "--facts", "{}"], "facts"), (["merge", "{}"], "report")]
+INPUT_KINDS = {"missing": None, "folder": "dir", "empty": b"", "binary": b"\x89PNG\r\n\x1a\n" + _blob(),
+               "text": b"hello\n", "no kernel": b"__device__ int counter;\n"}
+
+
+@pytest.mark.parametrize("kind", INPUT_KINDS)
+@pytest.mark.parametrize("argv, what", CLI_INPUTS, ids=[w if w != "cubin" else a[0] for a, w in CLI_INPUTS])
+def test_a_command_given_a_file_that_is_not_what_it_reads_exits_2_in_one_line(capsys, work, argv, what, kind):
+    target = work / f"input-{kind.replace(' ', '-')}"
+    content = INPUT_KINDS[kind]
+    if content == "dir":
+        target.mkdir()
+    elif content is not None:
+        target.write_bytes(content)
+    err = refused(capsys, work, *[a.format(target.name) for a in argv], says=re.escape(target.name))
+    if what != "source":  # the compiler's own log follows its line
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_source_with_no_kernel_compiles_to_nothing_and_says_why(capsys, work):
+    (work / "none.cu").write_text("__device__ int counter;\n")
+    refused(capsys, work, "compile", "none.cu", "--arch", "sm_90",
+            says=r"none.cu defines no kernel \(no __global__ function\), so its cubin would hold no code to read or "
+                 "patch; none.sm_90.cubin was not written")
+
+
+# ----------------------------------------------------------------------------------------------
+# the cache: every entry a run leaves, damaged in each way, is read as missing and written again
+
+
+CORRUPTIONS = {"empty": lambda b: b"", "truncated": lambda b: b[:len(b) // 2], "binary": lambda b: _blob(),
+               "null": lambda b: b"null", "wrong shape": lambda b: b'{"format": 1, "sha256": 5}\n[1, 2]',
+               "one byte flipped": lambda b: b[:-1] + bytes([b[-1] ^ 1]) if b else b"x"}
+
+
+def _cache_run(cache: Path):
+    """What a run reads through the cache: a build, its SASS listing, nvdisasm's version."""
+    sass.clear_memo()
+    sass.listing._nvdisasm_identity_of.cache_clear()
+    c = gp_compile.compile_cuda(KERNELS / "clock_overhead.cu", "sm_80", cache_dir=cache)
+    cubin = sass.Cubin(c.cubin, "sm_80")
+    return c.cubin, [i.line() for i in cubin.instructions("clock_overhead")], sass.nvdisasm_version()
+
+
+@pytest.mark.parametrize("damage", CORRUPTIONS)
+def test_every_cache_entry_damaged_is_read_as_missing_and_healed(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path))
+    want = _cache_run(tmp_path)
+    entries = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert {p.suffix for p in entries} >= {".cubin", ".json"} and len(entries) >= 4
+    for entry in entries:
+        good = entry.read_bytes()
+        entry.write_bytes(CORRUPTIONS[damage](good))
+        assert _cache_run(tmp_path) == want, entry
+        assert _cache_run(tmp_path) == want  # and again, from what was written in its place
+    sass.clear_memo()
