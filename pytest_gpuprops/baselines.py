@@ -198,14 +198,14 @@ class Store:
             saved.append((uuid, path, ok, why))
         return saved
 
-    def baseline(self, uuid: str) -> Baseline:
+    def baseline(self, uuid: str, runs: list[UnitRun] | None = None) -> Baseline:
         """The unit's baseline: for each fact (by test), the newest reading a run lends
         (:meth:`UnitRun.lends`), so a ``-k`` run does not hide the facts it did not select and a
         red fact keeps its earlier baseline; and the newest at each other SM clock state the unit has
         run in (results.SAME_CLOCK), so a run at 1995 MHz is compared with one at 1995 MHz."""
         chosen: dict[tuple[str, str], list[Verdict]] = {}
         used: list[UnitRun] = []
-        for run in self.runs(uuid):
+        for run in self.runs(uuid) if runs is None else runs:
             fresh = [v for v in run.verdicts if run.lends(v) and not any(
                 results.same_clock(results.reading_clock(o), results.reading_clock(v))
                 for o in chosen.get(results.run_key(v), []))]
@@ -255,7 +255,7 @@ class Baseline:
         """'run of <date> on <host> (<file>), N facts; since then: driver a -> b' for the summary."""
         if not self.runs:
             return "no baseline yet: this run's passing readings become the unit's baseline"
-        head = self.runs[0].describe() + (f" and {len(self.runs) - 1} older run(s) for facts it did not measure"
+        head = self.runs[0].describe() + (f" and {len(self.runs) - 1} older run(s) for the readings it does not lend"
                                           if len(self.runs) > 1 else "")
         text = f"{head}, {len({results.run_key(v) for v in self.verdicts})} facts"
         if now_meta is not None:

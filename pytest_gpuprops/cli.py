@@ -481,6 +481,40 @@ def cmd_merge(a) -> int:
     return 1 if outliers or incomplete or results.red(verdicts) else 0
 
 
+def cmd_baselines(a) -> int:
+    """The baseline store as a person reads it: each unit, its runs (newest first), whether each was
+    accepted, its driver and VBIOS, and the facts it lends; one unit's runs with --unit."""
+    from tabulate import tabulate
+
+    from . import baselines
+    store = baselines.Store(a.store or baselines.default_dir())
+    units = store.units()
+    if a.unit:
+        units = [u for u in units if u.startswith(a.unit)]
+        if not units:
+            raise Refused(f"no unit {a.unit!r} in the baseline store {store.root} (units: "
+                          f"{', '.join(u[:12] for u in store.units()) or 'none'})")
+    if not units:
+        print(f"baseline store {store.root}: no unit has run yet (pytest hwtests keeps each GPU's runs here)")
+        return 0
+    print(f"baseline store {store.root}: {len(units)} unit(s)")
+    for uuid in units:
+        runs = store.runs(uuid)
+        base = store.baseline(uuid, runs)
+        lent = {id(v) for v in base.verdicts}
+        rows = [(r.date, r.meta.get("host", "?"), "yes" if r.accepted else "no", r.meta.get("driver_version", "?"),
+                 r.meta.get("vbios_version") or "?", len(r.verdicts), sum(id(v) in lent for v in r.verdicts),
+                 r.path.name) for r in (runs if a.unit else runs[:5])]
+        name = runs[0].meta.get("name", "?") if runs else "?"
+        print(f"\n{uuid} ({name}): {len(runs)} run(s){'' if a.unit or len(runs) <= 5 else ', the newest 5'}; "
+              f"baseline: {base.describe()}")
+        print(tabulate(rows, headers=["date", "host", "accepted", "driver", "VBIOS", "facts", "in the baseline",
+                                      "file"]))
+        for bad in store.unreadable(uuid):
+            print(f"  not a unit run, never a baseline: {bad}")
+    return 0
+
+
 class _BarrierAction(argparse.Action):
     """--read-barrier/--write-barrier: 'none' (None) is a value to set, not 'leave as is'."""
 
@@ -494,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog="Exit status: 0 done, 1 facts that do not hold (merge), 2 refused (the message says why; "
                        "nothing is written).")
     p.add_argument("--version", action=_Version, help="print the version and the compiler and nvdisasm found")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{compile,sass,patch,facts,merge}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{compile,sass,patch,facts,merge,baselines}")
     c = sub.add_parser("compile", help="CUDA C++ -> cubin for one arch (NVRTC, no GPU needed)")
     c.add_argument("source", type=_given("a CUDA C++ file (.cu)"), help="a CUDA C++ file (.cu)")
     c.add_argument("--arch", required=True, type=_given("an arch name (sm_90)"), help="sm_75 or newer: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120, ...")
@@ -540,6 +574,13 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("merge", help="one table for a fleet's reports (--gpuprops-report JSON), outliers flagged")
     m.add_argument("reports", nargs="+", type=_given("report JSON files (--gpuprops-report)"), help="report JSON files, one per node or run")
     m.set_defaults(func=cmd_merge)
+    b = sub.add_parser("baselines", help="the unit baseline store: each GPU unit's runs, accepted or not, and its "
+                                         "baseline")
+    b.add_argument("--store", type=_given("the baseline store's folder"),
+                   help="the store (default $GPUPROPS_BASELINE_DIR or ~/.local/share/gpuprops/baselines)")
+    b.add_argument("--unit", type=_given("a GPU UUID or its start, e.g. GPU-c5d47081"),
+                   help="one unit (a UUID or its start): every run, not the newest five")
+    b.set_defaults(func=cmd_baselines)
     return p
 
 

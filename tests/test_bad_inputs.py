@@ -1121,7 +1121,7 @@ def test_under_xdist_a_facts_file_that_matched_nothing_fails_the_run_at_its_end(
 BASE_ARGS = {"compile": ["compile", "victim.cu", "--arch", "sm_90", "-o", "out.cubin"],
              "sass": ["sass", "rb.cubin", "--kernel", "regbank_ffma"],
              "patch": ["patch", "rb.cubin", "--kernel", "regbank_ffma", "--at", "0480", "--stall", "2", "-o", "s.cubin"],
-             "facts": ["facts"], "merge": ["merge", "r.json"]}
+             "facts": ["facts"], "merge": ["merge", "r.json"], "baselines": ["baselines", "--store", "store"]}
 #: arguments for which '' is a value: --reuse '' clears the reuse flags
 EMPTY_IS_A_VALUE = {("patch", "--reuse")}
 

@@ -263,3 +263,24 @@ def test_the_baseline_keeps_a_reading_per_clock_state_and_the_compare_takes_the_
     # a state the unit has not run in yet: the nearest, said so
     (m,) = results.compare(base.verdicts, [_at(7100.0 * 0.95, 2010.0, **fact)])
     assert m.expected.endswith("at 1994.9 MHz")
+
+
+def test_the_baselines_command_lists_each_unit_its_runs_and_what_its_baseline_takes(tmp_path, capsys):
+    from pytest_gpuprops import cli
+    store = baselines.Store(tmp_path)
+    store.save([verdict(23.0), verdict(5.0, fact="ffma")], FINISHED)
+    red = dict(FINISHED, date="2026-11-26T10:00:00", run=results.run_status(1, 2, 2))
+    store.save([verdict(23.1), verdict(9.0, fact="ffma", status="NOISY")], red)
+    (tmp_path / UUID / "zz-broken.json").write_text("{")
+    assert cli.main(["baselines", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"baseline store {tmp_path}: 1 unit(s)" in out and f"{UUID} (NVIDIA H100 80GB HBM3): 2 run(s)" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("2026-11-26")]
+    # newest first: the red run lends its passing lds reading, the first run its ffma
+    assert [(r[0], r[2], r[5], r[6]) for r in rows] == [("2026-11-26T10:00:00", "no", "2", "1"),
+                                                        ("2026-11-26T09:30:00", "yes", "2", "1")]
+    assert "not a unit run, never a baseline:" in out and "zz-broken.json" in out
+    assert cli.main(["baselines", "--store", str(tmp_path), "--unit", "GPU-ffff"]) == 2
+    assert "no unit 'GPU-ffff'" in capsys.readouterr().err
+    assert cli.main(["baselines", "--store", str(tmp_path / "empty")]) == 0
+    assert "no unit has run yet" in capsys.readouterr().out

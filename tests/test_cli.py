@@ -406,7 +406,7 @@ def test_help_of_gpuprops_and_each_command_matches_the_golden_file(capsys, monke
     differently, 3.13 prints ``-o, --output OUTPUT``). After an intended change of the help,
     regenerate it from the repository root and read the diff:
 
-        for c in "" compile sass patch facts merge; do echo "=== gpuprops ${c:+$c }--help";
+        for c in "" compile sass patch facts merge baselines; do echo "=== gpuprops ${c:+$c }--help";
             COLUMNS=100 python -m pytest_gpuprops.cli $c --help; done > tests/golden/cli_help.txt
     """
     if not (3, 11) <= sys.version_info[:2] <= (3, 12):
@@ -414,7 +414,7 @@ def test_help_of_gpuprops_and_each_command_matches_the_golden_file(capsys, monke
                     "this test's docstring) to compare on this Python")
     monkeypatch.setenv("COLUMNS", "100")
     got = ""
-    for cmd in ["", "compile", "sass", "patch", "facts", "merge"]:
+    for cmd in ["", "compile", "sass", "patch", "facts", "merge", "baselines"]:
         status, out, err = run(capsys, *([cmd] if cmd else []), "--help")
         assert (status, err) == (0, "")
         got += f"=== gpuprops {cmd + ' ' if cmd else ''}--help\n{out}"
@@ -422,7 +422,7 @@ def test_help_of_gpuprops_and_each_command_matches_the_golden_file(capsys, monke
 
 
 def test_no_command_names_the_commands_it_takes(capsys):
-    assert refusal(capsys) == ("gpuprops: the following arguments are required: {compile,sass,patch,facts,merge} "
+    assert refusal(capsys) == ("gpuprops: the following arguments are required: {compile,sass,patch,facts,merge,baselines} "
                                "(see 'gpuprops --help')")
 
 
