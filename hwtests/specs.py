@@ -106,6 +106,8 @@ def hmma_count(ilp: int, iters: int = HMMA_ITERS) -> int:
 
 
 FFMA_UNROLL = 256
+#: launches behind the FFMA issue rate's median (its launches differ by where the code is fetched)
+FFMA_RATE_LAUNCHES = 41
 
 
 def ffma(ilp: int, warps_per_smsp: int) -> KernelSpec:
