@@ -286,6 +286,25 @@ def from_report(path: str | Path) -> list[Verdict]:
         raise BaselineError(str(exc)) from None
 
 
+def compare_units(store: Store, choice: str, verdicts: list[Verdict], meta: dict
+                  ) -> tuple[list[Verdict], list[str], dict[str, Baseline]]:
+    """This run's MOVED verdicts, a line per unit for the summary, and each unit's baseline: with
+    ``choice`` LAST each unit against its own baseline in ``store``, NONE nothing, else the report
+    or stored run at that path for every unit in it."""
+    if choice == NONE:
+        return [], [], {}
+    if choice != LAST:
+        return results.compare(from_report(choice), verdicts), [f"compared with {choice}"], {}
+    moved, notes, used = [], [], {}
+    for uuid, mine in sorted(by_unit(verdicts).items()):
+        base = used[uuid] = store.baseline(uuid)
+        got = results.compare(base.verdicts, mine)
+        moved += got
+        notes.append(f"{uuid[:12]}: {base.describe(unit_meta_of(mine, uuid, meta))}"
+                     + (f"; {len(got)} MOVED" if base.runs else ""))
+    return moved, notes, used
+
+
 def unit_meta_of(verdicts: Iterable[Verdict], uuid: str, meta: dict) -> dict:
     """This run's meta for one unit (its GPU identity as the verdicts carry it)."""
     gpu = next((v.gpu for v in verdicts if v.gpu and v.gpu.get("uuid") == uuid), {}) or {}

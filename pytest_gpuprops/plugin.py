@@ -579,27 +579,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
 
 def compare_with_baselines(state: GpuPropsState, verdicts: list) -> list:
-    """MOVED verdicts against each unit's baseline: the file given, or each unit's last accepted run
-    in the store; what each unit was compared with is kept for the summary and the report."""
-    choice = state.baseline_choice
-    if choice == baselines.NONE:
-        return []
-    if choice != baselines.LAST:
-        try:
-            old = baselines.from_report(choice)
-        except baselines.BaselineError as exc:
-            raise pytest.UsageError(f"{state.baseline_option}: {exc}") from exc
-        state.baseline_notes.append(f"compared with {choice}")
-        return results.compare(old, verdicts)
-    moved = []
-    meta = state.meta()
-    for uuid, mine in sorted(baselines.by_unit(verdicts).items()):
-        base = state.store.baseline(uuid)
-        state.baseline_of[uuid] = base
-        got = results.compare(base.verdicts, mine)
-        moved += got
-        state.baseline_notes.append(f"{uuid[:12]}: {base.describe(baselines.unit_meta_of(mine, uuid, meta))}"
-                                    + (f"; {len(got)} MOVED" if base.runs else ""))
+    """MOVED verdicts against each unit's baseline (baselines.compare_units); what each unit was
+    compared with is kept for the summary and the report."""
+    try:
+        moved, notes, state.baseline_of = baselines.compare_units(state.store, state.baseline_choice, verdicts,
+                                                                   state.meta())
+    except baselines.BaselineError as exc:
+        raise pytest.UsageError(f"{state.baseline_option}: {exc}") from exc
+    state.baseline_notes += notes
     return moved
 
 
