@@ -284,3 +284,20 @@ def test_the_baselines_command_lists_each_unit_its_runs_and_what_its_baseline_ta
     assert "no unit 'GPU-ffff'" in capsys.readouterr().err
     assert cli.main(["baselines", "--store", str(tmp_path / "empty")]) == 0
     assert "no unit has run yet" in capsys.readouterr().out
+
+
+def test_an_unwritable_default_store_does_not_stop_a_run_and_is_named_at_its_end(pytester, monkeypatch, tmp_path):
+    # a CI machine with a read-only home: the default store is not checked at start-up
+    monkeypatch.delenv("GPUPROPS_BASELINE_DIR")
+    blocked = tmp_path / "home-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocked))  # a file: nothing can be made beneath it
+    pytester.makeconftest(fake_gpu_conftest(count=1))
+    (pytester.path / "sm_90.toml").write_text(FACTS)
+    pytester.makepyfile(FACT.format(value=23.0))
+    r = pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml")
+    assert r.ret == 0
+    r.stdout.fnmatch_lines([f"gpuprops baseline: could not store this run in {blocked}/gpuprops/baselines: *"])
+    # a store the user names is checked at start-up
+    r = pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml", "--gpuprops-baselines", str(blocked / "s"))
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "is a file, not a folder" in r.stderr.str()
