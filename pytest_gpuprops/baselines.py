@@ -41,6 +41,8 @@ WATCHED = (("driver_version", "driver"), ("cuda_driver_version", "CUDA driver"),
            ("cuda_runtime_version", "CUDA runtime"), ("vbios_version", "VBIOS"),
            ("max_sm_clock_mhz", "max SM clock (MHz)"), ("compiler", "compiler"), ("host", "host"))
 _UUID = re.compile(r"^GPU-[0-9a-fA-F-]{8,}$")
+#: a fact's baseline holds at most this many readings, each at another SM clock state (the newest first)
+MAX_STATES = 3
 
 
 class BaselineError(Exception):
@@ -68,6 +70,8 @@ class UnitRun:
     verdicts: list[Verdict]
     #: the facts (results.run_key) that were red on this unit in this run: never a baseline unless accepted
     red: set = dataclasses.field(default_factory=set)
+    #: accepted with --gpuprops-baseline-accept: the unit's baseline starts again here (nothing older is used)
+    forced: bool = False
 
     @property
     def finished(self) -> bool:
@@ -190,6 +194,7 @@ class Store:
                 path = folder / f"{stamp}-{meta.get('host', 'host')}-{os.getpid()}-{n}.json"
                 n += 1
             doc = {"schema": SCHEMA, "meta": unit_meta(meta, mine[0].gpu or {}), "accepted": ok, "why": why,
+                   "forced": bool(accept),
                    "red": sorted({"::".join(results.run_key(v)) for v in red}),
                    "facts": [_stored_verdict(v) for v in measured]}
             tmp = path.with_suffix(".json.tmp")
@@ -206,13 +211,15 @@ class Store:
         chosen: dict[tuple[str, str], list[Verdict]] = {}
         used: list[UnitRun] = []
         for run in self.runs(uuid) if runs is None else runs:
-            fresh = [v for v in run.verdicts if run.lends(v) and not any(
-                results.same_clock(results.reading_clock(o), results.reading_clock(v))
-                for o in chosen.get(results.run_key(v), []))]
+            fresh = [v for v in run.verdicts if run.lends(v) and len(chosen.get(results.run_key(v), [])) < MAX_STATES
+                     and not any(results.same_clock(results.reading_clock(o), results.reading_clock(v))
+                                 for o in chosen.get(results.run_key(v), []))]
             if fresh:
                 used.append(run)
                 for v in fresh:
                     chosen.setdefault(results.run_key(v), []).append(v)
+            if run.forced:
+                break  # accepted after a planned change: what came before it is no longer the unit's baseline
         return Baseline(uuid, [v for vs in chosen.values() for v in vs], used)
 
 
@@ -240,7 +247,8 @@ def read_run(path: str | Path) -> UnitRun:
     verdicts = [Verdict.from_dict(d) for d in data["facts"]]
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
     red = {tuple(k.split("::", 1)) for k in data.get("red", []) if isinstance(k, str) and "::" in k}
-    return UnitRun(p, meta, bool(data.get("accepted")), str(data.get("why", "")), verdicts, red)
+    return UnitRun(p, meta, bool(data.get("accepted")), str(data.get("why", "")), verdicts, red,
+                   data.get("forced") is True)
 
 
 @dataclasses.dataclass

@@ -301,3 +301,22 @@ def test_an_unwritable_default_store_does_not_stop_a_run_and_is_named_at_its_end
     # a store the user names is checked at start-up
     r = pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml", "--gpuprops-baselines", str(blocked / "s"))
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "is a file, not a folder" in r.stderr.str()
+
+
+def test_a_run_accepted_after_a_planned_change_starts_the_baseline_again(tmp_path):
+    store = baselines.Store(tmp_path)
+    fact = dict(fact="dram_read_gbps", rel=0.021)
+    store.save([_at(3070.0, 1950.0, **fact)], FINISHED)  # before a driver update, at one clock
+    after = dict(FINISHED, date="2026-11-26T10:00:00", run=results.run_status(1, 1, 1))
+    store.save([_at(3160.0, 1920.0, **fact)], after, accept=True)  # the change is understood: accepted
+    base = store.baseline(UUID)
+    assert [v.measured for v in base.verdicts] == [3160.0]  # the older reading, at another clock, is gone
+    assert results.compare(base.verdicts, [_at(3158.0, 1951.0, **fact)]) == []
+
+
+def test_a_facts_baseline_keeps_at_most_a_few_clock_states(tmp_path):
+    store = baselines.Store(tmp_path)
+    for k, clock in enumerate((1900.0, 1920.0, 1940.0, 1960.0, 1980.0)):
+        store.save([_at(3070.0 + k, clock, fact="dram_read_gbps")], dict(FINISHED, date=f"2026-11-26T1{k}:00:00"))
+    got = [v.measured for v in store.baseline(UUID).verdicts]
+    assert len(got) == baselines.MAX_STATES and got[0] == 3074.0  # the newest first
