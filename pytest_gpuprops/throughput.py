@@ -799,6 +799,28 @@ def kernel_clock(stamps_list: Sequence) -> float:
     return clock_mhz(block_intervals(stamps_list))
 
 
+def _sampled_repeats(repeat: Callable[[], tuple[float, list[float]]], clock: Callable[[], float], stop: StopRule,
+                     read: Callable, period_s: float) -> tuple[list[float], list[float], list[float], str, list[float],
+                                                                 list[str]]:  # pragma: no mutate block  (GPU only)
+    """The repeats of a rate measurement, NVML sampled throughout: ``repeat() -> (value, seconds per
+    launch of each launch group)`` until ``stop`` ends it, with ``clock()`` (the kernels' SM clock of the
+    last launch) after each. Returns the values, clocks, launch lengths, stop reason, NVML's MHz and
+    its clock-event reasons."""
+    values: list[float] = []
+    clocks: list[float] = []
+    lengths: list[float] = []
+    with ClockSampler(read, period_s) as nvml:
+        nvml.mark()
+        t_start, reason = time.monotonic(), None
+        while reason is None:
+            value, seconds_per_launch = repeat()
+            values.append(value)
+            lengths.extend(seconds_per_launch)
+            clocks.append(clock())
+            reason = measure.stop_reason(values, stop, time.monotonic() - t_start)
+    return values, clocks, lengths, reason, [mhz for _, mhz in nvml.series(0.0)], nvml.reasons()
+
+
 def measure_rate(cp, wl: Workload, *, name: str, info: measure.GpuInfo, target_launch_s: float = 0.005,
                  launches: int = 4, stop: StopRule = RATE_STOP, period_s: float = 0.05, preheat_s: float = 0.0,
                  read: Callable | None = None) -> Measurement:  # pragma: no mutate block  (GPU only)
@@ -815,24 +837,17 @@ def measure_rate(cp, wl: Workload, *, name: str, info: measure.GpuInfo, target_l
         heated = time.monotonic()
         while time.monotonic() - heated < preheat_s:
             timed_launches(cp, wl, scale, launches, stamps, timeout)
-        values: list[float] = []
-        clocks: list[float] = []
-        lengths: list[float] = []
-        with ClockSampler(read, period_s) as nvml:
-            nvml.mark()
-            t_start, reason = time.monotonic(), None
-            while reason is None:
-                seconds = timed_launches(cp, wl, scale, launches, stamps, timeout)
-                values.append(per_second(wl.work(scale) * launches, seconds, wl.unit))
-                lengths.append(seconds / launches)
-                clocks.append(kernel_clock(_read_stamps(stamps, wl)))
-                reason = measure.stop_reason(values, stop, time.monotonic() - t_start)
-        nvml_mhz = [mhz for _, mhz in nvml.series(0.0)]
+
+        def repeat():
+            seconds = timed_launches(cp, wl, scale, launches, stamps, timeout)
+            return per_second(wl.work(scale) * launches, seconds, wl.unit), [seconds / launches]
+        values, clocks, lengths, reason, nvml_mhz, throttle = _sampled_repeats(
+            repeat, lambda: kernel_clock(_read_stamps(stamps, wl)), stop, read, period_s)
     launch = dict(wl.describe(), scale=scale, launches=launches, work_per_launch=wl.work(scale), preheat_s=preheat_s,
                   launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
                   nvml_mhz=round(statistics.median(nvml_mhz), 1) if nvml_mhz else None)
     m = Measurement(name=name, unit=wl.unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
-                    overhead_cycles=0.0, sm_clock_mhz=round(statistics.median(clocks), 1), throttle=nvml.reasons(),
+                    overhead_cycles=0.0, sm_clock_mhz=round(statistics.median(clocks), 1), throttle=throttle,
                     kernel=wl.kernel, launch=launch)
     m.remeasure = lambda: measure_rate(cp, wl, name=name, info=info, target_launch_s=target_launch_s,
                                        launches=launches, stop=stop, period_s=period_s, preheat_s=preheat_s,
@@ -876,22 +891,15 @@ def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: measure
         stamps = _new_stamps(cp, first)
         timeout = max(30.0, 20 * target_launch_s * launches * len(wls))
         timed_launches(cp, first, scale, 1, stamps, timeout)  # warm-up at the calibrated length
-        values: list[float] = []
         rates_by_repeat: list[list[float]] = []
-        clocks: list[float] = []
-        lengths: list[float] = []
-        with ClockSampler(read, period_s) as nvml:
-            nvml.mark()
-            t_start, reason = time.monotonic(), None
-            while reason is None:
-                seconds = timed_placements(cp, wls, scale, launches, stamps, timeout)
-                rates = [per_second(wl.work(scale) * launches, s, wl.unit) for wl, s in zip(wls, seconds)]
-                rates_by_repeat.append(rates)
-                values.append(placement_value(rates))
-                lengths.extend(s / launches for s in seconds)
-                clocks.append(kernel_clock(_read_stamps(stamps, first)))
-                reason = measure.stop_reason(values, stop, time.monotonic() - t_start)
-        nvml_mhz = [mhz for _, mhz in nvml.series(0.0)]
+
+        def repeat():
+            seconds = timed_placements(cp, wls, scale, launches, stamps, timeout)
+            rates = [per_second(wl.work(scale) * launches, s, wl.unit) for wl, s in zip(wls, seconds)]
+            rates_by_repeat.append(rates)
+            return placement_value(rates), [s / launches for s in seconds]
+        values, clocks, lengths, reason, nvml_mhz, throttle = _sampled_repeats(
+            repeat, lambda: kernel_clock(_read_stamps(stamps, first)), stop, read, period_s)
     summary = placement_summary(rates_by_repeat)
     launch = dict(first.describe(), scale=scale, launches=launches, work_per_launch=first.work(scale),
                   launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
@@ -902,7 +910,7 @@ def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: measure
                   placement_spread=round(summary["spread"], 5), placement_noise=round(summary["noise"], 5))
     launch.pop("window_offset", None)
     m = Measurement(name=name, unit=first.unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
-                    overhead_cycles=0.0, sm_clock_mhz=round(statistics.median(clocks), 1), throttle=nvml.reasons(),
+                    overhead_cycles=0.0, sm_clock_mhz=round(statistics.median(clocks), 1), throttle=throttle,
                     kernel=first.kernel, launch=launch)
     m.remeasure = lambda: measure_placed_rate(cp, wls, name=name, info=info, target_launch_s=target_launch_s,
                                               launches=launches, stop=stop, period_s=period_s, read=read)

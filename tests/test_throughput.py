@@ -576,6 +576,7 @@ def test_measure_placed_rate_on_a_simulated_gpu_is_the_mean_of_the_windows():
     assert ln["placement_spread"] == pytest.approx((max(window_gbps) - min(window_gbps)) / (sum(window_gbps) / 4),
                                                    abs=1e-5)
     assert ln["scale"] == 1000 and ln["launches"] == 1 and "window_offset" not in ln
+    assert ln["launch_s"] == pytest.approx(1.01e-3)  # over every window's launches: 0.98, 1.0, 1.02, 1.05 ms
     assert ln["buffer_bytes"] == MiB and ln["nvml_mhz"] == 1980.0
     # every repeat: each window in turn, a read of it once (scale 1, untimed), then the timed launch
     repeats = gpu.reads[-5 * 8:]
