@@ -133,19 +133,6 @@ class Store:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
-    def check(self) -> None:
-        """A store that exists must be a folder we can write; one that does not must be creatable."""
-        p = self.root
-        existing = p
-        while not existing.exists() and existing.parent != existing:
-            existing = existing.parent
-        if not existing.is_dir():
-            raise BaselineError(f"baseline store {p}: {existing} is a file, not a folder; point "
-                                f"--gpuprops-baselines (or {STORE_ENV}) at a folder")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise BaselineError(f"baseline store {p}: folder {existing} is not writable; point --gpuprops-baselines "
-                                f"(or {STORE_ENV}) at a folder you can write, or pass --gpuprops-baseline none")
-
     def units(self) -> list[str]:
         if not self.root.is_dir():
             return []

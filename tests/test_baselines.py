@@ -119,11 +119,16 @@ def test_a_file_that_is_not_a_unit_run_is_never_a_baseline(tmp_path):
         baselines.read_run(folder / "20261126T000001-x-1.json")
 
 
-def test_a_store_on_a_file_or_a_read_only_folder_is_refused(tmp_path):
+def test_a_store_named_on_a_file_is_refused_at_start_up_and_a_new_folder_is_not(pytester, tmp_path, monkeypatch):
     (tmp_path / "f").write_text("")
-    with pytest.raises(baselines.BaselineError, match="is a file, not a folder"):
-        baselines.Store(tmp_path / "f" / "b").check()
-    baselines.Store(tmp_path / "new" / "store").check()  # created on the first run
+    r = pytester.runpytest_inprocess("--gpuprops-baselines", str(tmp_path / "f" / "b"))
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--gpuprops-baselines {tmp_path / 'f' / 'b'}: {tmp_path / 'f'} is a file, not a folder" in r.stderr.str()
+    monkeypatch.setenv("GPUPROPS_BASELINE_DIR", str(tmp_path / "f" / "c"))
+    r = pytester.runpytest_inprocess()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "GPUPROPS_BASELINE_DIR" in r.stderr.str()
+    assert pytester.runpytest_inprocess("--gpuprops-baselines", str(tmp_path / "new" / "store")).ret == \
+        pytest.ExitCode.NO_TESTS_COLLECTED  # created on the first run that has readings to keep
 
 
 def test_the_default_store_follows_the_variable_then_xdg(monkeypatch, tmp_path):
