@@ -139,27 +139,22 @@ class Store:
         return sorted(d.name for d in self.root.iterdir() if d.is_dir() and _UUID.match(d.name))
 
     def runs(self, uuid: str) -> list[UnitRun]:
-        """The unit's stored runs, newest first. A file that cannot be read is skipped and named by
-        :meth:`unreadable`, never taken for a baseline."""
+        """The unit's stored runs, newest first. A file that cannot be read is skipped, never taken
+        for a baseline (:meth:`read` names it)."""
+        return self.read(uuid)[0]
+
+    def read(self, uuid: str) -> tuple[list[UnitRun], list[Path]]:
+        """The unit's stored runs, newest first, and the files in its folder that are not unit runs."""
         folder = self.root / uuid
         if not folder.is_dir():
-            return []
-        out = []
+            return [], []
+        runs, bad = [], []
         for p in sorted(folder.glob("*.json"), reverse=True):
             try:
-                out.append(read_run(p))
-            except BaselineError:
-                continue
-        return out
-
-    def unreadable(self, uuid: str) -> list[Path]:
-        bad = []
-        for p in sorted((self.root / uuid).glob("*.json")):
-            try:
-                read_run(p)
+                runs.append(read_run(p))
             except BaselineError:
                 bad.append(p)
-        return bad
+        return runs, bad
 
     def save(self, verdicts: list[Verdict], meta: dict, *, accept: bool = False) -> list[tuple[str, Path, bool, str]]:
         """Keep this run's readings of every unit it measured, one file per unit; returns (uuid,

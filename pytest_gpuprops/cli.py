@@ -499,7 +499,7 @@ def cmd_baselines(a) -> int:
         return 0
     print(f"baseline store {store.root}: {len(units)} unit(s)")
     for uuid in units:
-        runs = store.runs(uuid)
+        runs, bad = store.read(uuid)
         base = store.baseline(uuid, runs)
         lent = {id(v) for v in base.verdicts}
         rows = [(r.date, r.meta.get("host", "?"), "yes" if r.accepted else "no", r.meta.get("driver_version", "?"),
@@ -510,8 +510,8 @@ def cmd_baselines(a) -> int:
               f"baseline: {base.describe()}")
         print(tabulate(rows, headers=["date", "host", "accepted", "driver", "VBIOS", "facts", "in the baseline",
                                       "file"]))
-        for bad in store.unreadable(uuid):
-            print(f"  not a unit run, never a baseline: {bad}")
+        for path in bad:
+            print(f"  not a unit run, never a baseline: {path}")
     return 0
 
 

@@ -567,24 +567,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         state.run = results.run_status(int(exitstatus), state.selected, state.finished)
         if not state.run["complete"] and exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # selected tests did not run: not a green run
+    meta = {**state.meta(), "run": state.run}
     state.fleet, state.fleet_note = results.outliers(verdicts)
-    state.fleet += compare_with_baselines(state, verdicts)
+    state.fleet += compare_with_baselines(state, verdicts, meta)
     if results.red(state.fleet) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if state.run is not None and not state.record_path and state.baseline_choice != baselines.NONE:
-        meta = {**state.meta(), "run": state.run}
         try:
             state.stored = state.store.save(verdicts + state.fleet, meta, accept=state.baseline_accept)
         except OSError as exc:
             state.baseline_notes.append(f"could not store this run in {state.store.root}: {exc}")
 
 
-def compare_with_baselines(state: GpuPropsState, verdicts: list) -> list:
+def compare_with_baselines(state: GpuPropsState, verdicts: list, meta: dict) -> list:
     """MOVED verdicts against each unit's baseline (baselines.compare_units); what each unit was
     compared with is kept for the summary and the report."""
     try:
         moved, notes, state.baseline_of = baselines.compare_units(state.store, state.baseline_choice, verdicts,
-                                                                   state.meta())
+                                                                   meta)
     except baselines.BaselineError as exc:
         raise pytest.UsageError(f"{state.baseline_option}: {exc}") from exc
     state.baseline_notes += notes

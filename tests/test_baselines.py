@@ -114,7 +114,7 @@ def test_a_file_that_is_not_a_unit_run_is_never_a_baseline(tmp_path):
     folder.mkdir()
     (folder / "20261126T000000-x-1.json").write_text("{not json")
     (folder / "20261126T000001-x-1.json").write_text('{"schema": "other", "facts": []}')
-    assert store.runs(UUID) == [] and len(store.unreadable(UUID)) == 2
+    assert store.runs(UUID) == [] and len(store.read(UUID)[1]) == 2
     with pytest.raises(baselines.BaselineError, match="is not a gpuprops unit run"):
         baselines.read_run(folder / "20261126T000001-x-1.json")
 
