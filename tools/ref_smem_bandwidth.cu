@@ -1,14 +1,18 @@
 // Comparison only, not part of the suite: shared-memory load bandwidth measured the way a
 // standalone microbenchmark does it -- one self-contained .cu, built with `nvcc -O3 -arch=sm_90`,
 // run once, printing one number. tools/bench_suite.py times its build + run against our warm fact
-// test (hwtests/test_smem.py::test_smem_bandwidth, LDS float4) and docs/performance.md shows both.
+// test (hwtests/test_smem.py::test_smem_bandwidth, LDS float4) and docs/performance.md has both.
 //
 // Method: one block of 1024 threads on one SM; thread t loads element t of a float4 array in shared
 // memory (each warp reads 512 consecutive bytes: no bank conflict), ITERS x UNROLL times. Each warp
 // records clock64() before and after; printed: bytes loaded by the block / (last stop - first start),
 // in bytes per SM clock.
+// The host part is left out under NVRTC (__CUDACC_RTC__), so the CPU suite compiles the kernel and
+// checks its SASS (tests/test_ref_microbenchmarks.py); nvcc builds the whole program.
+#ifndef __CUDACC_RTC__
 #include <cstdio>
 #include <cuda_runtime.h>
+#endif
 
 #define THREADS 1024
 #define UNROLL 32
@@ -39,6 +43,7 @@ __global__ void __launch_bounds__(THREADS) smem_read(float* sink, long long* sta
     }
 }
 
+#ifndef __CUDACC_RTC__
 static void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) {
         std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
@@ -69,3 +74,4 @@ int main() {
     std::printf("%.2f\n", bytes / static_cast<double>(last - first));
     return 0;
 }
+#endif  // __CUDACC_RTC__
