@@ -26,6 +26,19 @@
 //               bulk-async group, so lane 0 alone issues, commits and waits, and lane 0's clock pair is
 //               the one recorded (gp_record). The shared source is written and fenced for the async
 //               proxy (fence.proxy.async.shared::cta) before the start read.
+//               On sm_90 both waits compile to the same DEPBAR.LE SB0, 0x0 on the commit's
+//               (UTMACMDFLUSH's) read scoreboard; wait_group 0 adds only CCTL.IVALL after it. So the
+//               two waits time one event.
+//   STORE_VISIBLE=1 (tma_store takes one more argument, ``dst``: the tensor's global address)
+//               times something else: from the store's issue until a strong load from this SM
+//               (ld.relaxed.gpu, LDG.E.STRONG.GPU: L2, not L1) reads the timed pass's values in every
+//               row of the box. Lane r polls the last word of row r (STORE_ROW_WORDS words a row in
+//               the tensor), the warp until all 32 lanes see them (VOTE.ALL); no wait_group in the
+//               region (lane 0 waits after the stop read, before the source is written again). Each
+//               pass stores values of its own (word i of the box: i + (pass + 1) << 16; the tensor starts
+//               zeroed), written and fenced before the start read. Each poll waits for the one before
+//               it (one L2 round trip, RT), so the region ends between RT/2 and 1.5 RT after the last
+//               row lands in L2.
 //
 // SASS (NVRTC 13.5, sm_90): SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), UBLKCP.S.G / UTMALDG.1D /
 // UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT, with ELECT, BRA.U.ANY and the wait loop's branch.
@@ -41,6 +54,15 @@
 #define SMEM_BYTES 16384
 #ifndef WAIT_READ
 #define WAIT_READ 0
+#endif
+#ifndef STORE_VISIBLE
+#define STORE_VISIBLE 0
+#endif
+#ifndef STORE_ROW_WORDS
+#define STORE_ROW_WORDS 64  // the stored tensor's innermost dimension, in 4-byte words
+#endif
+#if STORE_VISIBLE && DIM != 2
+#error "STORE_VISIBLE polls the 32 rows of a 2D box of 32 x 32 words: DIM must be 2"
 #endif
 
 struct __align__(64) gp_tensor_map {
@@ -138,22 +160,42 @@ extern "C" __global__ void tma_tensor(unsigned long long* cycles, const __grid_c
 #endif
 }
 
+#if STORE_VISIBLE
+// The values pass ``pass`` stores: word i of the box (row-major, 32 words a row) holds i + (pass + 1) << 16.
+__device__ __forceinline__ unsigned gp_store_word(unsigned i, int pass) { return i + ((unsigned)(pass + 1) << 16); }
+#endif
+
 extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_constant__ gp_tensor_map tmap,
+#if STORE_VISIBLE
+                                     const unsigned* dst,
+#endif
                                      unsigned* sink) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     __shared__ __align__(128) unsigned char src[SMEM_BYTES];
     __shared__ unsigned slot[32];
     unsigned lane = threadIdx.x & 31;
+#if !STORE_VISIBLE
     for (unsigned i = lane; i < SMEM_BYTES / 4; i += 32) reinterpret_cast<unsigned*>(src)[i] = i;
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncwarp();
+#endif
     unsigned s = (unsigned)__cvta_generic_to_shared(src);
     unsigned leader = gp_opaque(lane, &slot[lane], sink);
     unsigned x = 0u;
     unsigned long long map = reinterpret_cast<unsigned long long>(&tmap);
+#if STORE_VISIBLE
+    const unsigned* row_end = dst + lane * STORE_ROW_WORDS + 31;  // lane r: the last word of row r of the box
+#endif
     unsigned long long t0 = 0, t1 = 0;
 #pragma unroll 1
     for (int pass = 0; pass < PASSES; ++pass) {
+#if STORE_VISIBLE
+        for (unsigned i = lane; i < 32 * 32; i += 32) reinterpret_cast<unsigned*>(src)[i] = gp_store_word(i, pass);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        // what lane r's poll must read, pinned before the start read (no arithmetic in the region)
+        unsigned want = gp_opaque(gp_store_word(lane * 32 + 31, pass), &slot[lane], sink);
+#endif
         t0 = gp_clock();
         if (leader == 0) {
 #if DIM == 1
@@ -166,6 +208,16 @@ extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_co
 #error "DIM must be 1 or 2"
 #endif
             asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#if STORE_VISIBLE
+        }
+        unsigned seen;
+        do {
+            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(row_end) : "memory");
+        } while (!__all_sync(0xffffffffu, seen == want));
+        t1 = gp_clock();
+        if (leader == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // before the source is written again
+        __syncwarp();
+#else
 #if WAIT_READ
             asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 #else
@@ -173,6 +225,7 @@ extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_co
 #endif
         }
         t1 = gp_clock();
+#endif
     }
     gp_record(cycles, t0, t1);
 #endif
