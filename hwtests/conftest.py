@@ -18,23 +18,32 @@ def _fits(source: str, arch: str) -> bool:
     return arch in SUPPORTED_ARCHES and not (source == "hmma_16816.cu" and arch == "sm_75")  # mma needs sm_80
 
 
+def _fact_of(item):
+    """The FactSpec a test takes as its ``fact`` parameter (pytest_gpuprops.factspec), or None."""
+    from pytest_gpuprops.factspec import FactSpec
+    fact = getattr(getattr(item, "callspec", None), "params", {}).get("fact")
+    return fact if isinstance(fact, FactSpec) else None
+
+
 def _static_builds(item, specs, launched):
-    """What one static test compiles: [(Build, KernelSpec to patch for timing, or None)]. What its
+    """What one static test compiles: [(Build, KernelSpec to patch for timing, or None)]. A test of a
+    fact spec (its ``fact`` parameter): the fact's build for its arch, as launched. Else what its
     file says (a module function ``_builds_of(item)``: test_static_throughput.py), else a copy of
     what the other test_static*.py do (a test this does not foresee compiles and reads its builds
     itself, as before, only not in the batch; the prefetch line counts it)."""
     from pytest_gpuprops.prefetch import Build
+    fact = _fact_of(item)
+    if fact is not None:
+        spec = fact.build()
+        return [(Build.of(KERNELS / spec.source, fact.arch, spec.defines), spec)]
     own = getattr(getattr(item, "module", None), "_builds_of", None)  # a file that says what it compiles
     if own is not None:
         return [(Build.of(KERNELS / src, a, d), None) for src, a, d in own(item) if _fits(src, a)]
     params = getattr(getattr(item, "callspec", None), "params", {})
     arch, name = params.get("arch"), item.originalname
-    if name == "test_build_is_clean_and_as_intended":  # the sm_90 units' files: each build as launched
-        import specs_async
-        import specs_sync_units
-        units = {"test_static_async_units.py": specs_async,
-                 "test_static_dpx_atomics_const.py": specs_sync_units}.get(item.path.name)
-        spec = units.builds().get(params.get("build_id")) if units else None
+    if name == "test_build_is_clean_and_as_intended" and item.path.name == "test_static_dpx_atomics_const.py":
+        import specs_sync_units as units  # each build as launched
+        spec = units.builds().get(params.get("build_id"))
         return [(Build.of(KERNELS / spec.source, units.ARCH, spec.defines), spec)] if spec else []
     if arch is None:
         return []
@@ -79,9 +88,10 @@ def _slowest_first(builds, specs):
 
 def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tuple[str, str, dict, object]]:
     """What the selected GPU tests launch on a GPU of ``arch``: [(arch, source, defines, KernelSpec to
-    patch for timing, or None)]. Always the clock-read overhead and SM clock kernels; per test, where
+    patch for timing, or None)]. Always the clock-read overhead and SM clock kernels; per test, its
+    fact's build where it takes a fact spec (its ``fact`` parameter), on the fact's arch; where
     its module says (a module function ``_specs_of(item)`` and its ``BUILD_ARCH``: the wgmma files);
-    per file for the asynchronous and synchronous units (sm_90), the stresses and the files whose
+    per file for the synchronous units (sm_90), the stresses and the files whose
     tests share builds (specs.launched_by_file: the hypothesis examples draw from them); every build
     of specs.launched() for a file none of these name. A selection (``-k``, ``-m``) compiles only the
     files and tests it keeps.
@@ -93,13 +103,18 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
     def unit_builds(module_name):  # imported only where selected: a small selection compiles its modules
         module = importlib.import_module(module_name)
         return module.builds().values() if arch == module.ARCH else ()
-    per_file = {"test_async_units.py": lambda: unit_builds("specs_async"),
-                "test_dpx_atomics_const.py": lambda: unit_builds("specs_sync_units")}
+    per_file = {"test_dpx_atomics_const.py": lambda: unit_builds("specs_sync_units")}
     shared_by_file = specs.launched_by_file()
     done, shared = set(), False
     for item in gpu_items:
         name = item.path.name
         per_item = getattr(getattr(item, "module", None), "_specs_of", None)
+        fact = _fact_of(item)
+        if fact is not None:
+            if arch == fact.arch and not per_test_only:
+                spec = fact.build()
+                out.append((arch, spec.source, spec.defines, spec))
+            continue
         if per_item is not None:
             if arch == "sm_90":
                 build_arch = getattr(item.module, "BUILD_ARCH", arch)

@@ -1,13 +1,15 @@
-"""Launch shapes of the sm_90 asynchronous units: the mbarrier round trip (kernels/mbarrier_roundtrip.cu),
-cp.async / LDGSTS (kernels/cp_async_latency.cu), thread-block clusters and distributed shared memory
-(kernels/cluster_dsmem.cu) and the bulk / tensor (TMA) copies (kernels/tma_load.cu). Shared by
-test_async_units.py and its static checks (test_static_async_units.py, which checks every build of
-:func:`builds` on sm_90).
+"""The sm_90 asynchronous units' facts (:data:`FACTS`, one pytest_gpuprops.factspec.FactSpec each) and
+their launch shapes: the mbarrier round trip (kernels/mbarrier_roundtrip.cu), cp.async / LDGSTS
+(kernels/cp_async_latency.cu), thread-block clusters and distributed shared memory
+(kernels/cluster_dsmem.cu) and the bulk / tensor (TMA) copies (kernels/tma_load.cu). The GPU tests
+(test_async_units.py), the static region checks (test_static_async_units.py), the session prefetch
+and the docs' fact list are made from :data:`FACTS`.
 
 An asynchronous unit completes through an mbarrier or an async-copy group, not a register
 scoreboard: each timed region ends when the wait returns (try_wait's loop, wait_group's DEPBAR), and
-the stop clock read, patched to wait on every scoreboard, adds nothing to that. The opcodes are what
-NVRTC 13.5 emits for sm_90.
+the stop clock read, patched to wait on every scoreboard, adds nothing to that. Each spec names the
+unit's opcodes (what NVRTC 13.5 emits for sm_90) and the region's shape; the rest of the region is
+read from the SASS and checked against the shape's rules (pytest_gpuprops/factspec.py).
 
 The cluster kernels are compiled with ``__cluster_dims__()`` and launched with the cluster size as a
 launch attribute (KernelSpec.cluster, measure.launch_config), so one build serves every size; the
@@ -15,8 +17,17 @@ runner allows the non-portable size 16 on the function before it launches it."""
 
 import struct
 
-from memory_levels import line_by_line
+from memory_levels import ALL_LINES_TEXT, NEAR_TIER_TEXT, line_by_line
 
+from pytest_gpuprops.factspec import (
+    ELECTED_COPY,
+    LANE0_BULK_GROUP,
+    LOOP,
+    WAIT_LOOP,
+    FactSpec,
+    Region,
+    Statistic,
+)
 from pytest_gpuprops.measure import PORTABLE_CLUSTER_SIZE, KernelSpec
 
 ARCH = "sm_90"
@@ -29,16 +40,15 @@ MBARRIER_WAITS = {
     "parity": (0, "mbarrier.try_wait.parity on the phase's parity"),
     "token": (1, "mbarrier.try_wait on the state token the arrive returned"),
 }
-#: one round trip: arrive, then the try_wait loop (BSSY, the branch back, BSYNC; the retry path is
-#: out of line, after EXIT)
-MBARRIER_REGION = {"SYNCS.ARRIVE.TRANS64.A1T0": 1, "SYNCS.PHASECHK.TRANS64.TRYWAIT": 1, "BRA": 1, "BSSY": 1,
-                   "BSYNC": 1}
+MBARRIER_FACT = {"parity": "mbarrier_arrive_wait_cycles", "token": "mbarrier_arrive_token_wait_cycles"}
+#: one round trip: arrive, then the try_wait loop (its retry path out of line, after EXIT)
+MBARRIER_UNIT = ("SYNCS.ARRIVE.TRANS64.A1T0", "SYNCS.PHASECHK.TRANS64.TRYWAIT")
 
 
 def mbarrier(wait: str) -> KernelSpec:
     token, _ = MBARRIER_WAITS[wait]
     return KernelSpec("mbarrier_roundtrip.cu", "mbarrier_roundtrip", {"TOKEN": token, "PASSES": 2}, grid=1,
-                      block=32, args=lambda cp: (cp.zeros(64, dtype=cp.uint32),), region=dict(MBARRIER_REGION))
+                      block=32, args=lambda cp: (cp.zeros(64, dtype=cp.uint32),))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -59,13 +69,12 @@ L2_COPIES = {"cg16"}
 def cp_async(variant: str, line: int | None = None) -> KernelSpec:
     """One warp's cp.async of ``variant``; an L2 copy reads line ``line`` of memory_levels.l2_line_offsets()
     (the same build for every line: the source is the argument)."""
-    cg, size, opcode, _ = CP_ASYNC[variant]
+    cg, size, _, _ = CP_ASYNC[variant]
     if (line is None) == (variant in L2_COPIES):
         raise ValueError(f"cp.async {variant}: a line is given for the L2 copies {sorted(L2_COPIES)} only, and they need one")
     return KernelSpec("cp_async_latency.cu", "cp_async_latency", {"CG": cg, "SIZE": size, "PASSES": 2}, grid=1,
                       block=32, args=lambda cp: (cp.zeros(4096, dtype=cp.uint32) if line is None else line_by_line(cp, line),
-                                                 cp.zeros(64, dtype=cp.uint32)),
-                      region={opcode: 1, "LDGDEPBAR": 1, "DEPBAR.LE": 1})
+                                                 cp.zeros(64, dtype=cp.uint32)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -80,7 +89,6 @@ CLUSTER_SHARED_MEM = 120 * 1024
 DSMEM_UNROLL = 64  # dependent hops per pass
 DSMEM_BW_CLUSTER = 2
 DSMEM_BW_UNROLL, DSMEM_BW_ITERS = 32, 32
-DSMEM_BW_LOOP = 7  # the trip counter's init, increment and compare, the branch back, YIELD, BSSY and BSYNC
 #: store -> the access's SASS
 DSMEM_BW_OPCODE = {False: "LD.E.128.STRONG.SYS", True: "ST.E.128.STRONG.SYS"}
 CLUSTER_BARRIER_UNROLL = 16
@@ -105,8 +113,7 @@ def dsmem_chase(cluster: int, hop: int) -> KernelSpec:
     import numpy as np
     return KernelSpec("cluster_dsmem.cu", "dsmem_chase", {"UNROLL": DSMEM_UNROLL, "PASSES": 2},
                       grid=CLUSTER_LAUNCH_CTAS, block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
-                      args=lambda cp: (cp.zeros(32 * CLUSTER_LAUNCH_CTAS, dtype=cp.uint32), np.uint32(hop)),
-                      region={"LD.E.64": DSMEM_UNROLL})
+                      args=lambda cp: (cp.zeros(32 * CLUSTER_LAUNCH_CTAS, dtype=cp.uint32), np.uint32(hop)))
 
 
 def dsmem_bandwidth(store: bool) -> KernelSpec:
@@ -115,8 +122,7 @@ def dsmem_bandwidth(store: bool) -> KernelSpec:
     return KernelSpec("cluster_dsmem.cu", "dsmem_bandwidth", {"UNROLL": DSMEM_BW_UNROLL, "STORE": int(store)},
                       grid=DSMEM_BW_CLUSTER, block=block, cluster=DSMEM_BW_CLUSTER, shared_mem=CLUSTER_SHARED_MEM,
                       args=lambda cp: (cp.zeros(block * DSMEM_BW_CLUSTER, dtype=cp.uint32),
-                                       np.int32(DSMEM_BW_ITERS)),
-                      region={DSMEM_BW_OPCODE[store]: DSMEM_BW_UNROLL}, region_other=DSMEM_BW_LOOP)
+                                       np.int32(DSMEM_BW_ITERS)))
 
 
 def dsmem_bytes_per_block() -> int:
@@ -128,11 +134,9 @@ def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
     """CLUSTER_LAUNCH_CTAS // ``cluster`` clusters of ``cluster`` CTAs, each running its barriers: one
     cluster's barrier depends on where its CTAs land (a cluster of 2, one per run: 45.938 cycles on one
     H100, 58.938 on three other units, 2026-11-24/25), so the median over many clusters is taken."""
-    step = CLUSTER_BARRIER_STEP[relaxed]
     return KernelSpec("cluster_dsmem.cu", "cluster_barrier",
                       {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)}, grid=CLUSTER_LAUNCH_CTAS,
-                      block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
-                      region={op: CLUSTER_BARRIER_UNROLL for op in step})
+                      block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM)
 
 
 #: the first arch with thread-block clusters and distributed shared memory (Hopper)
@@ -181,24 +185,20 @@ BULK_BYTES = (1024, 4096)
 #: read L2 hits, line by line (memory_levels.near_tier_latency): the source, or the tensor, starts at
 #: the line.
 TMA_SHAPES = {1: ((4096,), (256,)), 2: ((64, 64), (32, 32))}
-#: the region of one copy by one thread: lane 0 arms the barrier (SYNCS.ARRIVE.TRANS64) and issues
-#: the copy inside ptxas's ELECT loop (ELECT, BRA.U.ANY: one trip), the other lanes branch round it;
-#: then every lane's try_wait loop. Beside them, uniform-register set-up of the copy's operands and
-#: predicates, the wait's parity register and the BSYNC of the branch round the copy.
-BULK_REGION = {"SYNCS.ARRIVE.TRANS64": 1, "ELECT": 1, "BRA.U.ANY": 1, "BRA": 2,
-               "SYNCS.PHASECHK.TRANS64.TRYWAIT": 1}
-#: copy -> (the copy's SASS, other instructions beside BULK_REGION)
-BULK_COPIES = {"bulk": ("UBLKCP.S.G", 8), "tma_1d": ("UTMALDG.1D", 8), "tma_2d": ("UTMALDG.2D", 9)}
+#: one copy by one thread: lane 0 arms the barrier and issues the copy inside ptxas's ELECT loop, the
+#: other lanes branch round it; then every lane's try_wait loop (factspec.ELECTED_COPY)
+BULK_ARM, BULK_WAIT = "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"
+#: copy -> the copy's SASS
+BULK_COPIES = {"bulk": "UBLKCP.S.G", "tma_1d": "UTMALDG.1D", "tma_2d": "UTMALDG.2D"}
+KIB = {1024: "1k", 4096: "4k"}
 
 
 def bulk_copy(nbytes: int, line: int = 0) -> KernelSpec:
     """cp.async.bulk of ``nbytes`` from line ``line`` of memory_levels.l2_line_offsets() (the size and
     the source are runtime arguments: one build for every size and line)."""
     import numpy as np
-    opcode, other = BULK_COPIES["bulk"]
     return KernelSpec("tma_load.cu", "bulk_copy", {"PASSES": 2}, grid=1, block=32,
-                      args=lambda cp: (line_by_line(cp, line), np.uint32(nbytes), cp.zeros(64, dtype=cp.uint32)),
-                      region={**BULK_REGION, opcode: 1}, region_other=other)
+                      args=lambda cp: (line_by_line(cp, line), np.uint32(nbytes), cp.zeros(64, dtype=cp.uint32)))
 
 
 def tma_bytes(dim: int) -> int:
@@ -213,12 +213,10 @@ def tma_tensor(dim: int, line: int = 0) -> KernelSpec:
     """cp.async.bulk.tensor.<dim>d of the box at the origin of an fp32 tensor (TMA_SHAPES) that starts
     at line ``line`` of memory_levels.l2_line_offsets() (the tensor map is the argument: one build)."""
     import numpy as np
-    opcode, other = BULK_COPIES[f"tma_{dim}d"]
     shape, box = TMA_SHAPES[dim]
     return KernelSpec("tma_load.cu", "tma_tensor", {"PASSES": 2, "DIM": dim}, grid=1, block=32,
                       args=lambda cp: (tensor_map(cp, shape, box, line), np.uint32(tma_bytes(dim)),
-                                       cp.zeros(64, dtype=cp.uint32)),
-                      region={**BULK_REGION, opcode: 1}, region_other=other)
+                                       cp.zeros(64, dtype=cp.uint32)))
 
 
 class TensorMapArg(bytes):
@@ -228,30 +226,26 @@ class TensorMapArg(bytes):
     tensor = None
 
 
-#: TMA stores (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group), by wait: (the PTX wait, the SASS
-#: beside the store). Lane 0 alone stores, commits and waits, the other lanes branch round it (BRA,
-#: BSYNC); ptxas sets up the store's uniform operands in the region (4 instructions: UIADD3, 2 UMOV,
-#: UIADD3.X). Waiting for the writes (wait_group 0) invalidates L1 after the DEPBAR (CCTL.IVALL) so
-#: that later loads see them; waiting for the source read (wait_group.read 0) does not.
+#: TMA stores (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group), by wait: (the PTX wait, the unit's
+#: SASS: the store, its commit, the wait). Lane 0 alone stores, commits and waits, the other lanes
+#: branch round it (factspec.LANE0_BULK_GROUP). Waiting for the writes (wait_group 0) invalidates L1
+#: after the DEPBAR (CCTL.IVALL) so that later loads see them; waiting for the source read
+#: (wait_group.read 0) does not.
 TMA_STORE_WAITS = {
-    "written": ("cp.async.bulk.wait_group 0", {"UTMASTG.2D": 1, "UTMACMDFLUSH": 1, "DEPBAR.LE": 1, "CCTL.IVALL": 1,
-                                              "BRA": 1, "BSYNC": 1}),
-    "source_read": ("cp.async.bulk.wait_group.read 0", {"UTMASTG.2D": 1, "UTMACMDFLUSH": 1, "DEPBAR.LE": 1,
-                                                        "BRA": 1, "BSYNC": 1}),
+    "written": ("cp.async.bulk.wait_group 0", ("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE", "CCTL.IVALL")),
+    "source_read": ("cp.async.bulk.wait_group.read 0", ("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE")),
 }
+STORE_FACT = {"written": "tma_2d_store_4k_latency_cycles", "source_read": "tma_2d_store_4k_source_read_cycles"}
 TMA_STORE_DIM = 2
 
 
 def tma_store(wait: str) -> KernelSpec:
     """A TMA store of the TMA_SHAPES[2] box from shared memory to the origin of an fp32 tensor, timed
     until ``wait`` (TMA_STORE_WAITS) returns."""
-    import numpy as np  # noqa: F401  (the args build CuPy arrays only)
-    _, region = TMA_STORE_WAITS[wait]
     shape, box = TMA_SHAPES[TMA_STORE_DIM]
     return KernelSpec("tma_load.cu", "tma_store", {"PASSES": 2, "DIM": TMA_STORE_DIM,
                                                    "WAIT_READ": int(wait == "source_read")}, grid=1, block=32,
-                      args=lambda cp: (tensor_map(cp, shape, box), cp.zeros(64, dtype=cp.uint32)),
-                      region=dict(region), region_other=4)
+                      args=lambda cp: (tensor_map(cp, shape, box), cp.zeros(64, dtype=cp.uint32)))
 
 
 def tensor_map_request(address: int, shape: tuple[int, ...], box: tuple[int, ...], elem_bytes: int = 4) -> dict:
@@ -323,17 +317,124 @@ def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...],
 
 
 # ----------------------------------------------------------------------------------------------
+# the facts
+
+#: facts that move with the memory system and the clocks of the GPU model (H100 and H200 differ): the
+#: L2 reads (.cg, bulk and TMA copies), a release fence that waits for memory, and the TMA stores
+#: (their writes reach L2)
+GPU = "gpu"
+#: the L2 copies' statistic: the .cg copy (one line per warp) as the lowest tier's median, as the global
+#: atomics; the bulk and tensor copies (8 to 32 lines each, so each waits for its slowest slice: one
+#: tier) as the median over lines (memory_levels.near_tier_latency)
+LOWEST_TIER = Statistic(lines="near_tier")
+OVER_LINES = Statistic(lines="all_lines")
 
 
-def builds() -> dict[str, KernelSpec]:
-    """Every build the GPU tests launch, by id (launch-only differences aside: the cluster size, the
-    chase's hop, the bulk copy's size and the L2 line of the L2 copies are arguments of one build)."""
-    out = {f"mbarrier_{w}": mbarrier(w) for w in MBARRIER_WAITS}
-    out.update({f"cp_async_{v}": cp_async(v, 0 if v in L2_COPIES else None) for v in CP_ASYNC})
-    out["dsmem_chase"] = dsmem_chase(2, 1)
-    out.update({f"dsmem_{'store' if st else 'load'}_bandwidth": dsmem_bandwidth(st) for st in (False, True)})
-    out.update({f"cluster_barrier_{'relaxed' if r else 'release'}": cluster_barrier(2, r) for r in (True, False)})
-    out["bulk_copy"] = bulk_copy(BULK_BYTES[0])
-    out.update({f"tma_{d}d": tma_tensor(d) for d in TMA_SHAPES})
-    out.update({f"tma_store_{w}": tma_store(w) for w in TMA_STORE_WAITS})
+def _mbarrier_facts() -> list[FactSpec]:
+    return [FactSpec(
+        MBARRIER_FACT[wait], lambda wait=wait: mbarrier(wait), Region(MBARRIER_UNIT, WAIT_LOOP),
+        method=f"one warp: mbarrier.arrive on a shared mbarrier expecting 32 arrivals (the warp's "
+               f"completes the phase), then {what} in a loop until true; cycles "
+               "from the arrive's issue to the wait's return (SYNCS.ARRIVE.TRANS64.A1T0 -> "
+               "SYNCS.PHASECHK.TRANS64.TRYWAIT), pass 2 of 2 timed, a fresh barrier per pass")
+        for wait, (_, what) in sorted(MBARRIER_WAITS.items())]
+
+
+def _cp_async_facts() -> list[FactSpec]:
+    out = []
+    for variant, (cg, size, opcode, hit) in sorted(CP_ASYNC.items()):
+        l2 = variant in L2_COPIES
+        per_warp = "lane l at 16 (l mod 8): one 128-byte line per warp" if cg else f"{32 * size} contiguous bytes per warp"
+        out.append(FactSpec(
+            f"cp_async_{variant}_latency_cycles",
+            (lambda line, v=variant: cp_async(v, line)) if l2 else (lambda v=variant: cp_async(v)),
+            Region((opcode, "LDGDEPBAR", "DEPBAR.LE")), scope=GPU if l2 else "arch",
+            statistic=LOWEST_TIER if l2 else Statistic(),
+            method=f"one warp, one cp.async.{'cg' if cg else 'ca'} of {size} bytes per lane ({opcode}; "
+                   f"{per_warp}) global -> shared, then commit_group + "
+                   f"wait_group 0 (LDGDEPBAR, DEPBAR.LE SB0, 0x0); the source warmed by pass 1, so pass "
+                   f"2 (timed) reads {hit}{f'; {NEAR_TIER_TEXT}' if l2 else ''}"))
     return out
+
+
+def _dsmem_plot(cluster):
+    return lambda m: ("dsmem_latency", {"cluster": cluster, "cycles": m.median})
+
+
+def _cluster_facts() -> list[FactSpec]:
+    chase = Region(("LD.E.64",), steps="UNROLL")
+    out = [FactSpec(
+        f"dsmem_latency_cluster{k}_cycles", lambda k=k: dsmem_chase(k, 1), chase, plot=_dsmem_plot(k),
+        method=f"{CLUSTER_LAUNCH_CTAS // k} clusters of {k} CTAs, one warp each, one CTA per "
+               f"SM; every CTA chases {DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through "
+               "the shared memory of the next rank (mapa addresses; 16 distinct words per hop); cycles "
+               f"per hop, median over the {CLUSTER_LAUNCH_CTAS} CTAs (many SM pairs), pass 2 of 2 timed")
+        for k in CLUSTER_SIZES]
+    out.append(FactSpec(
+        "dsmem_self_latency_cycles", lambda: dsmem_chase(2, 0), chase, plot=_dsmem_plot(None),
+        method=f"as dsmem_latency_cluster2_cycles, every CTA chasing its own shared memory through "
+               f"the same generic loads (LD.E.64 of its mapa addresses), {DSMEM_UNROLL} hops; cycles "
+               "per hop"))
+    nbytes = dsmem_bytes_per_block()
+    for store in (False, True):
+        op = "stores" if store else "loads"
+        out.append(FactSpec(
+            f"dsmem_{'store' if store else 'load'}_bytes_per_cycle", lambda store=store: dsmem_bandwidth(store),
+            Region((DSMEM_BW_OPCODE[store],), LOOP, steps="UNROLL"), divisor=1,
+            statistic=Statistic(mode="block_span"), unit="B/clk", transform=lambda cycles: nbytes / cycles,
+            method=f"one cluster of {DSMEM_BW_CLUSTER} CTAs of 1024 threads on two SMs, each CTA {op} 16 bytes per "
+                   f"thread per instruction ({DSMEM_BW_OPCODE[store]}, volatile) to its neighbour's "
+                   f"shared memory, {DSMEM_BW_UNROLL} x {DSMEM_BW_ITERS} per thread; bytes per cycle "
+                   "of one CTA's span on its SM's clock, median over the CTAs"
+                   + ("; stores still in flight at the stop read are not waited for" if store else "")))
+    out += [FactSpec(
+        f"cluster_barrier_cluster{k}_cycles", lambda k=k: cluster_barrier(k),
+        Region(CLUSTER_BARRIER_STEP[True], steps="UNROLL"),
+        method=f"{CLUSTER_LAUNCH_CTAS // k} clusters of {k} CTAs, one warp each, one CTA per "
+               f"SM, {CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.relaxed.aligned + "
+               "barrier.cluster.wait.aligned (UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL); cycles per barrier, "
+               "median over CTAs, pass 2 of 2 timed")
+        for k in CLUSTER_SIZES]
+    out.append(FactSpec(
+        "cluster_barrier_release_cluster2_cycles", lambda: cluster_barrier(2, relaxed=False),
+        Region(CLUSTER_BARRIER_STEP[False], steps="UNROLL"), scope=GPU,
+        method=f"as cluster_barrier_cluster2_cycles with the default (release) arrive, "
+               f"{CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.aligned + barrier.cluster.wait."
+               "aligned (MEMBAR.ALL.GPU, ERRBAR, CGAERRBAR, UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL): "
+               "cluster.sync() with nothing to release; cycles per barrier"))
+    return out
+
+
+def _bulk_facts() -> list[FactSpec]:
+    out = [FactSpec(
+        f"cp_async_bulk_{KIB[n]}_latency_cycles", lambda line, n=n: bulk_copy(n, line),
+        Region((BULK_ARM, BULK_COPIES["bulk"], BULK_WAIT), ELECTED_COPY), scope=GPU, statistic=OVER_LINES,
+        method=f"one warp; lane 0 arms a fresh mbarrier with mbarrier.arrive.expect_tx {n} and "
+               f"issues cp.async.bulk of {n} contiguous bytes global -> shared (UBLKCP.S.G, in "
+               "ptxas's one-trip ELECT loop), then the warp's try_wait.parity loop until true; the "
+               f"source in L2 from pass 1, pass 2 timed; {ALL_LINES_TEXT}")
+        for n in BULK_BYTES]
+    for dim in sorted(TMA_SHAPES):
+        shape, box = TMA_SHAPES[dim]
+        opcode = BULK_COPIES[f"tma_{dim}d"]
+        out.append(FactSpec(
+            f"tma_{dim}d_{KIB[tma_bytes(dim)]}_latency_cycles", lambda line, dim=dim: tma_tensor(dim, line),
+            Region((BULK_ARM, opcode, BULK_WAIT), ELECTED_COPY), scope=GPU, statistic=OVER_LINES,
+            method=f"as the bulk copy, with cp.async.bulk.tensor.{dim}d.tile ({opcode}) of the {box} box "
+                   f"at the origin of an fp32 tensor {shape} (innermost first; {tma_bytes(dim)} bytes; "
+                   "tensor map from cuTensorMapEncodeTiled, no swizzle, passed as a __grid_constant__ "
+                   "parameter), the tensor starting at each line in turn"))
+    shape, box = TMA_SHAPES[TMA_STORE_DIM]
+    for wait, (ptx_wait, unit) in sorted(TMA_STORE_WAITS.items()):
+        out.append(FactSpec(
+            STORE_FACT[wait], lambda wait=wait: tma_store(wait), Region(unit, LANE0_BULK_GROUP), scope=GPU,
+            method=f"one warp; lane 0 issues cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (UTMASTG.2D) "
+                   f"of the {box} box of an fp32 tensor {shape} from shared memory (written and fenced for the "
+                   f"async proxy before the start read) to the tensor's origin, cp.async.bulk.commit_group "
+                   f"(UTMACMDFLUSH) and {ptx_wait} (DEPBAR.LE SB, 0x0{' + CCTL.IVALL' if wait == 'written' else ''}); "
+                   "cycles of lane 0 from the issue to the wait's return, pass 2 of 2 timed (the lines in L2)"))
+    return out
+
+
+#: every fact of the asynchronous units, declared once
+FACTS: list[FactSpec] = [*_mbarrier_facts(), *_cp_async_facts(), *_cluster_facts(), *_bulk_facts()]

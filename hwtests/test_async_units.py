@@ -1,6 +1,7 @@
 """sm_90 (Hopper) asynchronous units: mbarrier, cp.async (LDGSTS), thread-block clusters and distributed
-shared memory (DSMEM), bulk and tensor (TMA) copies. Launch shapes: specs_async.py; their timed
-regions are checked without a GPU by test_static_async_units.py.
+shared memory (DSMEM), bulk and tensor (TMA) copies. Each fact is one spec of specs_async.FACTS (its
+launch, region, statistic, scope and method) and one test here; their timed regions are checked
+without a GPU by test_static_async_units.py.
 
 Each asynchronous operation completes through an mbarrier (try_wait in a loop until it returns true)
 or an async-copy group (cp.async.wait_group 0: DEPBAR), not a register scoreboard, so its timed
@@ -46,188 +47,14 @@ tensor copies (8 to 32 lines each, so each waits for its slowest slice: one tier
 lines.
 """
 
+import fact_tests
 import pytest
 import specs_async as sa
-from memory_levels import ALL_LINES, ALL_LINES_TEXT, NEAR_TIER_TEXT, near_tier_latency
 
-from pytest_gpuprops import facts as gp_facts
-from pytest_gpuprops import measure
-
-pytestmark = [pytest.mark.gpu, pytest.mark.arch("sm_90")]
-# These move with the memory system and the clocks of the GPU model (H100 and H200 differ), so they
-# are facts of the GPU's section: the L2 reads (.cg, bulk and TMA copies), a release fence that waits
-# for memory, and the TMA stores (their writes reach L2).
-gp_facts.register_gpu_scoped("cp_async_cg16_latency_cycles", "cp_async_bulk_1k_latency_cycles",
-                             "cp_async_bulk_4k_latency_cycles", "tma_1d_1k_latency_cycles", "tma_2d_4k_latency_cycles",
-                             "cluster_barrier_release_cluster2_cycles", "tma_2d_store_4k_latency_cycles",
-                             "tma_2d_store_4k_source_read_cycles")
-MBARRIER_FACT = {"parity": "mbarrier_arrive_wait_cycles", "token": "mbarrier_arrive_token_wait_cycles"}
-KIB = {1024: "1k", 4096: "4k"}
+pytestmark = pytest.mark.gpu
 
 
-def _require_clusters(gpuprops, spec):
-    """Before a cluster launch: where the driver refuses ``spec``'s clusters, fail with its reason and
-    what to check on sm_90 and newer (they have clusters, and the fact was measured with this launch),
-    skip with it only on an arch without clusters (specs_async.refused_cluster). A fact this GPU has no
-    value for skips first, saying how to record it; a build problem is left to gpuprops.measure, which
-    reports it as every fact does."""
-    name = gpuprops.fact_name
-    fact = gpuprops.fact(name)  # skips where this GPU's facts lack it
-    try:
-        reason = gpuprops.runner.cluster_refusal(spec)
-    except measure.UncleanRegion:
-        return
-    if reason:
-        skip, message = sa.refused_cluster(gpuprops.gpu.arch, spec, reason, name,
-                                           fact.expected_text() if fact is not None else None)
-        if skip:
-            pytest.skip(message)
-        pytest.fail(message, pytrace=False)
-
-
-@pytest.mark.fact(lambda wait: MBARRIER_FACT[wait])
-@pytest.mark.parametrize("wait", sorted(sa.MBARRIER_WAITS))
-def test_mbarrier_round_trip(gpuprops, wait, benchmark):
-    name = gpuprops.fact_name
-    m = gpuprops.measure(name, sa.mbarrier(wait), divisor=1)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one warp: mbarrier.arrive on a shared mbarrier expecting 32 arrivals (the warp's "
-                          f"completes the phase), then {sa.MBARRIER_WAITS[wait][1]} in a loop until true; cycles "
-                          "from the arrive's issue to the wait's return (SYNCS.ARRIVE.TRANS64.A1T0 -> "
-                          "SYNCS.PHASECHK.TRANS64.TRYWAIT), pass 2 of 2 timed, a fresh barrier per pass")
-
-
-@pytest.mark.fact("cp_async_{variant}_latency_cycles")
-@pytest.mark.parametrize("variant", sorted(sa.CP_ASYNC))
-def test_cp_async_latency(gpuprops, variant, benchmark):
-    name = gpuprops.fact_name
-    cg, size, opcode, hit = sa.CP_ASYNC[variant]
-    if variant in sa.L2_COPIES:
-        m = near_tier_latency(gpuprops, name, lambda k: sa.cp_async(variant, k), divisor=1)
-        where = f"; {NEAR_TIER_TEXT}"
-    else:
-        m = gpuprops.measure(name, sa.cp_async(variant), divisor=1)
-        where = ""
-    per_warp = "lane l at 16 (l mod 8): one 128-byte line per warp" if cg else f"{32 * size} contiguous bytes per warp"
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one warp, one cp.async.{'cg' if cg else 'ca'} of {size} bytes per lane ({opcode}; "
-                          f"{per_warp}) global -> shared, then commit_group + "
-                          f"wait_group 0 (LDGDEPBAR, DEPBAR.LE SB0, 0x0); the source warmed by pass 1, so pass "
-                          f"2 (timed) reads {hit}{where}")
-
-
-@pytest.mark.fact(lambda cluster: f"dsmem_latency_cluster{cluster}_cycles")
-@pytest.mark.parametrize("cluster", sa.CLUSTER_SIZES)
-def test_dsmem_chase_latency(gpuprops, cluster, benchmark):
-    name = gpuprops.fact_name
-    spec = sa.dsmem_chase(cluster, 1)
-    _require_clusters(gpuprops, spec)
-    m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
-    gpuprops.plot_point("dsmem_latency", cluster=cluster, cycles=m.median)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"{sa.CLUSTER_LAUNCH_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
-                          f"SM; every CTA chases {sa.DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through "
-                          "the shared memory of the next rank (mapa addresses; 16 distinct words per hop); cycles "
-                          f"per hop, median over the {sa.CLUSTER_LAUNCH_CTAS} CTAs (many SM pairs), pass 2 of 2 timed")
-
-
-@pytest.mark.fact("dsmem_self_latency_cycles")
-def test_dsmem_chase_own_shared_memory(gpuprops, benchmark):
-    name = gpuprops.fact_name
-    spec = sa.dsmem_chase(2, 0)
-    _require_clusters(gpuprops, spec)
-    m = gpuprops.measure(name, spec, divisor=sa.DSMEM_UNROLL)
-    gpuprops.plot_point("dsmem_latency", cluster=None, cycles=m.median)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"as dsmem_latency_cluster2_cycles, every CTA chasing its own shared memory through "
-                          f"the same generic loads (LD.E.64 of its mapa addresses), {sa.DSMEM_UNROLL} hops; cycles "
-                          "per hop")
-
-
-@pytest.mark.fact(lambda store: f"dsmem_{'store' if store else 'load'}_bytes_per_cycle")
-@pytest.mark.parametrize("store", [False, True], ids=["load", "store"])
-def test_dsmem_bandwidth(gpuprops, store, benchmark):
-    name = gpuprops.fact_name
-    spec = sa.dsmem_bandwidth(store)
-    _require_clusters(gpuprops, spec)
-    nbytes = sa.dsmem_bytes_per_block()
-    m = gpuprops.measure(name, spec, divisor=1, mode="block_span", unit="B/clk",
-                         transform=lambda cycles: nbytes / cycles)
-    op = "stores" if store else "loads"
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one cluster of {sa.DSMEM_BW_CLUSTER} CTAs of 1024 threads on two SMs, each CTA {op} 16 bytes per "
-                          f"thread per instruction ({sa.DSMEM_BW_OPCODE[store]}, volatile) to its neighbour's "
-                          f"shared memory, {sa.DSMEM_BW_UNROLL} x {sa.DSMEM_BW_ITERS} per thread; bytes per cycle "
-                          "of one CTA's span on its SM's clock, median over the CTAs"
-                          + ("; stores still in flight at the stop read are not waited for" if store else ""))
-
-
-@pytest.mark.fact(lambda cluster: f"cluster_barrier_cluster{cluster}_cycles")
-@pytest.mark.parametrize("cluster", sa.CLUSTER_SIZES)
-def test_cluster_barrier(gpuprops, cluster, benchmark):
-    name = gpuprops.fact_name
-    spec = sa.cluster_barrier(cluster)
-    _require_clusters(gpuprops, spec)
-    m = gpuprops.measure(name, spec, divisor=sa.CLUSTER_BARRIER_UNROLL)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"{sa.CLUSTER_LAUNCH_CTAS // cluster} clusters of {cluster} CTAs, one warp each, one CTA per "
-                          f"SM, {sa.CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.relaxed.aligned + "
-                          "barrier.cluster.wait.aligned (UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL); cycles per barrier, "
-                          "median over CTAs, pass 2 of 2 timed")
-
-
-@pytest.mark.fact("cluster_barrier_release_cluster2_cycles")
-def test_cluster_barrier_release(gpuprops, benchmark):
-    name = gpuprops.fact_name
-    spec = sa.cluster_barrier(2, relaxed=False)
-    _require_clusters(gpuprops, spec)
-    m = gpuprops.measure(name, spec, divisor=sa.CLUSTER_BARRIER_UNROLL)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"as cluster_barrier_cluster2_cycles with the default (release) arrive, "
-                          f"{sa.CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.aligned + barrier.cluster.wait."
-                          "aligned (MEMBAR.ALL.GPU, ERRBAR, CGAERRBAR, UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL): "
-                          "cluster.sync() with nothing to release; cycles per barrier")
-
-
-@pytest.mark.fact(lambda nbytes: f"cp_async_bulk_{KIB[nbytes]}_latency_cycles")
-@pytest.mark.parametrize("nbytes", sa.BULK_BYTES)
-def test_bulk_copy_latency(gpuprops, nbytes, benchmark):
-    name = gpuprops.fact_name
-    m = near_tier_latency(gpuprops, name, lambda k: sa.bulk_copy(nbytes, k), divisor=1, band=ALL_LINES)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one warp; lane 0 arms a fresh mbarrier with mbarrier.arrive.expect_tx {nbytes} and "
-                          f"issues cp.async.bulk of {nbytes} contiguous bytes global -> shared (UBLKCP.S.G, in "
-                          "ptxas's one-trip ELECT loop), then the warp's try_wait.parity loop until true; the "
-                          f"source in L2 from pass 1, pass 2 timed; {ALL_LINES_TEXT}")
-
-
-@pytest.mark.fact(lambda dim: f"tma_{dim}d_{KIB[sa.tma_bytes(dim)]}_latency_cycles")
-@pytest.mark.parametrize("dim", sorted(sa.TMA_SHAPES))
-def test_tma_tensor_latency(gpuprops, dim, benchmark):
-    name = gpuprops.fact_name
-    shape, box = sa.TMA_SHAPES[dim]
-    opcode, _ = sa.BULK_COPIES[f"tma_{dim}d"]
-    m = near_tier_latency(gpuprops, name, lambda k: sa.tma_tensor(dim, k), divisor=1, band=ALL_LINES)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"as the bulk copy, with cp.async.bulk.tensor.{dim}d.tile ({opcode}) of the {box} box "
-                          f"at the origin of an fp32 tensor {shape} (innermost first; {sa.tma_bytes(dim)} bytes; "
-                          "tensor map from cuTensorMapEncodeTiled, no swizzle, passed as a __grid_constant__ "
-                          "parameter), the tensor starting at each line in turn")
-
-
-STORE_FACT = {"written": "tma_2d_store_4k_latency_cycles", "source_read": "tma_2d_store_4k_source_read_cycles"}
-
-
-@pytest.mark.fact(lambda wait: STORE_FACT[wait])
-@pytest.mark.parametrize("wait", sorted(sa.TMA_STORE_WAITS))
-def test_tma_store_latency(gpuprops, wait, benchmark):
-    name = gpuprops.fact_name
-    shape, box = sa.TMA_SHAPES[sa.TMA_STORE_DIM]
-    ptx_wait, _ = sa.TMA_STORE_WAITS[wait]
-    m = gpuprops.measure(name, sa.tma_store(wait), divisor=1)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one warp; lane 0 issues cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (UTMASTG.2D) "
-                          f"of the {box} box of an fp32 tensor {shape} from shared memory (written and fenced for the "
-                          f"async proxy before the start read) to the tensor's origin, cp.async.bulk.commit_group "
-                          f"(UTMACMDFLUSH) and {ptx_wait} (DEPBAR.LE SB, 0x0{' + CCTL.IVALL' if wait == 'written' else ''}); "
-                          "cycles of lane 0 from the issue to the wait's return, pass 2 of 2 timed (the lines in L2)")
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.gpu_params(sa.FACTS))
+def test_fact(gpuprops, fact, benchmark):
+    fact_tests.measure_and_check(gpuprops, fact, benchmark)

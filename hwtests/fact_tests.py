@@ -1,0 +1,127 @@
+"""The pytest side of fact specs (pytest_gpuprops/factspec.py): a file's list of FactSpec becomes its
+GPU tests (:func:`gpu_params`, :func:`measure_and_check`) and its static region checks
+(:func:`static_params`, :func:`region_problems`); the session prefetch (conftest.py) reads the builds
+from the same specs, through the ``fact`` parameter of each test.
+
+A GPU test of a spec file is::
+
+    @pytest.mark.fact(lambda fact: fact.name)
+    @pytest.mark.parametrize("fact", fact_tests.gpu_params(FACTS))
+    def test_fact(gpuprops, fact, benchmark):
+        fact_tests.measure_and_check(gpuprops, fact, benchmark)
+
+Each fact is one test, its id the fact's name, so ``pytest hwtests -k <fact>`` runs that fact and its
+static checks, nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import memory_levels as ml
+import pytest
+
+from pytest_gpuprops import factspec, sass
+from pytest_gpuprops.compile import compile_cuda
+from pytest_gpuprops.timing import UncleanRegion, build_for_timing
+
+KERNELS = Path(__file__).parent.parent / "kernels"
+
+
+def gpu_params(facts: list[factspec.FactSpec]) -> list:
+    """``facts`` as the ``fact`` parameter of a GPU test: id the fact's name, marked with its arch (a
+    GPU of another arch skips it, saying so). Registers the GPU model's facts (scope "gpu") for
+    record mode."""
+    factspec.by_name(facts)  # a name declared twice is refused here, at collection
+    factspec.register_scopes(facts)
+    return [pytest.param(f, id=f.name, marks=pytest.mark.arch(f.arch)) for f in facts]
+
+
+def static_params(facts: list[factspec.FactSpec]) -> list:
+    """``facts`` as the ``fact`` parameter of a static test, id the fact's name."""
+    return [pytest.param(f, id=f.name) for f in facts]
+
+
+# ----------------------------------------------------------------------------------------------
+# on the GPU
+
+
+def measure(gpuprops, fact: factspec.FactSpec):
+    """Measure ``fact`` as its spec says: its launch with its statistic and divisor; an L2 fact line by
+    line over the spread buffer (memory_levels.near_tier_latency)."""
+    if fact.statistic.lines is not None:
+        band = {"all_lines": {"band": ml.ALL_LINES}, "near_tier": {}}[fact.statistic.lines]
+        return ml.near_tier_latency(gpuprops, fact.name, fact.kernel, divisor=fact.per(), **band)
+    return gpuprops.measure(fact.name, fact.kernel(), divisor=fact.per(), mode=fact.statistic.mode, unit=fact.unit,
+                            transform=fact.transform)
+
+
+def measure_and_check(gpuprops, fact: factspec.FactSpec, benchmark=None):
+    """Measure ``fact`` and check it against this GPU's facts (or record it): a cluster launch the
+    driver refuses fails or skips first (:func:`require_clusters`), a plot point goes to the report."""
+    name = gpuprops.fact_name
+    if name != fact.name:
+        raise ValueError(f"the test declares {name} but is handed the spec of {fact.name}")
+    spec = fact.build()
+    if spec.cluster is not None:
+        require_clusters(gpuprops, spec)
+    m = measure(gpuprops, fact)
+    if fact.plot is not None:
+        plot, point = fact.plot(m)
+        gpuprops.plot_point(plot, **point)
+    return gpuprops.check(name, m, benchmark=benchmark, method=fact.method)
+
+
+def require_clusters(gpuprops, spec):
+    """Before a cluster launch: where the driver refuses ``spec``'s clusters, fail with its reason and
+    what to check on sm_90 and newer (they have clusters, and the fact was measured with this launch),
+    skip with it only on an arch without clusters (specs_async.refused_cluster). A fact this GPU has no
+    value for skips first, saying how to record it; a build problem is left to gpuprops.measure, which
+    reports it as every fact does."""
+    from specs_async import refused_cluster
+    name = gpuprops.fact_name
+    fact = gpuprops.fact(name)  # skips where this GPU's facts lack it
+    try:
+        reason = gpuprops.runner.cluster_refusal(spec)
+    except UncleanRegion:
+        return
+    if reason:
+        skip, message = refused_cluster(gpuprops.gpu.arch, spec, reason, name,
+                                        fact.expected_text() if fact is not None else None)
+        if skip:
+            pytest.skip(message)
+        pytest.fail(message, pytrace=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# without a GPU
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(fact: factspec.FactSpec) -> tuple[sass.Cubin, object]:
+    """(``fact``'s build compiled for its arch, the KernelSpec it is launched with)."""
+    spec = fact.build()
+    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, fact.arch, spec.defines).cubin, fact.arch,
+                       name=f"{spec.source} {spec.defines}")
+    return cubin, spec
+
+
+def region_problems(fact: factspec.FactSpec) -> list[str]:
+    """How ``fact``'s compiled region breaks its spec's rules (empty: it holds them)."""
+    cubin, spec = compiled(fact)
+    return fact.region.problems(cubin.instructions(spec.kernel), spec.defines)
+
+
+@functools.lru_cache(maxsize=None)
+def launched(fact: factspec.FactSpec) -> tuple[sass.Instruction, ...]:
+    """``fact``'s build as it is launched: compiled, patched for timing and checked (timing.build_for_timing,
+    which refuses a region that is not clean or breaks the spec's rules)."""
+    cubin, spec = compiled(fact)
+    return tuple(build_for_timing(cubin, spec)[1])
+
+
+def region(fact: factspec.FactSpec) -> list[sass.Instruction]:
+    """The launched build's timed region, padding left out."""
+    _, between, _ = sass.timed_region(list(launched(fact)))
+    return [i for i in between if not sass.is_filler(i)]

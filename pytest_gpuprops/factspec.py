@@ -1,0 +1,371 @@
+"""Fact specs: the one place a measured fact is declared.
+
+A :class:`FactSpec` says everything about one fact that is not its expected value: its name, the
+kernel launch that measures it, what its timed region must hold, the statistic and divisor, its
+scope (the SM's, or the GPU model's memory system's), the method text record mode writes, and the
+arch it is defined for. The GPU test, the static region check, the session prefetch's build list,
+``-k <fact>``, the docs' fact list (``tools/fact_specs.py``) and the GPU-scope registration all read
+it; the expected value is the facts file's (``facts/sm_XX.toml``).
+
+What the timed region must hold (:class:`Region`) is derived, not typed from a disassembly: the spec
+names the unit's own opcodes for one step, in issue order (the ones the fact is about: the copy and
+its wait, the chained load), and how many steps the kernel runs (a number, or the define that sets
+it); the :class:`Shape` names how ptxas lays the rest out around them (nothing else, a counted loop,
+a try_wait loop, an elected lane's copy, ...). What else sits in the compiled region is then read
+from the SASS and checked against the shape's invariants, each a rule, not a count:
+
+* the unit's opcodes, exactly steps x per step, in the shape's order;
+* nothing else that touches memory (:func:`sass.region_mismatch`), only the shape's kinds of glue
+  (branches and convergence, loop control, uniform set-up) and no more of it than the shape allows;
+* a kernel with ``PASSES`` > 1 times its last pass (one branch back over the region after the
+  stop read), one with ``PASSES`` = 1 does not loop;
+* a try_wait loop retries out of line and comes back into the region, so every retry is timed.
+
+The checks run without a GPU (hwtests/test_static_*.py) and, as the kernel is built for launch, on
+the GPU's own compile (:meth:`FactSpec.kernel` hands :func:`timing.build_for_timing` a check that
+refuses a region that breaks them, as it refuses one that is not clean at both ends).
+
+This module imports no pytest: the pytest side is hwtests/fact_tests.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+from . import facts as gp_facts
+from . import sass
+from .kernel_spec import KernelSpec
+from .timing import UncleanRegion
+
+SCOPES = ("arch", "gpu")
+
+# ----------------------------------------------------------------------------------------------
+# shapes: how the compiler lays a unit's instructions out in the timed region
+
+#: glue kinds, by base opcode: what may sit beside the unit's instructions in a region
+BRANCHES = frozenset({"BRA", "BSSY", "BSYNC", "YIELD"})
+LOOP_CONTROL = BRANCHES | {"IMAD", "IADD3", "VIADD", "ISETP"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """How ptxas lays a unit's instructions out in the timed region (sm_90, NVRTC 13): the order
+    they must appear in (others may sit between), the kinds of glue that may sit beside them (base
+    opcodes; ``uniform``: also uniform-datapath set-up, U* opcodes that do not touch memory) and at
+    most how many, and whether the last unit instruction is a try_wait whose retries run out of line.
+    """
+
+    name: str
+    text: str
+    #: the unit's opcodes of one step (in issue order) and the step count -> the order the region holds
+    order: Callable[[tuple[str, ...], int], list[str]]
+    glue: frozenset = frozenset()
+    uniform: bool = False
+    glue_max: int = 0
+    wait_loop: bool = False
+    #: how many opcodes one step of the unit has (None: any)
+    unit_len: int | None = None
+
+
+#: the unit's instructions and nothing else: a dependent chain, or an issue, commit and wait
+ONLY = Shape("only", "the unit's instructions alone, in order", lambda u, n: list(u) * n)
+#: the unit unrolled in a counted loop inside the region: the trip counter's init, increment and
+#: compare, the branch back, YIELD, BSSY / BSYNC (7 with NVRTC 13.5 for the DSMEM loop; one more where
+#: a compiler sets the counter after the start read, as the device's NVRTC 13.0 does for l1_bandwidth)
+LOOP = Shape("loop", "the unit unrolled in a counted loop (loop control beside it)",
+             lambda u, n: list(u) * n + ["BRA"], LOOP_CONTROL, glue_max=8)
+#: an operation completed through an mbarrier: issue, then try_wait until true; ptxas puts the
+#: retry path out of line after EXIT (BSSY, the @!P0 BRA out, BSYNC in the region)
+WAIT_LOOP = Shape("wait_loop", "the unit, then its try_wait loop (retries out of line, timed)",
+                  lambda u, n: list(u) * n + ["BRA"], BRANCHES, glue_max=3, wait_loop=True)
+#: one lane arms an mbarrier and issues a bulk / tensor copy inside ptxas's one-trip ELECT loop (ELECT,
+#: BRA.U.ANY), the other lanes branch round it; then every lane's try_wait loop. Beside them the copy's
+#: uniform operands and predicates (PLOP3), the wait's parity (SHF) and the branch round (BRA, BSYNC):
+#: 13 for the 2D tensor copy with NVRTC 13.5, the most of the three copies
+ELECTED_COPY = Shape("elected_copy", "an elected lane arms the mbarrier and issues the copy; every lane's try_wait loop",
+                     lambda u, n: [u[0], "ELECT", u[1], "BRA.U.ANY", u[2], "BRA"],
+                     BRANCHES | {"ELECT", "PLOP3", "SHF"}, uniform=True, glue_max=13, wait_loop=True, unit_len=3)
+#: lane 0 alone issues, commits and waits for a bulk group (DEPBAR), the other lanes branch round it
+#: (BRA, BSYNC); its uniform operands are set up in the region (4 with NVRTC 13.5)
+LANE0_BULK_GROUP = Shape("lane0_bulk_group", "lane 0 issues, commits and waits for its bulk group; the others branch round",
+                         lambda u, n: list(u) * n + ["BSYNC"], BRANCHES, uniform=True, glue_max=6)
+
+SHAPES = {s.name: s for s in (ONLY, LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """What a timed region must hold: ``unit``, the unit's opcodes of one step in issue order, ``steps``
+    times (a number, or the name of the kernel define that sets it), laid out as ``shape``."""
+
+    unit: tuple[str, ...]
+    shape: Shape = ONLY
+    steps: int | str = 1
+
+    def __post_init__(self):
+        if isinstance(self.unit, str) or not self.unit or not all(isinstance(o, str) and o for o in self.unit):
+            raise ValueError(f"region unit {self.unit!r}: expected a tuple of the unit's SASS opcodes, e.g. "
+                             "('LDGSTS.E', 'LDGDEPBAR', 'DEPBAR.LE')")
+        if self.shape.unit_len is not None and len(self.unit) != self.shape.unit_len:
+            raise ValueError(f"shape {self.shape.name} takes {self.shape.unit_len} unit opcodes, not {self.unit}")
+
+    def step_count(self, defines: dict) -> int:
+        if isinstance(self.steps, str):
+            if self.steps not in defines:
+                raise ValueError(f"region steps {self.steps!r} names no define of the kernel ({sorted(defines)})")
+            return int(defines[self.steps])
+        return int(self.steps)
+
+    def counts(self, defines: dict) -> dict[str, int]:
+        """Opcode -> exact count in the region (KernelSpec.region)."""
+        n = self.step_count(defines)
+        return {op: k * n for op, k in Counter(self.unit).items()}
+
+    def order(self, defines: dict) -> list[str]:
+        return self.shape.order(self.unit, self.step_count(defines))
+
+    def text(self, defines: dict) -> str:
+        n = self.step_count(defines)
+        return f"{n} x {' + '.join(self.unit)}" if n != 1 else " + ".join(self.unit)
+
+    def problems(self, instrs: list[sass.Instruction], defines: dict) -> list[str]:
+        """How the kernel's timed region (``instrs``: the whole kernel) breaks this region's rules;
+        empty when it holds them."""
+        start, between, stop = sass.timed_region(instrs)
+        body = [i for i in between if not sass.is_filler(i)]
+        problems = sass.region_mismatch(instrs, self.counts(defines), self.shape.glue_max)
+        own = set(self.unit)
+        stray = sorted({i.opcode for i in body if i.opcode not in own and not self._is_glue(i)})
+        if stray:
+            problems.append(f"instructions that are neither the unit's ({', '.join(self.unit)}) nor the glue of a "
+                            f"{self.shape.name} region ({self._glue_text()}): {', '.join(stray)}")
+        wanted = self.order(defines)
+        if not _is_subsequence(wanted, [i.opcode for i in body]):
+            problems.append(f"the region does not hold {_short(wanted)} in that order: {_short([i.opcode for i in body])}")
+        problems += _pass_problems(instrs, start, stop, defines)
+        if self.shape.wait_loop:
+            problems += _wait_loop_problems(instrs, between, start, stop, self.unit[-1])
+        return problems
+
+    def _is_glue(self, i: sass.Instruction) -> bool:
+        return i.base_opcode in self.shape.glue or (self.shape.uniform and _is_uniform_setup(i))
+
+    def _glue_text(self) -> str:
+        kinds = sorted(self.shape.glue) + (["uniform set-up"] if self.shape.uniform else [])
+        return ", ".join(kinds) if kinds else "none"
+
+
+def _is_uniform_setup(i: sass.Instruction) -> bool:
+    """A uniform-datapath instruction (UIADD3, UMOV, ULDC, ...); one that touches memory (UBLKCP,
+    UTMA*) is refused beside the unit by sass.region_mismatch already."""
+    return i.base_opcode.startswith("U")
+
+
+def _is_subsequence(wanted: Sequence[str], got: Sequence[str]) -> bool:
+    it = iter(got)
+    return all(any(g == w for g in it) for w in wanted)
+
+
+def _short(ops: list[str]) -> str:
+    """A run of one opcode as ``op x n``: a 64-step chain reads as one item."""
+    runs = [(op, len(list(group))) for op, group in itertools.groupby(ops)]
+    return "[" + ", ".join(op if n == 1 else f"{op} x {n}" for op, n in runs) + "]"
+
+
+def _target(i: sass.Instruction) -> int | None:
+    try:
+        return int(i.operands[-1], 16)
+    except (IndexError, ValueError):
+        return None
+
+
+def _pass_problems(instrs, start, stop, defines) -> list[str]:
+    """PASSES > 1: the pass loop branches back over the whole region once, after the stop read (the
+    first pass warms the caches); PASSES = 1: no such branch (a block's warps would start a second
+    pass out of step). Kernels without PASSES are not asked."""
+    if "PASSES" not in defines:
+        return []
+    passes = int(defines["PASSES"])
+    back = [i for i in instrs if i.offset > stop.offset and i.base_opcode == "BRA"
+            and (t := _target(i)) is not None and t <= start.offset]
+    want = 1 if passes > 1 else 0
+    if len(back) != want:
+        return [f"PASSES={passes}: {want} branch back over the region after the stop read expected, found "
+                f"{len(back)}: {[i.text for i in back]}"]
+    return []
+
+
+def _wait_loop_problems(instrs, between, start, stop, wait_opcode: str) -> list[str]:
+    """try_wait's false branch leaves the region for ptxas's retry loop ([YIELD,] try_wait, branch)
+    after the kernel's EXIT, which returns into the region, at the latest to the stop read: every
+    retry is timed."""
+    waits = [i for i in between if i.opcode == wait_opcode]
+    if len(waits) != 1:
+        return [f"one {wait_opcode} expected in the region, found {len(waits)}"]
+    after = [i for i in between if i.offset > waits[0].offset and i.base_opcode == "BRA"]
+    if not after or not (after[0].predicate or "").startswith("@!P") or (_target(after[0]) or 0) <= stop.offset:
+        return [f"{wait_opcode} is not followed by a predicated branch out of the region to its retry loop: "
+                f"{[i.text for i in after]}"]
+    retry = [i for i in instrs if i.offset >= _target(after[0])]
+    out = next((k for k, i in enumerate(retry) if i.base_opcode == "BRA" and not i.predicate), None)
+    if out is None:
+        return ["the retry loop has no branch back into the region"]
+    loop = retry[:out + 1]
+    ops = [i.opcode for i in loop if not sass.is_filler(i) and i.opcode != "YIELD"]
+    problems = []
+    if ops != [wait_opcode, "BRA", "BRA"]:
+        problems.append(f"the retry loop is not {wait_opcode}, the branch back to it, the branch home: {ops}")
+    if not any(_target(i) == loop[0].offset for i in loop if (i.predicate or "").startswith("@!P")):
+        problems.append("the retry loop does not retry until the wait is true")
+    if not start.offset < (_target(loop[-1]) or -1) <= stop.offset:
+        problems.append(f"the retry loop does not return into the region: {loop[-1].text}")
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------
+# the statistic
+
+
+@dataclasses.dataclass(frozen=True)
+class Statistic:
+    """How a launch becomes the fact's value: ``mode`` as measure.Runner.measure takes it (``warp``:
+    the median over warps; ``span``: the block's span; ``block_span``: the median of each block's span)
+    and, for an L2 hit whose latency depends on the line's slice, ``lines``: measured line by line over
+    the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``)."""
+
+    mode: str = "warp"
+    lines: str | None = None
+
+    def __post_init__(self):
+        if self.mode not in ("warp", "span", "block_span"):
+            raise ValueError(f"statistic mode {self.mode!r}: expected warp, span or block_span")
+        if self.lines not in (None, "near_tier", "all_lines"):
+            raise ValueError(f"statistic lines {self.lines!r}: expected None, near_tier or all_lines")
+
+    def text(self) -> str:
+        base = {"warp": "median over warps", "span": "the block's span",
+                "block_span": "median of the blocks' spans"}[self.mode]
+        return base + {None: "", "near_tier": ", line by line: the lowest tier's median",
+                       "all_lines": ", line by line: the median over lines"}[self.lines]
+
+
+MEDIAN_OVER_WARPS = Statistic()
+
+# ----------------------------------------------------------------------------------------------
+# the fact spec
+
+
+class RegionCheck:
+    """The region rules as timing.build_for_timing runs them on the GPU's own compile (through
+    KernelSpec.patch, which it calls with the compiled cubin before it patches it): a region that
+    breaks them is refused with :class:`timing.UncleanRegion`, as one that is not clean is. Adds no
+    edits of its own; a spec's own patch still runs after it."""
+
+    def __init__(self, fact: FactSpec, defines: dict, then: Callable | None = None):
+        self.fact, self.defines, self.then = fact, dict(defines), then
+
+    def __call__(self, cubin: sass.Cubin, kernel: str) -> list:
+        problems = self.fact.region.problems(cubin.instructions(kernel), self.defines)
+        if problems:
+            raise UncleanRegion(f"{kernel} on {cubin.arch}: the timed region does not hold what {self.fact.name} "
+                                "measures:\n  " + "\n  ".join(problems))
+        return list(self.then(cubin, kernel)) if self.then else []
+
+
+@dataclasses.dataclass(frozen=True)
+class FactSpec:
+    """One measured fact, declared once (see the module's docstring).
+
+    ``launch()`` (or ``launch(line)`` where ``statistic.lines`` is set: the L2 line the buffer starts
+    at) returns the KernelSpec to compile and launch, without its region: :meth:`kernel` adds it.
+    ``divisor``: None divides by the region's steps (cycles per step). ``plot(measurement) -> (plot,
+    point)`` adds a report plot point. ``scope``: "arch" (the SM's) or "gpu" (the GPU model's memory
+    system: record mode writes it to the GPU's section)."""
+
+    name: str
+    launch: Callable[..., KernelSpec]
+    region: Region
+    method: str
+    divisor: float | None = None
+    statistic: Statistic = MEDIAN_OVER_WARPS
+    scope: str = "arch"
+    arch: str = "sm_90"
+    unit: str = "cycles"
+    transform: Callable[[float], float] | None = None
+    plot: Callable | None = None
+
+    def __post_init__(self):
+        if not gp_facts._NAME.match(self.name):
+            raise ValueError(f"fact name {self.name!r} must be lower_snake_case")
+        if self.scope not in SCOPES:
+            raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")
+
+    def kernel(self, line: int | None = None) -> KernelSpec:
+        """The launch, with what its region must hold: the unit's exact counts, the shape's glue as
+        the other instructions allowed, and the shape's rules as a check before the timing patch."""
+        if (line is not None) != (self.statistic.lines is not None):
+            raise ValueError(f"fact {self.name}: a line is given for the line-by-line facts only, and they need one")
+        spec = self.launch() if line is None else self.launch(line)
+        return dataclasses.replace(spec, region=self.region.counts(spec.defines),
+                                   region_other=self.region.shape.glue_max,
+                                   patch=RegionCheck(self, spec.defines, spec.patch))
+
+    def build(self) -> KernelSpec:
+        """The one build every launch of the fact uses (the L2 line is an argument, not code)."""
+        return self.kernel(0 if self.statistic.lines else None)
+
+    def steps(self) -> int:
+        return self.region.step_count(self.build().defines)
+
+    def per(self) -> float:
+        """The divisor the measurement takes."""
+        return float(self.steps() if self.divisor is None else self.divisor)
+
+    def row(self) -> dict:
+        """The fact as the docs' list shows it."""
+        k = self.build()
+        defines = " ".join(f"{d}={v}" for d, v in k.defines.items())
+        launch = f"{k.grid} x {k.block}" + (f", clusters of {k.cluster}" if k.cluster is not None else "")
+        return {"fact": self.name, "scope": self.scope, "arch": self.arch, "kernel": f"{k.source} {defines}".strip(),
+                "launch": launch, "region": f"{self.region.text(k.defines)} ({self.region.shape.name})",
+                "statistic": self.statistic.text(), "divisor": f"{self.per():g}", "unit": self.unit}
+
+
+def by_name(facts: Iterable[FactSpec]) -> dict[str, FactSpec]:
+    """The specs by fact name; a name declared twice is refused."""
+    out: dict[str, FactSpec] = {}
+    for f in facts:
+        if f.name in out:
+            raise ValueError(f"fact {f.name} is declared twice")
+        out[f.name] = f
+    return out
+
+
+def register_scopes(facts: Iterable[FactSpec]) -> None:
+    """Tell the facts layer which facts are the GPU model's (record mode files them under the GPU)."""
+    gp_facts.register_gpu_scoped(*(f.name for f in facts if f.scope == "gpu"))
+
+
+def builds(facts: Iterable[FactSpec]) -> list[KernelSpec]:
+    """The distinct builds of ``facts`` (one per source, kernel and defines), in order: what a session
+    compiles for them."""
+    seen, out = set(), []
+    for f in facts:
+        k = f.build()
+        key = (k.source, k.kernel, tuple(sorted(k.defines.items())))
+        if key not in seen:
+            seen.add(key)
+            out.append(k)
+    return out
+
+
+def markdown(facts: Iterable[FactSpec]) -> str:
+    """The facts as a Markdown table (the docs' fact list)."""
+    rows = [f.row() for f in facts]
+    cols = ["fact", "scope", "kernel", "launch", "region", "statistic", "divisor", "unit"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(f"`{r[c]}`" if c in ("fact", "kernel") else r[c] for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,259 @@
+"""pytest_gpuprops/factspec.py: what a fact spec derives (the region's exact counts, its order, the
+divisor, the build a session compiles, the docs' row, the GPU-scope registration) and that its region
+rules refuse a wrong region. The refusals are checked on real sm_90 compiles (NVRTC, no GPU) of the
+asynchronous units' kernels, each fact's spec planted wrong one way at a time: a wrong opcode, a
+wrong step count, the unit out of order, glue its shape does not allow, a memory access beside the
+unit, a try_wait loop that is not there, an untimed second pass."""
+
+import dataclasses
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_gpuprops import facts as gp_facts
+from pytest_gpuprops import factspec as fs
+from pytest_gpuprops import sass
+from pytest_gpuprops.kernel_spec import KernelSpec
+from pytest_gpuprops.timing import UncleanRegion, build_for_timing
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "hwtests"))
+import fact_tests as ft  # noqa: E402
+import specs_async as sa  # noqa: E402
+
+FACTS = fs.by_name(sa.FACTS)
+
+
+def _launch():
+    return KernelSpec("x.cu", "x", {"UNROLL": 16, "PASSES": 2}, grid=2, block=64, cluster=2)
+
+
+def _spec(**kw) -> fs.FactSpec:
+    base = dict(name="x_cycles", launch=_launch, region=fs.Region(("LD.E.64",), steps="UNROLL"), method="m")
+    return fs.FactSpec(**{**base, **kw})
+
+
+# ----------------------------------------------------------------------------------------------
+# what a spec derives
+
+
+def test_a_region_counts_its_unit_times_the_steps_its_define_sets():
+    r = fs.Region(("UCGABAR_ARV", "UCGABAR_WAIT", "CCTL.IVALL"), steps="UNROLL")
+    assert r.counts({"UNROLL": 16}) == {"UCGABAR_ARV": 16, "UCGABAR_WAIT": 16, "CCTL.IVALL": 16}
+    assert r.order({"UNROLL": 2}) == ["UCGABAR_ARV", "UCGABAR_WAIT", "CCTL.IVALL"] * 2
+    assert fs.Region(("ISETP.GE.AND", "SEL", "SEL"), steps=4).counts({}) == {"ISETP.GE.AND": 4, "SEL": 8}
+    assert r.text({"UNROLL": 16}) == "16 x UCGABAR_ARV + UCGABAR_WAIT + CCTL.IVALL"
+
+
+def test_a_shape_puts_its_own_instructions_in_the_order():
+    assert fs.Region(("A", "W"), fs.WAIT_LOOP).order({}) == ["A", "W", "BRA"]
+    assert fs.Region(("ARM", "COPY", "WAIT"), fs.ELECTED_COPY).order({}) == \
+        ["ARM", "ELECT", "COPY", "BRA.U.ANY", "WAIT", "BRA"]
+    assert fs.Region(("LD",), fs.LOOP, steps=3).order({}) == ["LD", "LD", "LD", "BRA"]
+    assert fs.Region(("S", "F", "D"), fs.LANE0_BULK_GROUP).order({}) == ["S", "F", "D", "BSYNC"]
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(unit="LDS"), "a tuple of the unit's SASS opcodes"),
+    (dict(unit=()), "a tuple of the unit's SASS opcodes"),
+    (dict(unit=("A", "")), "a tuple of the unit's SASS opcodes"),
+    (dict(unit=("A", "B"), shape=fs.ELECTED_COPY), "shape elected_copy takes 3 unit opcodes"),
+])
+def test_a_region_that_names_no_unit_is_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        fs.Region(**bad)
+
+
+def test_steps_that_name_no_define_are_refused():
+    with pytest.raises(ValueError, match=r"region steps 'ITERS' names no define of the kernel \(\['UNROLL'\]\)"):
+        fs.Region(("LD",), steps="ITERS").counts({"UNROLL": 4})
+
+
+def test_the_kernel_carries_the_derived_region_and_the_shapes_glue():
+    spec = _spec().kernel()
+    assert spec.region == {"LD.E.64": 16} and spec.region_other == 0
+    assert isinstance(spec.patch, fs.RegionCheck)
+    assert (spec.source, spec.grid, spec.block, spec.cluster) == ("x.cu", 2, 64, 2)
+    loop = _spec(region=fs.Region(("LD",), fs.LOOP, steps="UNROLL")).kernel()
+    assert loop.region_other == fs.LOOP.glue_max == 8
+
+
+def test_the_divisor_is_the_steps_unless_the_spec_says():
+    assert _spec().per() == 16.0
+    assert _spec(divisor=1).per() == 1.0
+    assert FACTS["dsmem_latency_cluster2_cycles"].per() == sa.DSMEM_UNROLL
+    assert FACTS["cluster_barrier_cluster4_cycles"].per() == sa.CLUSTER_BARRIER_UNROLL
+    assert FACTS["dsmem_load_bytes_per_cycle"].per() == 1.0
+    assert FACTS["mbarrier_arrive_wait_cycles"].per() == 1.0
+
+
+def test_a_line_is_given_to_the_line_by_line_facts_only():
+    lines = _spec(statistic=fs.Statistic(lines="near_tier"), launch=lambda line: _launch())
+    assert lines.kernel(3).defines == {"UNROLL": 16, "PASSES": 2} and lines.build().region == {"LD.E.64": 16}
+    with pytest.raises(ValueError, match="x_cycles: a line is given for the line-by-line facts only"):
+        lines.kernel()
+    with pytest.raises(ValueError, match="x_cycles: a line is given"):
+        _spec().kernel(0)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(name="X-Cycles"), "must be lower_snake_case"),
+    (dict(scope="unit"), r"scope 'unit'; expected one of \('arch', 'gpu'\)"),
+])
+def test_a_spec_with_a_bad_name_or_scope_is_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        _spec(**bad)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(mode="median"), "statistic mode 'median'"),
+    (dict(lines="all"), "statistic lines 'all'"),
+])
+def test_a_statistic_it_cannot_measure_is_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        fs.Statistic(**bad)
+
+
+def test_a_fact_declared_twice_is_refused():
+    with pytest.raises(ValueError, match="fact x_cycles is declared twice"):
+        fs.by_name([_spec(), _spec(method="other")])
+
+
+def test_the_gpu_models_facts_are_registered_and_no_others(monkeypatch):
+    monkeypatch.setattr(gp_facts, "GPU_SCOPED", set())
+    fs.register_scopes(sa.FACTS)
+    assert gp_facts.GPU_SCOPED == {f.name for f in sa.FACTS if f.scope == "gpu"}
+    # the facts the asynchronous units' file registered by hand before the specs
+    assert gp_facts.GPU_SCOPED == {
+        "cp_async_cg16_latency_cycles", "cp_async_bulk_1k_latency_cycles", "cp_async_bulk_4k_latency_cycles",
+        "tma_1d_1k_latency_cycles", "tma_2d_4k_latency_cycles", "cluster_barrier_release_cluster2_cycles",
+        "tma_2d_store_4k_latency_cycles", "tma_2d_store_4k_source_read_cycles"}
+
+
+def test_the_builds_are_one_per_code_not_per_fact():
+    """The four cluster sizes and the self chase are one build; the L2 lines are arguments, not code."""
+    builds = fs.builds(sa.FACTS)
+    keys = [(b.source, b.kernel, tuple(sorted(b.defines.items()))) for b in builds]
+    assert len(keys) == len(set(keys)) == 15 < len(sa.FACTS) == 23
+    assert sum(b.kernel == "dsmem_chase" for b in builds) == 1
+
+
+def test_the_docs_list_has_a_row_per_fact():
+    table = fs.markdown(sa.FACTS)
+    lines = table.splitlines()
+    assert lines[0] == "| fact | scope | kernel | launch | region | statistic | divisor | unit |"
+    assert len(lines) == 2 + len(sa.FACTS)
+    row = FACTS["dsmem_latency_cluster8_cycles"].row()
+    assert row == {"fact": "dsmem_latency_cluster8_cycles", "scope": "arch", "arch": "sm_90",
+                   "kernel": "cluster_dsmem.cu UNROLL=64 PASSES=2", "launch": "64 x 32, clusters of 8",
+                   "region": "64 x LD.E.64 (only)", "statistic": "median over warps", "divisor": "64",
+                   "unit": "cycles"}
+    assert FACTS["cp_async_cg16_latency_cycles"].row()["statistic"] == \
+        "median over warps, line by line: the lowest tier's median"
+    assert "| `tma_2d_4k_latency_cycles` | gpu |" in table
+
+
+# ----------------------------------------------------------------------------------------------
+# the region rules refuse a wrong region (real sm_90 compiles)
+
+
+def _planted(name: str, **region) -> fs.FactSpec:
+    fact = FACTS[name]
+    return dataclasses.replace(fact, region=dataclasses.replace(fact.region, **region))
+
+
+def test_every_asynchronous_fact_holds_its_rules_as_declared():
+    """The baseline the plants below move away from: every spec, as declared, holds."""
+    assert {f.name: ft.region_problems(f) for f in sa.FACTS} == {f.name: [] for f in sa.FACTS}
+
+
+@pytest.mark.parametrize("name, plant, wanted", [
+    # another copy than the kernel issues
+    ("cp_async_ca4_latency_cycles", dict(unit=("LDGSTS.E.128", "LDGDEPBAR", "DEPBAR.LE")),
+     "LDGSTS.E.128: 0 in the region, intended 1"),
+    # a chase of another length than the kernel's
+    ("dsmem_latency_cluster2_cycles", dict(steps=32), "LD.E.64: 64 in the region, intended 32"),
+    # the wait before the arrive
+    ("mbarrier_arrive_wait_cycles", dict(unit=("SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE.TRANS64.A1T0")),
+     "does not hold [SYNCS.PHASECHK.TRANS64.TRYWAIT, SYNCS.ARRIVE.TRANS64.A1T0, BRA] in that order"),
+    # a try_wait loop where no glue is allowed: its BSSY, BRA and BSYNC are not the unit's
+    ("mbarrier_arrive_wait_cycles", dict(shape=fs.ONLY), "3 other instructions"),
+    # an elected copy said to be lane 0's bulk group: ELECT and PLOP3 are no glue of that shape
+    ("tma_1d_1k_latency_cycles", dict(shape=fs.LANE0_BULK_GROUP),
+     "nor the glue of a lane0_bulk_group region (BRA, BSSY, BSYNC, YIELD, uniform set-up): ELECT, PLOP3.LUT"),
+    # the written wait's L1 invalidation left out of the unit: a memory access the fact does not intend
+    ("tma_2d_store_4k_latency_cycles", dict(unit=("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE")),
+     "memory accesses the fact does not intend: CCTL.IVALL"),
+    # a group wait said to be a try_wait loop: there is no try_wait to retry
+    ("cp_async_ca16_latency_cycles", dict(shape=fs.WAIT_LOOP),
+     "DEPBAR.LE is not followed by a predicated branch out of the region to its retry loop"),
+])
+def test_a_planted_wrong_region_is_refused(name, plant, wanted):
+    problems = ft.region_problems(_planted(name, **plant))
+    assert any(wanted in p for p in problems), problems
+
+
+def test_an_untimed_second_pass_is_refused():
+    """PASSES = 2 on a kernel that ignores it (the DSMEM bandwidth loop runs once): no branch back over
+    the region, so the second pass the define promises is not there."""
+    fact = FACTS["dsmem_load_bytes_per_cycle"]
+    once = fact.build()
+    planted = dataclasses.replace(fact, launch=lambda: dataclasses.replace(once, defines={**once.defines, "PASSES": 2}))
+    assert ft.region_problems(planted) == ["PASSES=2: 1 branch back over the region after the stop read expected, "
+                                           "found 0: []"]
+
+
+def test_the_retries_of_a_wait_loop_must_return_into_the_region():
+    """The rule follows the retry branch out of the region and back: on the real mbarrier kernel the
+    loop is try_wait, the branch back to it, the branch home into the region."""
+    fact = FACTS["mbarrier_arrive_token_wait_cycles"]
+    cubin, spec = ft.compiled(fact)
+    instrs = cubin.instructions(spec.kernel)
+    assert fs._wait_loop_problems(instrs, *_split(instrs), "SYNCS.PHASECHK.TRANS64.TRYWAIT") == []
+    start, between, stop = sass.timed_region(instrs)
+    # the loop's way home (BRA to just after the try_wait's branch), and a region that ends before it
+    home = next(fs._target(i) for i in instrs if i.offset > stop.offset and i.base_opcode == "BRA"
+                and not i.predicate and start.offset < fs._target(i) <= stop.offset)
+    early_stop = SimpleNamespace(offset=home - 8)
+    problems = fs._wait_loop_problems(instrs, [i for i in between if i.offset < home], start, early_stop,
+                                      "SYNCS.PHASECHK.TRANS64.TRYWAIT")
+    assert problems == [f"the retry loop does not return into the region: BRA {home:#x}"], problems
+
+
+def _split(instrs):
+    start, between, stop = sass.timed_region(instrs)
+    return between, start, stop
+
+
+def test_build_for_timing_refuses_a_region_that_breaks_the_rules():
+    """On the GPU the same rules run as the kernel is built (KernelSpec.patch): a fact whose kernel no
+    longer holds what it measures is refused before it runs, with the fact and every problem named."""
+    planted = _planted("mbarrier_arrive_wait_cycles", unit=("SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE.TRANS64.A1T0"))
+    cubin, _ = ft.compiled(FACTS["mbarrier_arrive_wait_cycles"])
+    with pytest.raises(UncleanRegion, match=r"mbarrier_roundtrip on sm_90: the timed region does not hold what "
+                                            r"mbarrier_arrive_wait_cycles measures:\n  the region does not hold"):
+        build_for_timing(cubin, planted.kernel())
+    built, instrs = build_for_timing(cubin, FACTS["mbarrier_arrive_wait_cycles"].kernel())
+    assert built and sass.region_hazards(instrs) == []
+
+
+def test_a_specs_own_patch_runs_after_the_check_and_not_when_it_refuses():
+    fact = FACTS["mbarrier_arrive_wait_cycles"]
+    cubin, _ = ft.compiled(fact)
+    calls = []
+
+    def own(cb, kernel):
+        calls.append(kernel)
+        return ["its edits"]
+    base = fact.build()
+    mine = dataclasses.replace(fact, launch=lambda: dataclasses.replace(base, patch=own))
+    assert mine.kernel().patch(cubin, base.kernel) == ["its edits"] and calls == [base.kernel]
+    wrong = dataclasses.replace(mine, region=dataclasses.replace(fact.region, steps=2))
+    with pytest.raises(UncleanRegion, match="SYNCS.ARRIVE.TRANS64.A1T0: 1 in the region, intended 2"):
+        wrong.kernel().patch(cubin, base.kernel)
+    assert calls == [base.kernel]
+
+
+def test_short_writes_a_run_of_one_opcode_once():
+    assert fs._short(["LD"] * 64 + ["BRA", "A", "A"]) == "[LD x 64, BRA, A x 2]"
