@@ -257,3 +257,21 @@ def test_a_specs_own_patch_runs_after_the_check_and_not_when_it_refuses():
 
 def test_short_writes_a_run_of_one_opcode_once():
     assert fs._short(["LD"] * 64 + ["BRA", "A", "A"]) == "[LD x 64, BRA, A x 2]"
+
+
+# ----------------------------------------------------------------------------------------------
+# tools/fact_specs.py: the docs' fact list
+
+
+def test_the_fact_list_tool_prints_every_spec_and_one_whole(capsys):
+    from gp_testing import load_tool
+    tool = load_tool("fact_specs")
+    assert tool.main([]) == 0
+    out = capsys.readouterr().out
+    assert out == fs.markdown(tool.all_facts()) and all(f"| `{f.name}` |" in out for f in sa.FACTS)
+    assert tool.main(["--fact", "tma_2d_store_4k_source_read_cycles"]) == 0
+    one = capsys.readouterr().out
+    assert "region:    UTMASTG.2D + UTMACMDFLUSH + DEPBAR.LE (lane0_bulk_group)\n" in one
+    assert one.endswith(f"method:    {FACTS['tma_2d_store_4k_source_read_cycles'].method}\n")
+    assert tool.main(["--fact", "tma_2d_store"]) == 2
+    assert "no fact spec 'tma_2d_store'; 23 facts are specs" in capsys.readouterr().err
