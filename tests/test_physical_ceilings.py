@@ -1,0 +1,362 @@
+"""Every sm_90 fact that states a rate, a per-clock width or a clock is physically possible: at or
+under the ceiling the hardware sets at the clock the fact ran at, and no clock above the GPU's maximum.
+The value and every reading its population keeps (``units_range``) are checked, in the arch section and
+in each GPU section of the real facts file; planted copies of the file show that each check fails on a
+value past its ceiling.
+
+The ceilings, and where each number comes from:
+
+* TFLOP/s: SMs x FLOP per SM per clock x the section's sustained clock fact for that load
+  (datasheets.PER_SM_CYCLE: FFMA 128 lanes x 2 FLOP; dense wgmma 4096 FLOP/clk for bf16 and 8192 for
+  FP8, NVIDIA's dense peaks 989.4 / 1978.9 TFLOPS over 132 SMs at the 1.83 GHz they are quoted at,
+  docs/published_values.md N1c). The value must be at or under the ceiling at the clock fact's value,
+  the highest reading at or under the ceiling at the highest clock the clock fact's units read (the
+  two populations hold the same processes: the lowest and highest rate can be no more than the
+  ceiling at the lowest and highest clock), and every reading at or under the ceiling at the GPU's
+  maximum SM clock.
+* GB/s from SM work (DRAM and L2 streams): every byte passes an SM's 128 B/clk load/store data path,
+  so SMs x 128 B/clk x the GPU's maximum SM clock (these loads have no sustained clock fact of their
+  own; their kernels read the maximum); DRAM rates also at or under the datasheet's peak
+  (datasheets.DATASHEETS).
+* GB/s over the node's links: one direction of the section's NVLinks (``nvlink_links_up`` x the
+  per-link rate of ``nvlink_version``: 26.5625 GB/s for NVLink 4.0, as nvidia-smi reports it), or of
+  PCIe gen 5 x16 (16 lanes x 32 GT/s, 128b/130b: 63.0 GB/s) for the host copies.
+* B/clk per SM (shared memory, L1 hit loads, DSMEM): 128, the 32 banks x 4 bytes per clock of the
+  shared memory / L1 data array (the seeds' "theory 128"; RRZE gpu-benches README: close to 128
+  B/cycle/SM, docs/published_values.md §3).
+* wgmma chain intervals (``*_sm_cycles``, cycles per instruction per SM): at or above the
+  instruction's FLOPs over the SM's peak FLOP/clk for its type (dense tf32 2048, f16/bf16 4096, 8-bit
+  8192; sparse twice its dense type, NVIDIA's "with sparsity" figures, docs/published_values.md N1c).
+* MHz: at or under the GPU's maximum SM clock (datasheets.DATASHEETS; the 1980 MHz NVML reported for
+  the H100, nvmlDeviceGetMaxClockInfo, kept in every report's meta) plus the 0.5 MHz within which the
+  kernels' clock64 / %globaltimer reads that maximum on every unit (1979.6-1980.1 MHz)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprops import datasheets as ds
+from pytest_gpuprops import facts as gp_facts
+
+ROOT = Path(__file__).resolve().parents[1]
+SM90 = gp_facts.PACKAGED_DIR / "sm_90.toml"
+SAMPLE_RUN = ROOT / "docs" / "samples" / "h100_full_run.json"
+
+#: bytes one SM's shared memory / L1 data array moves per clock: 32 banks x 4 bytes
+SM_BYTES_PER_CLK = 128
+#: dense FLOP per SM per clock (datasheets.PER_SM_CYCLE: ffma 256, wgmma_bf16 4096, wgmma_e4m3 8192)
+FLOP_PER_CLK = ds.PER_SM_CYCLE["sm_90"]
+#: how far above the maximum SM clock the kernels' clock reads it: 1979.6-1980.1 MHz on every unit at
+#: the maximum (H200 GPU-2d11e28f, GPU-2cf08462, GPU-b8adcc21, GPU-cf880720; H100 GPU-7ebe9dba,
+#: GPU-0bb9ba4f, GPU-41172d06, GPU-500f5c5f, GPU-39a87db1, GPU-c12a8566: the sustained_sm_clock_ffma_mhz
+#: sources), the width of that range
+MAX_CLOCK_READING_MHZ = 0.5
+#: the units a fact is checked against a ceiling for
+CEILING_UNITS = ("TFLOP/s", "GB/s", "MHz", "B/clk", "bytes/cycle", "FLOP/clk/SM")
+TIME_UNITS = ("TFLOP/s", "GB/s", "MHz")
+SCALE = {"TFLOP/s": 1e12, "GB/s": 1e9}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rate:
+    """A whole-GPU rate: at most SMs x ``per_sm_clk`` x the clock it ran at, and what else caps it."""
+
+    per_sm_clk: int | None  # FLOP or bytes per SM per clock; None: not bounded by SM work (a link's copy engine)
+    clock_fact: str | None = None  # the section's sustained clock fact for this load; None: the GPU's max SM clock
+    datasheet_cap: str | None = None  # a Datasheet field the rate cannot exceed either
+    link: str | None = None  # "nvlink" or "pcie": one direction of the link it crosses
+
+    def ceiling(self, unit: str, sms: int, mhz: float) -> float:
+        return sms * self.per_sm_clk * mhz * 1e6 / SCALE[unit]
+
+
+#: one direction of one NVLink, GB/s, by NVLink version: NVLink 4.0 is 2 lanes of 106.25 Gb/s, the
+#: 26.562 GB/s a link that nvidia-smi reports on the H100 SXM nodes (the link facts' source)
+NVLINK_GBPS_PER_LINK = {4: 26.5625}
+#: one direction of PCIe gen 5 x16: 16 lanes x 32 GT/s with 128b/130b encoding, in GB/s
+PCIE_GEN5_X16_GBPS = 16 * 32 * 128 / 130 / 8
+
+
+RATES = {
+    "ffma_fp32_tflops": Rate(FLOP_PER_CLK["ffma"], "sustained_sm_clock_ffma_mhz"),
+    "wgmma_bf16_dense_tflops": Rate(FLOP_PER_CLK["wgmma_bf16"], "sustained_sm_clock_tensor_mhz"),
+    # no fact holds the e4m3 load's own sustained clock; it runs at or under the bf16 stress's
+    # (docs/samples/h100_full_run.json: 1545 MHz against 1588.9), which bounds it
+    "wgmma_e4m3_dense_tflops": Rate(FLOP_PER_CLK["wgmma_e4m3"], "sustained_sm_clock_tensor_mhz"),
+    "dram_read_gbps": Rate(SM_BYTES_PER_CLK, None, "dram_gbps"),
+    "dram_write_gbps": Rate(SM_BYTES_PER_CLK, None, "dram_gbps"),
+    "dram_copy_gbps": Rate(SM_BYTES_PER_CLK, None, "dram_gbps"),
+    "l2_read_gbps": Rate(SM_BYTES_PER_CLK, None),
+    # the node's links (hwtests/test_node_links.py): a copy engine's or SMs' copy over NVLink, one direction
+    # each (the bidirectional fact is one direction's rate while the other runs), and the host copies over PCIe
+    "p2p_ce_copy_gbps": Rate(None, link="nvlink"),
+    "p2p_ce_bidir_gbps": Rate(None, link="nvlink"),
+    "p2p_sm_load_gbps": Rate(SM_BYTES_PER_CLK, link="nvlink"),
+    "p2p_sm_store_gbps": Rate(SM_BYTES_PER_CLK, link="nvlink"),
+    "host_to_device_gbps": Rate(None, link="pcie"),
+    "device_to_host_gbps": Rate(None, link="pcie"),
+}
+#: B/clk facts of one SM's data path
+PER_SM_BYTES = ("smem_sts_float_bytes_per_cycle", "smem_sts_float2_bytes_per_cycle", "smem_sts_float4_bytes_per_cycle",
+                "smem_lds_float_bytes_per_cycle", "smem_lds_float2_bytes_per_cycle", "smem_lds_float4_bytes_per_cycle",
+                "l1_load_bytes_per_cycle", "dsmem_load_bytes_per_cycle", "dsmem_store_bytes_per_cycle")
+#: peak FLOP per SM per clock of one wgmma type (sparse: the logical FLOPs of the dense shape it stands for)
+WGMMA_FLOP_PER_CLK = {"tf32": 2048, "f16": 4096, "bf16": 4096, "f16_f16acc": 4096, "e4m3": 8192, "e5m2": 8192,
+                      "s8": 8192, "u8": 8192, "sp_f16": 8192, "sp_e4m3": 16384}
+_WGMMA_INTERVAL = re.compile(r"^wgmma_(?:(?P<pre>[a-z0-9_]+?)_)?m64n(?P<n>\d+)k(?P<k>\d+)_(?:(?P<post>f16|bf16)_)?"
+                             r"(?:ss|rs)_sm_cycles$")
+
+
+def wgmma_interval_floor(name: str) -> float | None:
+    """The fewest cycles per instruction per SM a wgmma chain-interval fact can read: the instruction's
+    FLOPs (2 x 64 x N x K) over its type's peak per SM and clock; None for another fact."""
+    m = _WGMMA_INTERVAL.match(name)
+    if not m or bool(m["pre"]) == bool(m["post"]):
+        return None
+    kind = m["pre"] or m["post"]
+    return 2 * 64 * int(m["n"]) * int(m["k"]) / WGMMA_FLOP_PER_CLK[kind]
+
+
+def readings(f: gp_facts.Fact) -> list[tuple[str, float]]:
+    """The value and the lowest and highest reading its population keeps."""
+    out = [("value", f.value)]
+    if f.units_range:
+        out += [("lowest reading", f.units_range[0]), ("highest reading", f.units_range[1])]
+    return out
+
+
+def sections(facts: gp_facts.Facts) -> list[tuple[str, dict[str, gp_facts.Fact]]]:
+    return [("arch", dict(facts))] + list(facts.gpu_sections.items())
+
+
+def ceiling_problems(facts: gp_facts.Facts) -> list[str]:
+    """Each reading of ``facts`` past its physical ceiling, as 'section fact: what, by how much'."""
+    problems = []
+    for section, table in sections(facts):
+        sheet = ds.datasheet_for(section) if section != "arch" else None
+        for name, f in sorted(table.items()):
+            if f.kind != "measured" or f.value is None:
+                continue
+            where = f"{section} {name}"
+            floor = wgmma_interval_floor(name)
+            if floor is not None:
+                problems += [f"{where}: {what} {v:g} cycles is under {floor:g}, the instruction's FLOPs over the "
+                             f"SM's peak FLOP/clk" for what, v in readings(f) if v < floor]
+            if f.unit not in CEILING_UNITS:
+                continue
+            if f.unit in ("B/clk", "bytes/cycle"):
+                problems += [f"{where}: {what} {v:g} B/clk is over one SM's {SM_BYTES_PER_CLK} B/clk"
+                             for what, v in readings(f) if v > SM_BYTES_PER_CLK]
+                continue
+            if sheet is None:  # a time unit in the arch section, or a GPU without a datasheet
+                continue  # named by test_every_rate_width_and_clock_fact_has_a_ceiling
+            top = sheet.max_sm_clock_mhz
+            if f.unit == "MHz":
+                problems += [f"{where}: {what} {v:g} MHz is over the GPU's maximum SM clock, {top} MHz (+ "
+                             f"{MAX_CLOCK_READING_MHZ} MHz reading)" for what, v in readings(f)
+                             if v > top + MAX_CLOCK_READING_MHZ]
+                continue
+            rate = RATES[name]
+            bounds = []
+            if rate.per_sm_clk:
+                bounds.append((f"the GPU's maximum SM clock, {top} MHz", rate.ceiling(f.unit, sheet.sms, top), readings(f)))
+            if rate.link == "pcie":
+                bounds.append(("one direction of PCIe gen 5 x16", PCIE_GEN5_X16_GBPS, readings(f)))
+            elif rate.link == "nvlink":
+                links, version = table.get("nvlink_links_up"), table.get("nvlink_version")
+                if links is None or version is None or int(version.value) not in NVLINK_GBPS_PER_LINK:
+                    problems.append(f"{where}: no nvlink_links_up and nvlink_version (a known one) in this section, "
+                                    "the links its ceiling is")
+                    continue
+                per_link = NVLINK_GBPS_PER_LINK[int(version.value)]
+                bounds.append((f"one direction of {links.value:g} NVLink {version.value:g} links x {per_link:g} GB/s",
+                               links.value * per_link, readings(f)))
+            if rate.datasheet_cap:
+                bounds.append((f"the datasheet's {rate.datasheet_cap}", getattr(sheet, rate.datasheet_cap), readings(f)))
+            if rate.clock_fact:
+                clock = table.get(rate.clock_fact)
+                if clock is None or clock.value is None:
+                    problems.append(f"{where}: no {rate.clock_fact} in this section, the clock its ceiling is at")
+                    continue
+                clock_top = clock.units_range[1] if clock.units_range else clock.value
+                bounds.append((f"{rate.clock_fact} = {clock.value:g} MHz",
+                               rate.ceiling(f.unit, sheet.sms, clock.value), [("value", f.value)]))
+                bounds.append((f"the highest {rate.clock_fact} reading, {clock_top:g} MHz",
+                               rate.ceiling(f.unit, sheet.sms, clock_top), readings(f)[-1:]))
+            for at, ceiling, checked in bounds:
+                problems += [f"{where}: {what} {v:g} {f.unit} is over {ceiling:.6g}, the ceiling at {at} "
+                             f"({100 * v / ceiling:.2f} %)" for what, v in checked if v > ceiling]
+    return problems
+
+
+def packaged() -> gp_facts.Facts:
+    return gp_facts.load_file(SM90)
+
+
+# -- the file as shipped ---------------------------------------------------------------------------
+
+
+def test_every_rate_width_and_clock_fact_has_a_ceiling():
+    """A new fact in one of these units must say what bounds it (a rule here), and a time unit belongs
+    to a GPU section with a datasheet (its SMs, maximum clock and peaks)."""
+    missing, checked = [], 0
+    for section, table in sections(packaged()):
+        for name, f in table.items():
+            if f.kind != "measured" or f.unit not in CEILING_UNITS:
+                continue
+            checked += 1
+            if f.unit in TIME_UNITS and (section == "arch" or ds.datasheet_for(section) is None):
+                missing.append(f"{section} {name}: a {f.unit} fact needs a GPU section with a datasheet "
+                               "(datasheets.DATASHEETS)")
+            elif f.unit not in ("MHz", "B/clk", "bytes/cycle") and name not in RATES:
+                missing.append(f"{section} {name}: no ceiling rule (RATES)")
+            elif f.unit in ("B/clk", "bytes/cycle") and name not in PER_SM_BYTES:
+                missing.append(f"{section} {name}: a B/clk fact not known to be one SM's (PER_SM_BYTES)")
+    assert not missing, "facts without a physical ceiling:\n  " + "\n  ".join(missing)
+    assert checked >= 27  # 9 B/clk of the arch; per GPU section 2 clocks, 3 TFLOP/s and 4 GB/s
+
+
+def test_every_wgmma_chain_interval_fact_has_a_flop_floor():
+    names = [n for n in packaged() if n.startswith("wgmma_") and n.endswith("_sm_cycles")]
+    assert len(names) == 72 and all(wgmma_interval_floor(n) is not None for n in names)
+
+
+def test_the_packaged_sm90_facts_are_at_or_under_their_physical_ceilings():
+    problems = ceiling_problems(packaged())
+    assert not problems, ("readings that cannot be (remove them from the population, saying why in the "
+                          "entry's source, and recompute it: tools/population_fact.py):\n  " + "\n  ".join(problems))
+
+
+def test_the_datasheet_max_clock_is_the_one_nvml_reported():
+    meta = json.loads(SAMPLE_RUN.read_text())["meta"]["gpu"]
+    assert meta["name"] == "NVIDIA H100 80GB HBM3"
+    assert ds.datasheet_for(meta["name"]).max_sm_clock_mhz == meta["max_sm_clock_mhz"] == 1980
+
+
+@pytest.mark.parametrize("name, wanted", [
+    ("wgmma_m64n256k16_bf16_ss_sm_cycles", 128.0),   # 2 x 64 x 256 x 16 / 4096
+    ("wgmma_tf32_m64n64k8_rs_sm_cycles", 32.0),      # 2 x 64 x 64 x 8 / 2048
+    ("wgmma_e4m3_m64n256k32_ss_sm_cycles", 128.0),
+    ("wgmma_f16_f16acc_m64n128k16_ss_sm_cycles", 64.0),
+    ("wgmma_sp_f16_m64n64k32_ss_sm_cycles", 32.0),   # 2 x 64 x 64 x 32 / 8192
+    ("wgmma_sp_e4m3_m64n256k64_rs_sm_cycles", 128.0),
+    ("wgmma_m64n8k16_f16_ss_latency_cycles", None),  # a latency, not an interval
+    ("hmma_16816_f32_smsp_cycles", None),
+])
+def test_the_wgmma_floor_is_the_instructions_flops_over_the_peak(name, wanted):
+    assert wgmma_interval_floor(name) == wanted
+
+
+def test_the_per_clock_widths_are_the_datasheets_peaks_at_their_quoted_clocks():
+    """FFMA: the 67 TFLOPS FP32 peak at the 1980 MHz maximum; dense bf16 and FP8: 989.4 and 1978.9 TFLOPS
+    at the 1.83 GHz NVIDIA quotes tensor peaks at (docs/published_values.md N1c, GL)."""
+    sheet = ds.datasheet_for("NVIDIA H100 80GB HBM3")
+    assert ds.implied_clock_mhz(sheet.fp32_tflops, sheet.sms, FLOP_PER_CLK["ffma"]) == pytest.approx(1980, rel=0.002)
+    assert ds.implied_clock_mhz(sheet.bf16_dense_tflops, sheet.sms, FLOP_PER_CLK["wgmma_bf16"]) == pytest.approx(1830, abs=0.5)
+    assert ds.implied_clock_mhz(sheet.fp8_dense_tflops, sheet.sms, FLOP_PER_CLK["wgmma_e4m3"]) == pytest.approx(1830, abs=0.5)
+
+
+def test_the_ceiling_arithmetic_gives_the_published_and_the_issues_numbers():
+    bf16, ffma = RATES["wgmma_bf16_dense_tflops"], RATES["ffma_fp32_tflops"]
+    assert bf16.ceiling("TFLOP/s", 132, 1617) == pytest.approx(874.3, abs=0.05)  # H100 GPU-7ebe9dba's clock
+    assert bf16.ceiling("TFLOP/s", 132, 1830) == pytest.approx(989.4, abs=0.1)   # NVIDIA's dense bf16 peak
+    assert ffma.ceiling("TFLOP/s", 132, 1980) == pytest.approx(66.9, abs=0.01)   # the datasheet's 67
+    assert RATES["l2_read_gbps"].ceiling("GB/s", 132, 1980) == pytest.approx(33454.1, abs=0.1)
+
+
+# -- planted values: each check fails on a copy of the file with one value past its ceiling -----------
+
+
+def _plant(path: Path, header: str, keys: dict[str, str]) -> None:
+    text = path.read_text()
+    start = text.index(header + "\n")
+    end = text.index("\n\n", start)
+    block = text[start:end]
+    for k, v in keys.items():
+        block, n = re.subn(rf"\n{k} = [^\n]*", f"\n{k} = {v}", block, count=1)
+        assert n == 1, f"{header} has no {k}"
+    path.write_text(text[:start] + block + text[end:])
+
+
+H100 = '[gpus."NVIDIA H100 80GB HBM3".'
+H200 = '[gpus."NVIDIA H200".'
+
+
+@pytest.mark.parametrize("header, keys, problem", [
+    # the H100 bf16 entry as it stood: 893.6 from a unit whose clock read 1617 MHz, the middle 869.92
+    (H100 + "wgmma_bf16_dense_tflops]", {"value": "869.9225", "tolerance_rel": "0.0349",
+                                         "units_range": "[846.245, 893.6]"},
+     ["NVIDIA H100 80GB HBM3 wgmma_bf16_dense_tflops: value 869.923 TFLOP/s is over 859.985, the ceiling at "
+      "sustained_sm_clock_tensor_mhz = 1590.59 MHz (101.16 %)",
+      "NVIDIA H100 80GB HBM3 wgmma_bf16_dense_tflops: highest reading 893.6 TFLOP/s is over 875.348, the ceiling "
+      "at the highest sustained_sm_clock_tensor_mhz reading, 1619 MHz (102.09 %)"]),
+    # the H100 FFMA clock as it stood: readings of 1995 MHz against a 1980 MHz maximum
+    (H100 + "sustained_sm_clock_ffma_mhz]", {"value": "1987.367816", "units_range": "[1979.6518031416115, "
+                                                                                     "1995.083828998815]"},
+     ["NVIDIA H100 80GB HBM3 sustained_sm_clock_ffma_mhz: value 1987.37 MHz is over the GPU's maximum SM clock, "
+      "1980 MHz (+ 0.5 MHz reading)",
+      "NVIDIA H100 80GB HBM3 sustained_sm_clock_ffma_mhz: highest reading 1995.08 MHz is over the GPU's maximum "
+      "SM clock, 1980 MHz (+ 0.5 MHz reading)"]),
+    (H200 + "wgmma_e4m3_dense_tflops]", {"value": "1730.0", "units_range": "[1700.0, 1760.0]"},
+     ["NVIDIA H200 wgmma_e4m3_dense_tflops: value 1730 TFLOP/s is over 1719.17, the ceiling at "
+      "sustained_sm_clock_tensor_mhz = 1589.85 MHz (100.63 %)",
+      "NVIDIA H200 wgmma_e4m3_dense_tflops: highest reading 1760 TFLOP/s is over 1740.96, the ceiling at the "
+      "highest sustained_sm_clock_tensor_mhz reading, 1610 MHz (101.09 %)"]),
+    (H200 + "ffma_fp32_tflops]", {"value": "67.0", "units_range": "[66.5, 67.5]"},
+     ["NVIDIA H200 ffma_fp32_tflops: value 67 TFLOP/s is over 66.9082, the ceiling at the GPU's maximum SM clock, "
+      "1980 MHz (100.14 %)",
+      "NVIDIA H200 ffma_fp32_tflops: highest reading 67.5 TFLOP/s is over 66.9082, the ceiling at the GPU's "
+      "maximum SM clock, 1980 MHz (100.88 %)",
+      "NVIDIA H200 ffma_fp32_tflops: value 67 TFLOP/s is over 66.9031, the ceiling at sustained_sm_clock_ffma_mhz "
+      "= 1979.85 MHz (100.14 %)",
+      "NVIDIA H200 ffma_fp32_tflops: highest reading 67.5 TFLOP/s is over 66.9115, the ceiling at the highest "
+      "sustained_sm_clock_ffma_mhz reading, 1980.1 MHz (100.88 %)"]),
+    (H100 + "dram_read_gbps]", {"value": "3400.0", "units_range": "[3390.0, 3410.0]"},
+     ["NVIDIA H100 80GB HBM3 dram_read_gbps: value 3400 GB/s is over 3350, the ceiling at the datasheet's "
+      "dram_gbps (101.49 %)",
+      "NVIDIA H100 80GB HBM3 dram_read_gbps: lowest reading 3390 GB/s is over 3350, the ceiling at the "
+      "datasheet's dram_gbps (101.19 %)",
+      "NVIDIA H100 80GB HBM3 dram_read_gbps: highest reading 3410 GB/s is over 3350, the ceiling at the "
+      "datasheet's dram_gbps (101.79 %)"]),
+    (H200 + "l2_read_gbps]", {"value": "34000.0", "units_range": "[33950.0, 34050.0]"},
+     ["NVIDIA H200 l2_read_gbps: value 34000 GB/s is over 33454.1, the ceiling at the GPU's maximum SM clock, "
+      "1980 MHz (101.63 %)",
+      "NVIDIA H200 l2_read_gbps: lowest reading 33950 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
+      "clock, 1980 MHz (101.48 %)",
+      "NVIDIA H200 l2_read_gbps: highest reading 34050 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
+      "clock, 1980 MHz (101.78 %)"]),
+    (H100 + "p2p_ce_copy_gbps]", {"value": "479.0", "units_range": "[478.0, 480.0]"},
+     ["NVIDIA H100 80GB HBM3 p2p_ce_copy_gbps: value 479 GB/s is over 478.125, the ceiling at one direction of 18 "
+      "NVLink 4 links x 26.5625 GB/s (100.18 %)",
+      "NVIDIA H100 80GB HBM3 p2p_ce_copy_gbps: highest reading 480 GB/s is over 478.125, the ceiling at one "
+      "direction of 18 NVLink 4 links x 26.5625 GB/s (100.39 %)"]),
+    (H100 + "host_to_device_gbps]", {"value": "62.0", "units_range": "[61.0, 64.0]"},
+     ["NVIDIA H100 80GB HBM3 host_to_device_gbps: highest reading 64 GB/s is over 63.0154, the ceiling at one "
+      "direction of PCIe gen 5 x16 (101.56 %)"]),
+    ("[smem_lds_float4_bytes_per_cycle]", {"value": "128.5"},
+     ["arch smem_lds_float4_bytes_per_cycle: value 128.5 B/clk is over one SM's 128 B/clk"]),
+    ("[wgmma_m64n256k16_bf16_ss_sm_cycles]", {"value": "127.5"},
+     ["arch wgmma_m64n256k16_bf16_ss_sm_cycles: value 127.5 cycles is under 128, the instruction's FLOPs over "
+      "the SM's peak FLOP/clk"]),
+])
+def test_a_planted_value_past_its_ceiling_is_named(tmp_path, header, keys, problem):
+    planted = tmp_path / "sm_90.toml"
+    shutil.copy(SM90, planted)
+    _plant(planted, header, keys)
+    assert ceiling_problems(gp_facts.load_file(planted)) == problem
+
+
+def test_a_rate_whose_clock_fact_is_missing_is_named(tmp_path):
+    planted = tmp_path / "sm_90.toml"
+    text = SM90.read_text()
+    start = text.index(H200 + "sustained_sm_clock_tensor_mhz]\n")
+    planted.write_text(text[:start] + text[text.index("\n\n", start) + 2:])
+    got = ceiling_problems(gp_facts.load_file(planted))
+    assert got == [f"NVIDIA H200 {n}: no sustained_sm_clock_tensor_mhz in this section, the clock its ceiling is at"
+                   for n in ("wgmma_bf16_dense_tflops", "wgmma_e4m3_dense_tflops")]
