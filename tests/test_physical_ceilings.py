@@ -331,14 +331,6 @@ H200 = '[gpus."NVIDIA H200".'
       "clock, 1980 MHz (101.48 %)",
       "NVIDIA H200 l2_read_gbps: highest reading 34050 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
       "clock, 1980 MHz (101.78 %)"]),
-    (H100 + "p2p_ce_copy_gbps]", {"value": "479.0", "units_range": "[478.0, 480.0]"},
-     ["NVIDIA H100 80GB HBM3 p2p_ce_copy_gbps: value 479 GB/s is over 478.125, the ceiling at one direction of 18 "
-      "NVLink 4 links x 26.5625 GB/s (100.18 %)",
-      "NVIDIA H100 80GB HBM3 p2p_ce_copy_gbps: highest reading 480 GB/s is over 478.125, the ceiling at one "
-      "direction of 18 NVLink 4 links x 26.5625 GB/s (100.39 %)"]),
-    (H100 + "host_to_device_gbps]", {"value": "62.0", "units_range": "[61.0, 64.0]"},
-     ["NVIDIA H100 80GB HBM3 host_to_device_gbps: highest reading 64 GB/s is over 63.0154, the ceiling at one "
-      "direction of PCIe gen 5 x16 (101.56 %)"]),
     ("[smem_lds_float4_bytes_per_cycle]", {"value": "128.5"},
      ["arch smem_lds_float4_bytes_per_cycle: value 128.5 B/clk is over one SM's 128 B/clk"]),
     ("[wgmma_m64n256k16_bf16_ss_sm_cycles]", {"value": "127.5"},
@@ -360,3 +352,28 @@ def test_a_rate_whose_clock_fact_is_missing_is_named(tmp_path):
     got = ceiling_problems(gp_facts.load_file(planted))
     assert got == [f"NVIDIA H200 {n}: no sustained_sm_clock_tensor_mhz in this section, the clock its ceiling is at"
                    for n in ("wgmma_bf16_dense_tflops", "wgmma_e4m3_dense_tflops")]
+
+
+def test_a_link_rate_past_its_link_is_named(tmp_path):
+    """The node's link rates against the section's own link facts (a file of its own: the ceilings
+    hold whatever link facts the packaged file has)."""
+    entry = 'unit = "{unit}"\nmethod = "m"\nsource = "s"\n'
+    planted = tmp_path / "sm_90.toml"
+    planted.write_text('arch = "sm_90"\n\n' + "\n".join(
+        f'[gpus."NVIDIA H100 80GB HBM3".{name}]\nvalue = {value}\n{tol}\n' + entry.format(unit=unit)
+        for name, value, tol, unit in [
+            ("nvlink_links_up", 18, "tolerance_abs = 0", "links"), ("nvlink_version", 4, "tolerance_abs = 0", "version"),
+            ("p2p_ce_copy_gbps", 479.0, "tolerance_rel = 0.03\nunits_range = [478.0, 480.0]", "GB/s"),
+            ("p2p_sm_load_gbps", 470.0, "tolerance_rel = 0.03", "GB/s"),
+            ("host_to_device_gbps", 62.0, "tolerance_rel = 0.05\nunits_range = [61.0, 64.0]", "GB/s")]))
+    assert ceiling_problems(gp_facts.load_file(planted)) == [
+        "NVIDIA H100 80GB HBM3 host_to_device_gbps: highest reading 64 GB/s is over 63.0154, the ceiling at one "
+        "direction of PCIe gen 5 x16 (101.56 %)",
+        "NVIDIA H100 80GB HBM3 p2p_ce_copy_gbps: value 479 GB/s is over 478.125, the ceiling at one direction of 18 "
+        "NVLink 4 links x 26.5625 GB/s (100.18 %)",
+        "NVIDIA H100 80GB HBM3 p2p_ce_copy_gbps: highest reading 480 GB/s is over 478.125, the ceiling at one "
+        "direction of 18 NVLink 4 links x 26.5625 GB/s (100.39 %)"]
+    planted.write_text(planted.read_text().replace("value = 4\n", "value = 3\n"))
+    assert ceiling_problems(gp_facts.load_file(planted))[1:] == [
+        f"NVIDIA H100 80GB HBM3 {n}: no nvlink_links_up and nvlink_version (a known one) in this section, the links "
+        "its ceiling is" for n in ("p2p_ce_copy_gbps", "p2p_sm_load_gbps")]
