@@ -123,10 +123,10 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
             continue
         elif name == "test_throughput_and_clocks.py":
             if name not in done:
-                from pytest_gpuprops import throughput as tp
-                out += [(arch, "stress_ffma.cu", tp.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", tp.STREAM_DEFINES, None)]
+                from pytest_gpuprops import workloads
+                out += [(arch, "stress_ffma.cu", workloads.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", workloads.STREAM_DEFINES, None)]
                 if arch == "sm_90":
-                    out += [(specs.WGMMA_ARCH, "stress_ffma.cu", tp.wgmma_defines(dt), None) for dt in tp.WGMMA_DTYPES]
+                    out += [(specs.WGMMA_ARCH, "stress_ffma.cu", workloads.wgmma_defines(dt), None) for dt in workloads.WGMMA_DTYPES]
         elif name in per_file:
             if name not in done:
                 out += [(arch, s.source, s.defines, s) for s in per_file[name]()]
@@ -166,13 +166,13 @@ def _start_ncu_profiles(config, gpu_items) -> None:
 def _gpu(config):
     """(arch, kernels folder, cubin cache) of the GPU under test, or None where there is none.
     Asks what the plugin asks anyway before the first GPU test (through the same functions)."""
-    from pytest_gpuprops import measure
+    from pytest_gpuprops import devices
     index = getattr(config.option, "gpuprops_gpu", 0) or 0
-    if measure.gpu_unavailable_reason(index) is not None:
+    if devices.gpu_unavailable_reason(index) is not None:
         return None
     try:
-        arch = measure.gpu_info(index).arch
-    except measure.GpuUnavailable:
+        arch = devices.gpu_info(index).arch
+    except devices.GpuUnavailable:
         return None
     kernels = getattr(config.option, "gpuprops_kernels", None) or Path(str(config.rootpath)) / "kernels"
     return arch, Path(kernels), getattr(config.option, "gpuprops_cache", None)

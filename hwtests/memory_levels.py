@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from pytest_gpuprops.measure import TIER_BAND, Measurement, StopRule, lowest_tier
+from pytest_gpuprops.measure import Measurement
+from pytest_gpuprops.stats import TIER_BAND, StopRule, lowest_tier
 
 KIB, MIB = 1024, 1024 * 1024
 #: L1 data cache + shared memory per SM, by arch (CUDA C++ Programming Guide, compute capabilities).
@@ -180,7 +181,7 @@ def batch_percentiles(values, q: float, batches: int) -> list[float]:
 
 def near_group(values, *, band: float = TIER_BAND) -> list[float]:
     """The lowest tier of ``values`` (an L2 line's slice: the nearest ones), in their order
-    (measure.lowest_tier: within ``band`` of the smallest)."""
+    (stats.lowest_tier: within ``band`` of the smallest)."""
     return lowest_tier(list(values), band)
 
 

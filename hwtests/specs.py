@@ -10,7 +10,7 @@ SM's four sub-partitions (warp w runs on sub-partition w % 4)."""
 import os
 
 from pytest_gpuprops import sass
-from pytest_gpuprops.measure import KernelSpec
+from pytest_gpuprops.kernel_spec import KernelSpec
 
 #: GPU tests that draw their cases with hypothesis draw the same ones on every run (``derandomize``):
 #: runs, GPUs and drivers then compare case for case, and a warm run finds every drawn patch already

@@ -12,13 +12,14 @@ unit's opcodes (what NVRTC 13.5 emits for sm_90) and the region's shape; the res
 read from the SASS and checked against the shape's rules (pytest_gpuprops/factspec.py).
 
 The cluster kernels are compiled with ``__cluster_dims__()`` and launched with the cluster size as a
-launch attribute (KernelSpec.cluster, measure.launch_config), so one build serves every size; the
+launch attribute (KernelSpec.cluster, driver_launch.launch_config), so one build serves every size; the
 runner allows the non-portable size 16 on the function before it launches it."""
 
 import struct
 
 from memory_levels import ALL_LINES_TEXT, NEAR_TIER_TEXT, line_by_line
 
+from pytest_gpuprops.driver_launch import PORTABLE_CLUSTER_SIZE
 from pytest_gpuprops.factspec import (
     ELECTED_COPY,
     LANE0_BULK_GROUP,
@@ -28,7 +29,7 @@ from pytest_gpuprops.factspec import (
     Region,
     Statistic,
 )
-from pytest_gpuprops.measure import PORTABLE_CLUSTER_SIZE, KernelSpec
+from pytest_gpuprops.kernel_spec import KernelSpec
 
 ARCH = "sm_90"
 
@@ -220,7 +221,7 @@ def tma_tensor(dim: int, line: int = 0) -> KernelSpec:
 
 
 class TensorMapArg(bytes):
-    """A CUtensorMap's 128 bytes, passed by value (measure.kernel_params), holding the device array
+    """A CUtensorMap's 128 bytes, passed by value (driver_launch.kernel_params), holding the device array
     it describes so that the array lives as long as the launch arguments."""
 
     tensor = None
@@ -294,7 +295,7 @@ def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...],
     """A zeroed fp32 tensor of ``shape`` on the GPU (at line ``line`` of memory_levels.l2_line_offsets()
     where given) and its tiled tensor map (no swizzle, no interleave, 128-byte L2 promotion), as the
     kernel's by-value parameter."""
-    from pytest_gpuprops.measure import cuda_driver, driver_error
+    from pytest_gpuprops.driver_launch import cuda_driver, driver_error
     d = cuda_driver()
     n = 1
     for s in shape:

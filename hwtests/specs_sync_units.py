@@ -9,7 +9,7 @@ from collections import Counter
 
 from memory_levels import line_by_line
 
-from pytest_gpuprops.measure import KernelSpec
+from pytest_gpuprops.kernel_spec import KernelSpec
 
 ARCH = "sm_90"
 

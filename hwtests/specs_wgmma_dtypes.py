@@ -5,7 +5,7 @@ against. sm_90a only: compile for :data:`specs.WGMMA_ARCH`.
 Every build holds, between the clock reads, WARPGROUP.ARRIVE, UNROLL copies of one xGMMA opcode on
 one accumulator chain and WARPGROUP.DEPBAR.LE (:func:`spec` sets that as the region)."""
 
-from pytest_gpuprops.measure import KernelSpec
+from pytest_gpuprops.kernel_spec import KernelSpec
 
 #: dtype -> (DTYPE define, K, SASS opcode with {n} for N). The accumulator is f32 for tf32 and fp8,
 #: s32 for s8 / u8 and f16 for f16_f16acc; sp_ types are ``wgmma.mma_async.sp`` with 2:4 metadata.

@@ -15,15 +15,15 @@ import contextlib
 
 import pytest
 
-from pytest_gpuprops import health, measure
+from pytest_gpuprops import devices, gpulock, health
 
 pytestmark = [pytest.mark.gpu, pytest.mark.validation]
 
 
 @pytest.fixture
 def nvml_handle(gpu):
-    """(pynvml, handle) of the GPU under test, found by its PCI bus id as measure.py finds it."""
-    nvml, handle = measure._nvml_handle(gpu.pci_bus_id)
+    """(pynvml, handle) of the GPU under test, found by its PCI bus id as devices.py finds it."""
+    nvml, handle = devices._nvml_handle(gpu.pci_bus_id)
     if handle is None:
         pytest.skip(f"NVML cannot be read for GPU {gpu.index} ({gpu.pci_bus_id}): install nvidia-ml-py "
                     "(pytest-gpuprops[cuda13] or [cuda12]) and check the GPU with nvidia-smi")
@@ -35,7 +35,7 @@ def nvml_handle(gpu):
 def test_health(check, gpuprops, gpu, nvml_handle):
     nvml, handle = nvml_handle
     if check in health.UNDER_LOAD:  # the link under load: an idle one trains down to save power
-        load, held = health.copy_load(gpu.index), measure.gpu_lock(gpu.index)
+        load, held = health.copy_load(gpu.index), gpulock.gpu_lock(gpu.index)
     else:
         load, held = None, contextlib.nullcontext()
     with held:

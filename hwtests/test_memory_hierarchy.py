@@ -12,7 +12,8 @@ import specs
 from memory_levels import LEVELS, batch_percentiles, capacity_knees, device_sizes, footprint, sweep_footprints
 
 from pytest_gpuprops import facts as gp_facts
-from pytest_gpuprops.measure import Measurement, StopRule
+from pytest_gpuprops.measure import Measurement
+from pytest_gpuprops.stats import StopRule
 
 pytestmark = pytest.mark.gpu
 U = specs.CHASE_UNROLL

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.assertions import bank_read_cycles, explained_fraction, reuse_mask
-from pytest_gpuprops.measure import StopRule
+from pytest_gpuprops.stats import StopRule
 
 pytestmark = pytest.mark.gpu
 WARPS = 4

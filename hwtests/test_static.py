@@ -8,7 +8,7 @@ from schedule import issue_gaps
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
-from pytest_gpuprops.measure import build_for_timing
+from pytest_gpuprops.timing import build_for_timing
 
 pytestmark = pytest.mark.static
 KERNELS = Path(__file__).parent.parent / "kernels"
@@ -57,7 +57,7 @@ def test_every_kernel_control_code_round_trips(arch):
 
 
 # Each kernel measures what its name says, and its timed region is clean at both ends, as launched:
-# every build the GPU suite launches, patched for timing, on every arch (measure.build_for_timing
+# every build the GPU suite launches, patched for timing, on every arch (timing.build_for_timing
 # refuses the build otherwise: an instruction waiting on a load issued before the start read, a
 # result the stop read does not wait for, or an instruction the fact does not intend).
 LAUNCHED = specs.launched()

@@ -94,7 +94,7 @@ WGMMA = specs.wgmma_builds()
 def test_wgmma_region_holds_the_intended_hgmma(arch, build_id):
     """The timed region is WARPGROUP.ARRIVE, UNROLL HGMMA.64xNx16.F32[.BF16] on one accumulator chain,
     WARPGROUP.DEPBAR.LE, clean at both ends as launched."""
-    from pytest_gpuprops.measure import build_for_timing
+    from pytest_gpuprops.timing import build_for_timing
     spec = WGMMA[build_id]
     cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, arch, spec.defines).cubin, arch, name=spec.source)
     _, instrs = build_for_timing(cubin, spec)

@@ -13,7 +13,7 @@ import specs_sync_units as su
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
-from pytest_gpuprops.measure import build_for_timing
+from pytest_gpuprops.timing import build_for_timing
 
 pytestmark = pytest.mark.static
 KERNELS = Path(__file__).parent.parent / "kernels"

@@ -1,5 +1,5 @@
 """Static checks of the whole-GPU validation kernels (hwtests/test_throughput_and_clocks.py), without
-a GPU: the loop each kernel spends its time in holds exactly the work pytest_gpuprops/throughput.py
+a GPU: the loop each kernel spends its time in holds exactly the work pytest_gpuprops/workloads.py
 counts per launch (FFMAs, HGMMA / QGMMA of the intended shape and type, 16-byte global accesses) and
 little else, on every arch the GPU facts run on."""
 
@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprops import sass
-from pytest_gpuprops import throughput as tp
+from pytest_gpuprops import sass, workloads
 from pytest_gpuprops.compile import compile_cuda
 
 pytestmark = pytest.mark.static
@@ -35,17 +34,17 @@ def _builds_of(item) -> list:
     (hwtests/conftest.py) compiles and reads them with the other static builds, before the tests."""
     params, name = getattr(getattr(item, "callspec", None), "params", {}), item.originalname
     if name == "test_stress_ffma_loop_is_the_counted_ffmas":
-        return [("stress_ffma.cu", params["arch"], tp.FFMA_DEFINES)]
+        return [("stress_ffma.cu", params["arch"], workloads.FFMA_DEFINES)]
     if name == "test_stress_wgmma_loop_is_the_counted_gmma":
-        return [("stress_ffma.cu", "sm_90a", tp.wgmma_defines(params["dtype"]))]
+        return [("stress_ffma.cu", "sm_90a", workloads.wgmma_defines(params["dtype"]))]
     if name == "test_stress_wgmma_fits_one_block_per_sm_with_all_its_warpgroups":
-        return [("stress_ffma.cu", "sm_90a", tp.wgmma_defines("bf16"))]
+        return [("stress_ffma.cu", "sm_90a", workloads.wgmma_defines("bf16"))]
     if name == "test_stress_wgmma_is_empty_below_sm_90a":
-        return [("stress_ffma.cu", "sm_90", tp.wgmma_defines("bf16"))]
+        return [("stress_ffma.cu", "sm_90", workloads.wgmma_defines("bf16"))]
     if name == "test_full_grid_kernels_fit_every_thread_slot":
         return [(params["source"], params["arch"], params["defines"])]
     if name == "test_stream_loop_makes_the_counted_16_byte_accesses":
-        return [("stream_bandwidth.cu", params["arch"], tp.STREAM_DEFINES)]
+        return [("stream_bandwidth.cu", params["arch"], workloads.STREAM_DEFINES)]
     return []
 
 
@@ -55,10 +54,10 @@ def others(counts: dict, intended: set) -> dict:
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_stress_ffma_loop_is_the_counted_ffmas(arch):
-    d = tp.FFMA_DEFINES
+    d = workloads.FFMA_DEFINES
     _, instrs = listing("stress_ffma.cu", arch, "stress_ffma", d)
-    loop = tp.innermost_loop(instrs, "FFMA")
-    counts = tp.opcode_counts(loop)
+    loop = workloads.innermost_loop(instrs, "FFMA")
+    counts = workloads.opcode_counts(loop)
     assert counts.get("FFMA") == d["UNROLL"] * d["ILP"], counts
     rest = others(counts, {"FFMA"})
     assert sum(rest.values()) <= LOOP_CONTROL, rest
@@ -71,16 +70,16 @@ def test_stress_ffma_loop_is_the_counted_ffmas(arch):
     written = {ops[0] for ops in plain}
     assert all(ops[1] in written for ops in plain)
     assert len(written) >= d["ILP"]
-    assert tp.ffma_flops(1, 1, 1, 1, d["UNROLL"], d["ILP"]) == 2 * counts["FFMA"]
+    assert workloads.ffma_flops(1, 1, 1, 1, d["UNROLL"], d["ILP"]) == 2 * counts["FFMA"]
 
 
-@pytest.mark.parametrize("dtype", list(tp.WGMMA_DTYPES))
+@pytest.mark.parametrize("dtype", list(workloads.WGMMA_DTYPES))
 def test_stress_wgmma_loop_is_the_counted_gmma(dtype):
-    code, k, opcode = tp.WGMMA_DTYPES[dtype]
-    compiled, instrs = listing("stress_ffma.cu", "sm_90a", "stress_wgmma", tp.wgmma_defines(dtype))
-    loop = tp.innermost_loop(instrs, opcode.split(".")[0])
-    counts = tp.opcode_counts(loop)
-    assert counts.get(opcode) == tp.WGMMA_UNROLL, counts
+    code, k, opcode = workloads.WGMMA_DTYPES[dtype]
+    compiled, instrs = listing("stress_ffma.cu", "sm_90a", "stress_wgmma", workloads.wgmma_defines(dtype))
+    loop = workloads.innermost_loop(instrs, opcode.split(".")[0])
+    counts = workloads.opcode_counts(loop)
+    assert counts.get(opcode) == workloads.WGMMA_UNROLL, counts
     assert counts.get("WARPGROUP.ARRIVE") == 1 and counts.get("WARPGROUP.DEPBAR.LE") == 1, counts
     rest = others(counts, {opcode, "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE"})
     assert sum(rest.values()) <= LOOP_CONTROL, rest
@@ -89,26 +88,26 @@ def test_stress_wgmma_loop_is_the_counted_gmma(dtype):
     gmma = [i for i in loop if i.opcode == opcode]
     assert {(i.operands[0], i.operands[2]) for i in gmma} == {(gmma[0].operands[0],) * 2}
     assert "serializ" not in compiled.log.lower(), compiled.log  # ptxas did not serialize the wgmma chain
-    assert tp.wgmma_flops(1, 1, 1, 1, 1, tp.WGMMA_N, k) == 2 * 64 * 256 * k
+    assert workloads.wgmma_flops(1, 1, 1, 1, 1, workloads.WGMMA_N, k) == 2 * 64 * 256 * k
 
 
 def test_stress_wgmma_fits_one_block_per_sm_with_all_its_warpgroups():
     """154 registers a thread (2 warpgroups, 256 threads: 39 424 of the SM's 65 536): every block of
     the one-per-SM grid is resident at once."""
-    compiled, _ = listing("stress_ffma.cu", "sm_90a", "stress_wgmma", tp.wgmma_defines("bf16"))
+    compiled, _ = listing("stress_ffma.cu", "sm_90a", "stress_wgmma", workloads.wgmma_defines("bf16"))
     regs = sass.Cubin(compiled.cubin, "sm_90a").nvinfo_register_count("stress_wgmma")
-    assert regs is not None and regs * 128 * tp.WGMMA_WARPGROUPS <= 65536, regs
+    assert regs is not None and regs * 128 * workloads.WGMMA_WARPGROUPS <= 65536, regs
 
 
 def test_stress_wgmma_is_empty_below_sm_90a():
-    _, instrs = listing("stress_ffma.cu", "sm_90", "stress_wgmma", tp.wgmma_defines("bf16"))
+    _, instrs = listing("stress_ffma.cu", "sm_90", "stress_wgmma", workloads.wgmma_defines("bf16"))
     assert not any("GMMA" in i.opcode for i in instrs)
 
 
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("source, kernel, defines", [
-    ("stress_ffma.cu", "stress_ffma", tp.FFMA_DEFINES),
-    *[("stream_bandwidth.cu", k, tp.STREAM_DEFINES) for k in sorted(tp.STREAM_KERNELS.values())],
+    ("stress_ffma.cu", "stress_ffma", workloads.FFMA_DEFINES),
+    *[("stream_bandwidth.cu", k, workloads.STREAM_DEFINES) for k in sorted(workloads.STREAM_KERNELS.values())],
 ])
 def test_full_grid_kernels_fit_every_thread_slot(arch, source, kernel, defines):
     """The grid is SMs x (thread slots / block): every block of it is resident at once (one wave),
@@ -130,11 +129,11 @@ STREAM = {  # kernel -> the loop's global accesses, sm_80 .. sm_90
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("kernel", sorted(STREAM))
 def test_stream_loop_makes_the_counted_16_byte_accesses(arch, kernel):
-    _, instrs = listing("stream_bandwidth.cu", arch, kernel, tp.STREAM_DEFINES)
-    loop = tp.innermost_loop(instrs, "STG" if kernel == "stream_write" else "LDG")
-    counts = tp.opcode_counts(loop)
+    _, instrs = listing("stream_bandwidth.cu", arch, kernel, workloads.STREAM_DEFINES)
+    loop = workloads.innermost_loop(instrs, "STG" if kernel == "stream_write" else "LDG")
+    counts = workloads.opcode_counts(loop)
     memory = memory_ops(counts)
     assert memory == STREAM[kernel], counts
-    unroll = tp.STREAM_DEFINES["UNROLL"]
-    kind = {v: k for k, v in tp.STREAM_KERNELS.items()}[kernel]
-    assert tp.stream_bytes(kind, unroll, 1) == tp.VEC_BYTES * sum(memory.values())
+    unroll = workloads.STREAM_DEFINES["UNROLL"]
+    kind = {v: k for k, v in workloads.STREAM_KERNELS.items()}[kernel]
+    assert workloads.stream_bytes(kind, unroll, 1) == workloads.VEC_BYTES * sum(memory.values())

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_gpuprops import datasheets, stats, throughput_text, workloads
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops import throughput as tp
 from pytest_gpuprops.compile import compile_cuda
@@ -33,7 +34,7 @@ TENSOR_SUSTAINED_FROM_S = 1.0
 TENSOR_PREHEAT_S = 1.0
 TENSOR_LAUNCHES = 50
 #: five ~1 s repeats (the usual 0.6 s budget would end it after one)
-TENSOR_STOP = tp.StopRule(noise_target=0.01, min_samples=5, max_samples=8, time_budget_s=5.0)
+TENSOR_STOP = stats.StopRule(noise_target=0.01, min_samples=5, max_samples=8, time_budget_s=5.0)
 CLOCK_FACTS = {"ffma": "sustained_sm_clock_ffma_mhz", "tensor": "sustained_sm_clock_tensor_mhz"}
 RATE_FACTS = {"ffma": "ffma_fp32_tflops", "wgmma_bf16": "wgmma_bf16_dense_tflops",
               "wgmma_e4m3": "wgmma_e4m3_dense_tflops", "dram_read": "dram_read_gbps",
@@ -46,7 +47,7 @@ def device(gpu):
     import cupy
     props = cupy.cuda.runtime.getDeviceProperties(gpu.index)
     return SimpleNamespace(max_threads_per_sm=int(props["maxThreadsPerMultiProcessor"]),
-                           l2_bytes=int(props["l2CacheSize"]), sheet=tp.datasheet_for(gpu.name))
+                           l2_bytes=int(props["l2CacheSize"]), sheet=datasheets.datasheet_for(gpu.name))
 
 
 class _Buffers:
@@ -59,16 +60,16 @@ class _Buffers:
     def dram(self):
         if self._dram is None:
             with self.cp.cuda.Device(self.index):
-                nbytes = tp.dram_buffer_bytes(self.l2_bytes, self.cp.cuda.runtime.memGetInfo()[0])
+                nbytes = workloads.dram_buffer_bytes(self.l2_bytes, self.cp.cuda.runtime.memGetInfo()[0])
                 n = nbytes // 4
                 self._dram = (nbytes, self.cp.zeros(n, dtype=self.cp.uint32), self.cp.zeros(n, dtype=self.cp.uint32))
         return self._dram
 
     def l2(self):
-        """The L2 read's windows (tp.l2_placements) and the one allocation that holds them."""
+        """The L2 read's windows (workloads.l2_placements) and the one allocation that holds them."""
         if self._l2 is None:
             with self.cp.cuda.Device(self.index):
-                layout = tp.l2_placements(self.l2_bytes, free_bytes=self.cp.cuda.runtime.memGetInfo()[0])
+                layout = workloads.l2_placements(self.l2_bytes, free_bytes=self.cp.cuda.runtime.memGetInfo()[0])
                 self._l2 = (layout, self.cp.zeros(layout.region_bytes // 4, dtype=self.cp.uint32))
         return self._l2
 
@@ -97,14 +98,14 @@ def load(runner, source: str, kernel: str, defines: dict, arch: str | None = Non
 
 def ffma(gpuprops, gpu, device):
     import cupy
-    fn = load(gpuprops.runner, "stress_ffma.cu", "stress_ffma", tp.FFMA_DEFINES)
-    return tp.ffma_workload(cupy, fn, sms=gpu.sm_count, max_threads_per_sm=device.max_threads_per_sm)
+    fn = load(gpuprops.runner, "stress_ffma.cu", "stress_ffma", workloads.FFMA_DEFINES)
+    return workloads.ffma_workload(cupy, fn, sms=gpu.sm_count, max_threads_per_sm=device.max_threads_per_sm)
 
 
 def wgmma(runner, gpu, dtype: str):
     import cupy
-    fn = load(runner, "stress_ffma.cu", "stress_wgmma", tp.wgmma_defines(dtype), arch=WGMMA_ARCH)
-    return tp.wgmma_workload(cupy, fn, dtype, sms=gpu.sm_count)
+    fn = load(runner, "stress_ffma.cu", "stress_wgmma", workloads.wgmma_defines(dtype), arch=WGMMA_ARCH)
+    return workloads.wgmma_workload(cupy, fn, dtype, sms=gpu.sm_count)
 
 
 def on_every_sm(m, gpu) -> None:
@@ -128,7 +129,7 @@ def test_sustained_sm_clock_under_ffma(gpuprops, gpu, device):
     m = tp.stress_clock(cupy, ffma(gpuprops, gpu, device), name=name, info=gpu, duration_s=STRESS_S)
     on_every_sm(m, gpu)
     plot_clock(gpuprops, "FFMA", m)
-    gpuprops.check(name, m, method=tp.clock_method(m, device.sheet))
+    gpuprops.check(name, m, method=throughput_text.clock_method(m, device.sheet))
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +149,7 @@ def test_sustained_sm_clock_under_tensor_load(gpuprops, gpu, device, tensor_stre
     m = tensor_stress
     on_every_sm(m, gpu)
     plot_clock(gpuprops, "bf16 wgmma", m)
-    gpuprops.check(name, m, method=tp.clock_method(m, device.sheet))
+    gpuprops.check(name, m, method=throughput_text.clock_method(m, device.sheet))
 
 
 @pytest.mark.fact(RATE_FACTS["ffma"])
@@ -156,7 +157,7 @@ def test_ffma_tflops(gpuprops, gpu, device):
     import cupy
     name = gpuprops.fact_name
     m = tp.measure_rate(cupy, ffma(gpuprops, gpu, device), name=name, info=gpu)
-    gpuprops.check(name, m, method=tp.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
+    gpuprops.check(name, m, method=throughput_text.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
 
 
 @pytest.mark.arch("sm_90")
@@ -167,7 +168,7 @@ def test_wgmma_bf16_dense_tflops_under_the_tensor_stress(gpuprops, gpu, device, 
     three units (docs/performance.md)."""
     name = gpuprops.fact_name
     m = tp.stress_rate(tensor_stress, name)
-    gpuprops.check(name, m, method=tp.stress_rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
+    gpuprops.check(name, m, method=throughput_text.stress_rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
 
 
 @pytest.mark.arch("sm_90")
@@ -178,7 +179,7 @@ def test_wgmma_dense_tflops(gpuprops, gpu, device, dtype):
     name = gpuprops.fact_name
     m = tp.measure_rate(cupy, wgmma(gpuprops.runner, gpu, dtype), name=name, info=gpu, target_launch_s=0.02,
                         launches=TENSOR_LAUNCHES, preheat_s=TENSOR_PREHEAT_S, stop=TENSOR_STOP)
-    gpuprops.check(name, m, method=tp.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
+    gpuprops.check(name, m, method=throughput_text.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
 
 
 @pytest.mark.fact(lambda kind: RATE_FACTS[kind])
@@ -186,15 +187,15 @@ def test_wgmma_dense_tflops(gpuprops, gpu, device, dtype):
 def test_memory_bandwidth(gpuprops, gpu, device, buffers, kind):
     import cupy
     name = gpuprops.fact_name
-    fn = load(gpuprops.runner, "stream_bandwidth.cu", tp.STREAM_KERNELS[kind], tp.STREAM_DEFINES)
-    if kind == "l2_read":  # the mean over tp.L2_PLACEMENTS windows: one buffer's rate moves with where its lines lie
+    fn = load(gpuprops.runner, "stream_bandwidth.cu", workloads.STREAM_KERNELS[kind], workloads.STREAM_DEFINES)
+    if kind == "l2_read":  # the mean over workloads.L2_PLACEMENTS windows: one buffer's rate moves with where its lines lie
         layout, region = buffers.l2()
-        wls = tp.l2_placement_workloads(cupy, fn, layout, region, sms=gpu.sm_count,
+        wls = workloads.l2_placement_workloads(cupy, fn, layout, region, sms=gpu.sm_count,
                                         max_threads_per_sm=device.max_threads_per_sm)
         m = tp.measure_placed_rate(cupy, wls, name=name, info=gpu, target_launch_s=0.001, launches=1)
     else:
         nbytes, src, dst = buffers.dram()
-        wl = tp.stream_workload(cupy, fn, kind, sms=gpu.sm_count, max_threads_per_sm=device.max_threads_per_sm,
+        wl = workloads.stream_workload(cupy, fn, kind, sms=gpu.sm_count, max_threads_per_sm=device.max_threads_per_sm,
                                 nbytes=nbytes, src=src, dst=dst)
         m = tp.measure_rate(cupy, wl, name=name, info=gpu, target_launch_s=0.002, launches=8)
-    gpuprops.check(name, m, method=tp.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
+    gpuprops.check(name, m, method=throughput_text.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))

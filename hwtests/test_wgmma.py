@@ -11,7 +11,7 @@ import specs
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
-from pytest_gpuprops.measure import build_for_timing
+from pytest_gpuprops.timing import build_for_timing
 
 pytestmark = [pytest.mark.gpu, pytest.mark.arch("sm_90")]
 KERNELS = Path(__file__).parent.parent / "kernels"

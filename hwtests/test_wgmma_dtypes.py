@@ -17,7 +17,7 @@ import specs_wgmma_dtypes as wd
 
 from pytest_gpuprops import prefetch, sass
 from pytest_gpuprops.compile import compile_cuda
-from pytest_gpuprops.measure import build_for_timing
+from pytest_gpuprops.timing import build_for_timing
 
 pytestmark = [pytest.mark.gpu, pytest.mark.arch("sm_90")]
 KERNELS = Path(__file__).parent.parent / "kernels"

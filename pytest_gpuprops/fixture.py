@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import assertions, measure
+from . import assertions, devices, driver_launch, measure, nsight, timing
 from . import facts as gp_facts
+from .kernel_spec import KernelSpec
 
 if TYPE_CHECKING:
     from .session import GpuPropsState
@@ -91,7 +92,7 @@ def confirm(first: assertions.Verdict, measure_again) -> assertions.Verdict:
     a skip before the first measurement (no GPU, no ncu at all) is not touched."""
     try:
         return assertions.confirm(first, measure_again)
-    except (pytest.skip.Exception, measure.NcuUnavailable) as exc:
+    except (pytest.skip.Exception, nsight.NcuUnavailable) as exc:
         unconfirmed = dataclasses.replace(first)
         unconfirmed.flags = [*first.flags, not_confirmed(exc)]
         return unconfirmed
@@ -100,7 +101,7 @@ def confirm(first: assertions.Verdict, measure_again) -> assertions.Verdict:
 def not_confirmed(exc: BaseException) -> str:
     """The flag of a failure whose confirmation stopped with ``exc`` (a skip, or an ncu error): what
     stopped it and what to do."""
-    ncu = next((e for e in (exc, exc.__context__) if isinstance(e, measure.NcuUnavailable)), None)
+    ncu = next((e for e in (exc, exc.__context__) if isinstance(e, nsight.NcuUnavailable)), None)
     if ncu is not None:
         return (f"not confirmed: measuring it again failed because Nsight Compute (ncu) errored: {ncu}; the first "
                 "measurement failed, so this is reported as a failure, not skipped: check ncu (GPUPROPS_NCU, "
@@ -122,23 +123,23 @@ class FactChecker:
 
     # -- measuring -------------------------------------------------------------------------------
     @property
-    def gpu(self) -> measure.GpuInfo:
+    def gpu(self) -> devices.GpuInfo:
         return self._state.info(self._index)
 
     @property
     def runner(self) -> measure.Runner:
         return self._state.runner(self._index)
 
-    def measure(self, name: str, spec: measure.KernelSpec, **kw) -> measure.Measurement:
+    def measure(self, name: str, spec: KernelSpec, **kw) -> measure.Measurement:
         try:
             return self.runner.measure(name, spec, **kw)
-        except measure.UncleanRegion as exc:
+        except timing.UncleanRegion as exc:
             if self._known_arch():
                 pytest.fail(str(exc), pytrace=False)
             # a new arch: the compiler emits something else in the region, so this fact's method does
             # not hold there as it is; say so instead of measuring the wrong thing
             pytest.skip(f"the method of this fact does not hold on {self.gpu.arch} yet: {exc}")
-        except measure.KernelLaunchError as exc:
+        except driver_launch.KernelLaunchError as exc:
             pytest.fail(str(exc), pytrace=False)
 
     def _known_arch(self) -> bool:
@@ -315,7 +316,7 @@ class StaticChecker:
         return v
 
 
-def store_in_benchmark(benchmark, m: measure.Measurement, info: measure.GpuInfo) -> None:
+def store_in_benchmark(benchmark, m: measure.Measurement, info: devices.GpuInfo) -> None:
     """Store ``m``'s per-launch values (cycles, not seconds) as this test's benchmark stats.
 
     pytest-benchmark times callables with its timer; here the "timer" is a cycle counter that a

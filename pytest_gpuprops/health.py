@@ -292,7 +292,7 @@ def copy_load(device: int, *, seconds: float = 0.25, nbytes: int = 64 << 20, rou
     """A load for :func:`read_health`: back-to-back host->device and device->host copies of ``nbytes``
     from pinned memory on GPU ``device`` (CuPy), for ``seconds`` and at least ``rounds`` rounds, calling
     ``sample()`` while each round's two copies are in flight. Returns the load in words, with the
-    bandwidth it reached. The caller holds the GPU's lock (measure.gpu_lock)."""
+    bandwidth it reached. The caller holds the GPU's lock (gpulock.gpu_lock)."""
     def load(sample: Callable[[], None]) -> str:
         import ctypes
         import time

@@ -4,7 +4,7 @@
         {"cubin": "x.cubin", "kernel": "k", "grid": 1, "block": 128,
          "args": [{"array": "<u4", "values": [...]}, {"scalar": "int32", "value": 3}], "device": 0}, ...]}'
 
-The process takes the GPU's lock (the file measure.gpu_lock takes, named by "lock") before CUDA
+The process takes the GPU's lock (the file gpulock.gpu_lock takes, named by "lock") before CUDA
 is first touched and gives it back once its kernels, modules and buffers are gone: ncu's own
 start-up (seconds, all of it on the CPU) runs beside the session's measurements, its profiled
 launches never do. A bare list of launches (no "lock") runs without it.
@@ -17,8 +17,7 @@ import contextlib
 import json
 import sys
 
-#: how long a process waits for a GPU's lock before it gives up (here, and measure.gpu_lock's default)
-LOCK_TIMEOUT_S = 600.0
+from .gpulock import LOCK_TIMEOUT_S
 
 
 def build_args(cp, launch: dict) -> tuple:
@@ -35,7 +34,7 @@ def build_args(cp, launch: dict) -> tuple:
 
 
 def gpu_lock(path: str | None):
-    """The GPU's file lock at ``path`` (measure.gpu_lock's file), or no lock where ``path`` is None."""
+    """The GPU's file lock at ``path`` (gpulock.gpu_lock's file), or no lock where ``path`` is None."""
     if path is None:
         return contextlib.nullcontext()
     from filelock import FileLock

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import baselines, inputs, measure, report, results
+from . import baselines, devices, inputs, measure, nsight, report, results
 from . import facts as gp_facts
 from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     _PART,
@@ -23,6 +23,7 @@ from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     reproduce_command,
     store_in_benchmark,
 )
+from .kernel_spec import KernelSpec
 from .session import GpuPropsState, GpuSlot, _outside_verdict, parse_gpus  # noqa: F401
 
 _STATE = pytest.StashKey["GpuPropsState"]()
@@ -160,7 +161,7 @@ def _check_options(config: pytest.Config) -> None:
     _check_asked_gpus(opt)
     if opt.gpuprops_record:
         _writable_file("--gpuprops-record", opt.gpuprops_record, exists_ok=opt.gpuprops_force)
-        reason = measure.gpu_unavailable_reason(opt.gpuprops_gpu or 0)
+        reason = devices.gpu_unavailable_reason(opt.gpuprops_gpu or 0)
         if reason:
             raise pytest.UsageError(f"--gpuprops-record measures facts on a GPU, and none can be used here: {reason}. "
                                     "Nothing would be recorded; run it on the GPU whose facts you want")
@@ -247,12 +248,12 @@ def _check_asked_gpus(opt) -> None:
         asked.append((f"--gpu {opt.gpuprops_gpu}", opt.gpuprops_gpu))
     gpus = getattr(opt, "gpuprops_gpus", None)
     if gpus and gpus.strip() != "all":
-        asked += [(f"--gpuprops-gpus {gpus}", i) for i in parse_gpus(gpus, measure.visible_gpu_count)]
+        asked += [(f"--gpuprops-gpus {gpus}", i) for i in parse_gpus(gpus, devices.visible_gpu_count)]
     if not asked and not (gpus and gpus.strip() == "all"):
         return
-    visible = measure.visible_gpu_count()
+    visible = devices.visible_gpu_count()
     if visible == 0:
-        why = measure.gpu_unavailable_reason(0) or "no CUDA GPU visible"
+        why = devices.gpu_unavailable_reason(0) or "no CUDA GPU visible"
         what = asked[0][0] if asked else f"--gpuprops-gpus {gpus}"
         raise pytest.UsageError(f"{what} asks for a GPU, and none is visible here: {why}. Check the GPU with "
                                 "nvidia-smi (a GPU that fell off the bus is missing there too) and "
@@ -429,7 +430,7 @@ def gpuprops_gpu_index(request: pytest.FixtureRequest, gpuprops_state: GpuPropsS
 
 
 @pytest.fixture(scope="session")
-def gpu(gpuprops_state: GpuPropsState, gpuprops_gpu_index: int) -> measure.GpuInfo:
+def gpu(gpuprops_state: GpuPropsState, gpuprops_gpu_index: int) -> devices.GpuInfo:
     """The GPU under test: name, arch, SM count, clocks, driver and CUDA versions."""
     return gpuprops_state.info(gpuprops_gpu_index)
 
@@ -468,14 +469,14 @@ def gpuprops_static(request: pytest.FixtureRequest, gpuprops_state: GpuPropsStat
 def ncu(gpuprops_state: GpuPropsState, gpu, gpuprops_gpu_index: int):
     """Profile kernels under Nsight Compute: ``ncu(specs, metrics) -> [{metric: value}]``, one ncu
     process for all the launches (skips where ncu cannot profile)."""
-    reason = measure.ncu_unavailable_reason()
+    reason = nsight.ncu_unavailable_reason()
     if reason:
         pytest.skip(reason)
 
-    def run(specs: list[measure.KernelSpec], metrics: list[str]) -> list[dict[str, float]]:
+    def run(specs: list[KernelSpec], metrics: list[str]) -> list[dict[str, float]]:
         try:
             return gpuprops_state.ncu_profile(specs, metrics, gpuprops_gpu_index)
-        except measure.NcuUnavailable as exc:
+        except nsight.NcuUnavailable as exc:
             pytest.skip(str(exc))
 
     return run

@@ -217,7 +217,7 @@ def builds(builds: Iterable[Build], *, cache_dir: str | Path | None = None,
 
 def timing_patches(pairs: Iterable[tuple[sass.Cubin, object]]) -> int:
     """Read, in nvdisasm batches over the cores, every ``(cubin, KernelSpec)`` build as
-    :func:`measure.build_for_timing` will patch it (the spec's edits, then both clock reads waiting
+    :func:`timing.build_for_timing` will patch it (the spec's edits, then both clock reads waiting
     on all scoreboards). Returns how many patches were planned."""
     t0 = time.perf_counter()
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import assertions, baselines, measure, results
+from . import assertions, baselines, devices, measure, nsight, results, stats
 
 
 class GpuSlot:
@@ -18,7 +18,7 @@ class GpuSlot:
 
     def __init__(self, index: int):
         self.index = index
-        self.info: measure.GpuInfo | None = None
+        self.info: devices.GpuInfo | None = None
         self.unavailable: str | None = None
         self.runner: measure.Runner | None = None
 
@@ -47,7 +47,7 @@ class GpuPropsState:
         self.plots_dir = opt.gpuprops_plots
         root = Path(str(config.rootpath))
         self.kernels_dir = Path(opt.gpuprops_kernels) if opt.gpuprops_kernels else root / "kernels"
-        self.stop = measure.StopRule(noise_target=opt.gpuprops_noise, time_budget_s=opt.gpuprops_budget)
+        self.stop = stats.StopRule(noise_target=opt.gpuprops_noise, time_budget_s=opt.gpuprops_budget)
         self.results = results.SessionResults()
         self.fleet: list[assertions.Verdict] = []
         self.fleet_note = ""
@@ -61,14 +61,14 @@ class GpuPropsState:
         self.run: dict | None = None
         #: why the run is a usage error after all, found at its end (inputs.facts_matched_nothing)
         self.facts_note: str | None = None
-        #: ncu profiles started ahead of their tests (measure.NcuJob), by measure.ncu_key
-        self._ncu_jobs: dict[tuple, measure.NcuJob] = {}
+        #: ncu profiles started ahead of their tests (nsight.NcuJob), by nsight.ncu_key
+        self._ncu_jobs: dict[tuple, nsight.NcuJob] = {}
 
     # -- which GPUs ----------------------------------------------------------------------------
     def gpu_list(self) -> list[int]:
         """The GPUs to measure: --gpuprops-gpus (all, or a list), else the one of --gpu."""
         if self._gpu_list is None:
-            self._gpu_list = parse_gpus(self.gpus_option, measure.visible_gpu_count) if self.gpus_option \
+            self._gpu_list = parse_gpus(self.gpus_option, devices.visible_gpu_count) if self.gpus_option \
                 else [self.gpu_index]
         return self._gpu_list
 
@@ -88,11 +88,11 @@ class GpuPropsState:
                 s.unavailable = (f"xdist worker {self.worker_id} has no GPU of its own: --gpuprops-gpus lists "
                                  f"{len(self.gpu_list())}; run with -n {len(self.gpu_list())}")
             else:
-                s.unavailable = measure.gpu_unavailable_reason(index)
+                s.unavailable = devices.gpu_unavailable_reason(index)
             if s.unavailable is None:
                 try:
-                    s.info = measure.gpu_info(index)
-                except measure.GpuUnavailable as exc:
+                    s.info = devices.gpu_info(index)
+                except devices.GpuUnavailable as exc:
                     s.unavailable = str(exc)
             self._slots[index] = s
         return self._slots[index]
@@ -100,7 +100,7 @@ class GpuPropsState:
     def gpu_reason(self, index: int | None = None) -> str | None:
         return self.slot(index).unavailable
 
-    def info(self, index: int | None = None) -> measure.GpuInfo:
+    def info(self, index: int | None = None) -> devices.GpuInfo:
         s = self.slot(index)
         if s.unavailable:
             pytest.skip(f"needs a GPU: {s.unavailable}")
@@ -114,21 +114,21 @@ class GpuPropsState:
         return s.runner
 
     def start_ncu(self, specs, metrics: list[str], index: int | None = None) -> bool:
-        """Start the ncu profile a selected test will ask for now, in the background (measure.NcuJob);
+        """Start the ncu profile a selected test will ask for now, in the background (nsight.NcuJob);
         False where there is no GPU or ncu cannot profile here (the test then says why itself)."""
-        if self.gpu_reason(index) or measure.ncu_unavailable_reason():
+        if self.gpu_reason(index) or nsight.ncu_unavailable_reason():
             return False
-        job = measure.NcuJob(self.runner(index), specs, metrics)
+        job = nsight.NcuJob(self.runner(index), specs, metrics)
         self._ncu_jobs[job.key] = job
         return True
 
     def ncu_profile(self, specs, metrics: list[str], index: int | None = None) -> list[dict[str, float]]:
         """The metrics of one launch of each spec under ncu: from the job started ahead for exactly
         these specs and metrics (once: a second ask profiles again), else profiled now."""
-        job = self._ncu_jobs.pop(measure.ncu_key(specs, metrics), None)
+        job = self._ncu_jobs.pop(nsight.ncu_key(specs, metrics), None)
         if job is not None:
             return job.result()
-        return measure.ncu_metrics(self.runner(index), specs, metrics)
+        return nsight.ncu_metrics(self.runner(index), specs, metrics)
 
     def gpu_busy(self) -> tuple[float, int]:
         """Kernel seconds and launches timed so far by this process's runners (measure.Runner)."""
@@ -137,7 +137,7 @@ class GpuPropsState:
                 sum(getattr(r, "launches", 0) for r in runners))
 
     @property
-    def _info(self) -> measure.GpuInfo | None:
+    def _info(self) -> devices.GpuInfo | None:
         """The first GPU measured in this process (for the report's header and record mode)."""
         return next((s.info for s in self._slots.values() if s.info is not None), None)
 

@@ -23,14 +23,14 @@ def fake_gpu_conftest(arch: str = "sm_90", count: int = 1) -> str:
     PCI bus id per GPU, host "node1"): the plugin's GPU paths run without a GPU, fed given numbers."""
     return f'''
 import pytest
-from pytest_gpuprops import measure
+from pytest_gpuprops import devices, measure
 
 _mp = pytest.MonkeyPatch()
 
 def pytest_configure(config):
-    _mp.setattr(measure, "gpu_unavailable_reason", lambda index=0: None)
-    _mp.setattr(measure, "visible_gpu_count", lambda: {count})
-    _mp.setattr(measure, "gpu_info", lambda index=0: measure.GpuInfo(
+    _mp.setattr(devices, "gpu_unavailable_reason", lambda index=0: None)
+    _mp.setattr(devices, "visible_gpu_count", lambda: {count})
+    _mp.setattr(devices, "gpu_info", lambda index=0: devices.GpuInfo(
         index, "Fake GPU", "{arch}", 132, "580.0", "13.0", "13.0", f"0000:0{{index}}:00.0", 1980,
         f"GPU-0000000{{index}}-0000-0000-0000-000000000000", "node1"))
 

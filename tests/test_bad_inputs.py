@@ -20,8 +20,8 @@ from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftes
 
 from pytest_gpuprops import baselines as B
 from pytest_gpuprops import compile as gp_compile
+from pytest_gpuprops import devices, inputs, report, results, sass
 from pytest_gpuprops import facts as F
-from pytest_gpuprops import inputs, measure, report, results, sass
 from pytest_gpuprops import report_schema as RS
 from pytest_gpuprops.cli import _offset, cubin_arch, main
 from pytest_gpuprops.cli import build_parser as cli_build_parser
@@ -369,7 +369,7 @@ def plots():
 
 @pytest.fixture
 def no_gpu(monkeypatch):
-    monkeypatch.setattr(measure, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
+    monkeypatch.setattr(devices, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
 
 
 @pytest.mark.parametrize("args, says", [
@@ -500,12 +500,12 @@ def _fake_cupy(monkeypatch, cc: str):
 @pytest.mark.parametrize("cc", ["100", "120", "90", "75"])
 def test_gpu_of_an_arch_the_tools_know_is_usable(monkeypatch, cc):
     _fake_cupy(monkeypatch, cc)
-    assert measure.gpu_unavailable_reason(0) is None
+    assert devices.gpu_unavailable_reason(0) is None
 
 
 def test_gpu_of_an_arch_the_compiler_does_not_know_skips_with_the_reason(monkeypatch, pytester):
     _fake_cupy(monkeypatch, "101")
-    reason = measure.gpu_unavailable_reason(0)
+    reason = devices.gpu_unavailable_reason(0)
     assert reason.startswith("GPU 0 is sm_101, which cannot be compiled for here") and "nvrtc" in reason
     pytester.makepyfile(FACT_TEST)
     r = pytester.runpytest_inprocess("-rs")

@@ -17,11 +17,11 @@ from types import SimpleNamespace
 import pytest
 from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftest, ncu_stand_in
 
-from pytest_gpuprops import assertions, cli, measure, report, results
+from pytest_gpuprops import assertions, cli, devices, measure, nsight, report, results
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops.fixture import CannotConfirm, FactChecker
 
-GPU = measure.GpuInfo(0, "Fake GPU", "sm_99", 132, "580.0", "13.0", "13.0", "0000:00:00.0", 1980, "GPU-0", "n1")
+GPU = devices.GpuInfo(0, "Fake GPU", "sm_99", 132, "580.0", "13.0", "13.0", "0000:00:00.0", 1980, "GPU-0", "n1")
 L2 = gp_facts.Fact(name="l2_hit_latency_p10_cycles", arch="sm_99", unit="cycles", method="chase", source="units",
                    value=258.0, tolerance_abs=2.0)
 
@@ -139,8 +139,8 @@ PIPE = gp_facts.Fact(name="hmma_16816_f32_tensor_pipe_cycles", arch="sm_99", uni
 def _ncu_errors_as_its_fixture_says():
     """What the ncu fixture does when Nsight Compute errors: pytest.skip with ncu's error."""
     try:
-        raise measure.NcuUnavailable(NCU_ERROR)
-    except measure.NcuUnavailable as exc:
+        raise nsight.NcuUnavailable(NCU_ERROR)
+    except nsight.NcuUnavailable as exc:
         pytest.skip(str(exc))
 
 
@@ -171,7 +171,7 @@ def test_a_failing_fact_whose_confirmation_by_ncu_errors_fails_saying_so_not_ski
     # an ncu error raised as such (not through the fixture's skip) is the same failure
     assert "Nsight Compute (ncu) errored: ncu could not profile" in _red(lambda: _checker(PIPE).check(
         "hmma_16816_f32_tensor_pipe_cycles", measure.Measurement.given("c", [7.0]),
-        remeasure=lambda: (_ for _ in ()).throw(measure.NcuUnavailable(NCU_ERROR))))
+        remeasure=lambda: (_ for _ in ()).throw(nsight.NcuUnavailable(NCU_ERROR))))
 
 
 def test_a_skip_while_confirming_a_model_or_a_property_leaves_the_failure_standing():
@@ -224,7 +224,7 @@ def test_the_tensor_pipe_fact_fails_red_when_ncu_errors_while_its_failure_is_con
     monkeypatch.setenv("GPUPROPS_NCU", ncu_stand_in(pytester.path))
     n = 128000
     failing = [(7.0 * n, n, 29.0)] * 3  # 7 cycles per HMMA against 6 +- 0.02
-    r = _run_tensor_pipe_test(pytester, monkeypatch, [failing, measure.NcuUnavailable(NCU_ERROR)])
+    r = _run_tensor_pipe_test(pytester, monkeypatch, [failing, nsight.NcuUnavailable(NCU_ERROR)])
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*FactMismatch: fact hmma_16816_f32_tensor_pipe_cycles on sm_90 does not hold:",
                             "*expected: 6 ± 0.02 cycles",
@@ -404,11 +404,11 @@ def test_a_gpu_asked_for_by_index_that_is_not_there_fails_the_run(pytester, args
 def test_asking_for_a_gpu_on_a_machine_with_none_fails_and_not_asking_skips_with_the_reason(pytester):
     pytester.makeconftest('''
 import pytest
-from pytest_gpuprops import measure
+from pytest_gpuprops import devices
 _mp = pytest.MonkeyPatch()
 def pytest_configure(config):
-    _mp.setattr(measure, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
-    _mp.setattr(measure, "visible_gpu_count", lambda: 0)
+    _mp.setattr(devices, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
+    _mp.setattr(devices, "visible_gpu_count", lambda: 0)
 def pytest_unconfigure(config):
     _mp.undo()
 ''')
@@ -465,8 +465,8 @@ def test_two_processes_measuring_one_gpu_take_turns(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
     script = textwrap.dedent("""
         import sys, time
-        from pytest_gpuprops import measure
-        with measure.gpu_lock(0):
+        from pytest_gpuprops import gpulock
+        with gpulock.gpu_lock(0):
             start = time.monotonic()
             time.sleep(0.4)
             print(start, time.monotonic())

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from gp_testing import fake_gpu_conftest
 
-from pytest_gpuprops import assertions, measure, results
+from pytest_gpuprops import assertions, devices, driver_launch, measure, results, timing
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops.fixture import (
     FactChecker,
@@ -26,6 +26,7 @@ from pytest_gpuprops.fixture import (
     planted_shift,
     reproduce_command,
 )
+from pytest_gpuprops.kernel_spec import KernelSpec
 
 
 def _config(**options):
@@ -114,7 +115,7 @@ def test_a_malformed_plant_is_a_usage_error_that_shows_the_form(monkeypatch, pla
 
 # -- FactChecker, with a stand-in request and session state --------------------------------------------
 
-GPU = measure.GpuInfo(2, "Fake GPU", "sm_99", 132, "580.0", "13.0", "13.0", "0000:02:00.0", 1980, "GPU-2", "node1")
+GPU = devices.GpuInfo(2, "Fake GPU", "sm_99", 132, "580.0", "13.0", "13.0", "0000:02:00.0", 1980, "GPU-2", "node1")
 LDS = gp_facts.Fact(name="lds", arch="sm_99", unit="cycles", method="chain", source="seed", value=23.0,
                     tolerance_abs=0.5)
 
@@ -170,7 +171,7 @@ def test_measure_hands_name_spec_and_options_to_this_gpus_runner():
     m = _given([23.0])
     state = _State(_Runner(m))
     checker, _ = _checker(state=state)
-    spec = measure.KernelSpec("x.cu", "k")
+    spec = KernelSpec("x.cu", "k")
     assert checker.measure("lds", spec, divisor=4, warps=2) is m
     assert state._runner.calls == [("lds", spec, {"divisor": 4, "warps": 2})] and state.asked == [2]
 
@@ -178,19 +179,19 @@ def test_measure_hands_name_spec_and_options_to_this_gpus_runner():
 def test_an_unclean_region_fails_on_an_arch_with_facts_and_skips_on_a_new_one(tmp_path):
     (tmp_path / "f.toml").write_text('arch = "sm_99"\n[lds]\nvalue = 23\ntolerance_abs = 0.5\nunit = "cycles"\n'
                                      'method = "m"\nsource = "s"\n')
-    unclean = measure.UncleanRegion("LDCU in the region")
+    unclean = timing.UncleanRegion("LDCU in the region")
     known, _ = _checker(state=_State(_Runner(error=unclean), facts_path=str(tmp_path / "f.toml")))
-    failed = _outcome(lambda: known.measure("lds", measure.KernelSpec("x.cu", "k")))
+    failed = _outcome(lambda: known.measure("lds", KernelSpec("x.cu", "k")))
     assert type(failed) is pytest.fail.Exception and failed.msg == "LDCU in the region" and failed.pytrace is False
     new, _ = _checker(state=_State(_Runner(error=unclean)))  # sm_99 has no packaged facts
-    skipped = _outcome(lambda: new.measure("lds", measure.KernelSpec("x.cu", "k")))
+    skipped = _outcome(lambda: new.measure("lds", KernelSpec("x.cu", "k")))
     assert type(skipped) is pytest.skip.Exception
     assert skipped.msg == "the method of this fact does not hold on sm_99 yet: LDCU in the region"
 
 
 def test_a_launch_error_fails_the_test_with_its_message_and_no_traceback():
-    checker, _ = _checker(state=_State(_Runner(error=measure.KernelLaunchError("k: illegal address"))))
-    failed = _outcome(lambda: checker.measure("lds", measure.KernelSpec("x.cu", "k")))
+    checker, _ = _checker(state=_State(_Runner(error=driver_launch.KernelLaunchError("k: illegal address"))))
+    failed = _outcome(lambda: checker.measure("lds", KernelSpec("x.cu", "k")))
     assert type(failed) is pytest.fail.Exception and failed.msg == "k: illegal address" and failed.pytrace is False
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from gp_testing import fake_gpu_conftest
 
-from pytest_gpuprops import health, measure
+from pytest_gpuprops import devices, health
 from pytest_gpuprops.assertions import FAIL, PASS, SKIPPED
 
 REPO = Path(__file__).parent.parent
@@ -572,7 +572,7 @@ def _run_hwtest(pytester, monkeypatch, nvml, *args, under_load=None):
     pytester.makeconftest(fake_gpu_conftest("sm_90"))
     # not named test_health: hwtests/test_health.py may be imported in this process already
     pytester.makepyfile(test_gpu_health=(REPO / "hwtests" / "test_health.py").read_text())
-    monkeypatch.setattr(measure, "_nvml_handle", lambda pci: (nvml, "handle") if nvml else (None, None))
+    monkeypatch.setattr(devices, "_nvml_handle", lambda pci: (nvml, "handle") if nvml else (None, None))
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(pytester.path))
     loads = []
 

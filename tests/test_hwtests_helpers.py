@@ -349,7 +349,7 @@ def test_the_static_prefetch_foresees_every_build_the_throughput_checks_compile(
     each test compiles): every build a test asks for, cache hits included, was asked for by the
     prefetch first, so a first run compiles none of them one test after another."""
     from pytest_gpuprops import compile as gp_compile
-    from pytest_gpuprops import throughput as tp
+    from pytest_gpuprops import workloads
     repo = Path(__file__).parent.parent
     sys.path.insert(0, str(repo / "tools" / "probes"))
     try:
@@ -362,5 +362,5 @@ def test_the_static_prefetch_foresees_every_build_the_throughput_checks_compile(
                                      plugins=[probe])
     assert r.ret == 0 and gp_compile.compile_cuda is original  # every binding put back
     # 4 archs x (the FFMA stress, the stream kernels' build), the wgmma stress for sm_90 and per sm_90a type
-    assert len(probe.by_tests) == 4 * 2 + 1 + len(tp.WGMMA_DTYPES) and probe.missed == {}
+    assert len(probe.by_tests) == 4 * 2 + 1 + len(workloads.WGMMA_DTYPES) and probe.missed == {}
     r.stdout.fnmatch_lines(["foreseen builds: 11 of the 11 builds the tests asked for; not foreseen: 0"])

@@ -46,8 +46,8 @@ def test_markers_and_options_are_registered(pytester):
 
 
 def test_gpu_tests_skip_with_a_one_line_reason_and_static_tests_run(pytester, monkeypatch):
-    from pytest_gpuprops import measure
-    monkeypatch.setattr(measure, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
+    from pytest_gpuprops import devices
+    monkeypatch.setattr(devices, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
     pytester.makepyfile('''
         import pytest
         @pytest.mark.gpu
@@ -351,7 +351,7 @@ def test_state_reads_the_options(pytester, tmp_path):
 
 FAKE_RUNNER = FAKE_GPU + '''
 from pathlib import Path
-from pytest_gpuprops import report
+from pytest_gpuprops import driver_launch, report
 
 class FakeRunner:
     def __init__(self, info, kernels_dir, *, stop, cache_dir=None):
@@ -359,7 +359,7 @@ class FakeRunner:
 
     def measure(self, name, spec, **kw):
         if spec.kernel == "broken":
-            raise measure.KernelLaunchError("planted launch failure")
+            raise driver_launch.KernelLaunchError("planted launch failure")
         m = measure.Measurement.given(name, [23.0] * 3)
         m.remeasure = lambda: self.measure(name, spec, **kw)  # as the real Runner: fresh launches
         return m
@@ -391,8 +391,7 @@ def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, mo
     (pytester.path / "facts.toml").write_text(FACTS)
     pytester.makepyfile('''
         import pytest
-        from pytest_gpuprops import measure
-        from pytest_gpuprops.measure import KernelSpec
+        from pytest_gpuprops.kernel_spec import KernelSpec
 
         @pytest.mark.gpu
         def test_measured(gpuprops, gpu_runner, gpu_facts):
@@ -423,15 +422,15 @@ def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, mo
             assert ncu([KernelSpec("x.cu", "k"), KernelSpec("x.cu", "k2")], ["a"]) == [{"a": 1.0}, {"a": 2.0}]
             ncu([KernelSpec("x.cu", "gone")], ["a"])
     ''')
-    from pytest_gpuprops import measure
+    from pytest_gpuprops import nsight
 
     def fake_ncu(runner, specs, metrics):
         """ncu_metrics takes a list of specs (one ncu process) and returns one dict per spec."""
         assert type(runner).__name__ == "FakeRunner" and metrics == ["a"]
         if any(s.kernel == "gone" for s in specs):
-            raise measure.NcuUnavailable("counters gone")
+            raise nsight.NcuUnavailable("counters gone")
         return [{"a": float(n)} for n, _ in enumerate(specs, 1)]
-    monkeypatch.setattr(measure, "ncu_metrics", fake_ncu)
+    monkeypatch.setattr(nsight, "ncu_metrics", fake_ncu)
     monkeypatch.setenv("GPUPROPS_NCU", ncu_stand_in(pytester.path))
     r = pytester.runpytest_inprocess("--gpuprops-noise", "0.02", "--gpuprops-budget", "3", "--gpuprops-cache",
                                      "cachedir", "--gpuprops-facts", "facts.toml", "--gpuprops-plots", "plots",
@@ -463,12 +462,12 @@ import pytest
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session):
     from pytest_gpuprops import plugin
-    from pytest_gpuprops.measure import KernelSpec
+    from pytest_gpuprops.kernel_spec import KernelSpec
     assert plugin.session_state(session.config).start_ncu([KernelSpec("x.cu", "k")], ["a"])
 """)
     pytester.makepyfile('''
         import pytest
-        from pytest_gpuprops.measure import KernelSpec
+        from pytest_gpuprops.kernel_spec import KernelSpec
 
         @pytest.mark.gpu
         def test_ncu(ncu):
@@ -476,10 +475,10 @@ def pytest_runtestloop(session):
             assert ncu([KernelSpec("x.cu", "k")], ["a"]) == [{"a": "again"}]
             assert ncu([KernelSpec("x.cu", "k2")], ["a"]) == [{"a": "again"}]
     ''')
-    from pytest_gpuprops import measure
-    monkeypatch.setattr(measure, "_ncu_start", lambda runner, specs, metrics: ["ncu"])
-    monkeypatch.setattr(measure, "_ncu_finish", lambda cmd, metrics, n, timeout_s, lock_gpu=None: [{"a": "ahead"}] * n)
-    monkeypatch.setattr(measure, "ncu_metrics", lambda runner, specs, metrics: [{"a": "again"}] * len(specs))
+    from pytest_gpuprops import nsight
+    monkeypatch.setattr(nsight, "_ncu_start", lambda runner, specs, metrics: ["ncu"])
+    monkeypatch.setattr(nsight, "_ncu_finish", lambda cmd, metrics, n, timeout_s, lock_gpu=None: [{"a": "ahead"}] * n)
+    monkeypatch.setattr(nsight, "ncu_metrics", lambda runner, specs, metrics: [{"a": "again"}] * len(specs))
     monkeypatch.setenv("GPUPROPS_NCU", ncu_stand_in(pytester.path))
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(pytester.path))
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
@@ -494,7 +493,7 @@ def test_a_gpu_tests_kernel_time_and_launches_are_junit_properties(pytester):
         m = measure.Measurement.given(name, [23.0] * 3)"""))
     pytester.makepyfile('''
         import pytest
-        from pytest_gpuprops.measure import KernelSpec
+        from pytest_gpuprops.kernel_spec import KernelSpec
 
         @pytest.mark.gpu
         def test_twice(gpuprops):
@@ -531,13 +530,13 @@ def test_no_facts_for_the_arch(pytester):
 def test_a_gpu_that_fails_to_describe_itself_is_a_skip(pytester):
     # the fake GPU's conftest, with gpu_info replaced after it is set up (whatever its text looks like)
     conftest = FAKE_GPU.replace("def pytest_unconfigure", '''def _broken(index=0):
-    raise measure.GpuUnavailable("properties unreadable")
+    raise devices.GpuUnavailable("properties unreadable")
 
 _fake_configure = pytest_configure
 
 def pytest_configure(config):
     _fake_configure(config)
-    _mp.setattr(measure, "gpu_info", _broken)
+    _mp.setattr(devices, "gpu_info", _broken)
 
 def pytest_unconfigure''')
     assert conftest != FAKE_GPU
@@ -1127,9 +1126,9 @@ def test_a_compare_report_that_cannot_be_read_is_refused_at_start_up(pytester):
 
 
 def test_record_mode_asks_about_the_gpu_it_would_measure_and_refuses_without_it(pytester, monkeypatch):
-    from pytest_gpuprops import measure
-    monkeypatch.setattr(measure, "gpu_unavailable_reason", lambda index=0: f"GPU {index} is planted away")
-    monkeypatch.setattr(measure, "visible_gpu_count", lambda: 2)  # GPU 1 is visible, only not usable
+    from pytest_gpuprops import devices
+    monkeypatch.setattr(devices, "gpu_unavailable_reason", lambda index=0: f"GPU {index} is planted away")
+    monkeypatch.setattr(devices, "visible_gpu_count", lambda: 2)  # GPU 1 is visible, only not usable
     r = pytester.runpytest_inprocess("--gpu", "1", "--gpuprops-record", "r.toml")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: --gpuprops-record measures facts on a GPU, and none can be used here: GPU 1 is planted away. "

@@ -18,7 +18,8 @@ from gp_testing import KERNELS
 
 from pytest_gpuprops import compile as gp_compile
 from pytest_gpuprops import prefetch, sass
-from pytest_gpuprops.measure import KernelSpec, build_for_timing
+from pytest_gpuprops.kernel_spec import KernelSpec
+from pytest_gpuprops.timing import build_for_timing
 
 # ----------------------------------------------------------------------------------------------
 # what the prefetch hands the compiler and the SASS reader

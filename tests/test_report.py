@@ -139,6 +139,7 @@ def test_write_reports(tmp_path):
     assert paths == [out, tmp_path / "deep" / "r.md"]
     expected = SessionResults(vs).to_json({"arch": "sm_90"})
     expected["fleet"] = [fleet[0].as_dict()]
+    expected["links"] = {}  # no pair fact among them
     assert json.loads(out.read_text()) == json.loads(json.dumps(expected, default=str))
     written = json.loads(out.read_text())["fleet"][0]
     assert (written["status"], written["verdict"], written["gpu"]) == ("OUTLIER", "OUTLIER (3 GPUs compared)",
@@ -315,9 +316,10 @@ def test_write_reports_exact_json_and_deep_folders(tmp_path):
     report.write_reports(out, SessionResults(_verdicts()[:1]), [], meta)
     expected = SessionResults(_verdicts()[:1]).to_json(meta)
     expected["fleet"] = []
+    expected["links"] = {}
     assert out.read_text() == json.dumps(expected, indent=1, default=str)
     assert list(json.loads(out.read_text())) == ["schema", "meta", "summary", "facts", "recorded", "plot_points",
-                                                 "fleet"]
+                                                 "fleet", "links"]
     assert json.loads(out.read_text())["meta"]["date"] == "2026-01-02"
     assert out.with_suffix(".md").read_text() == report.markdown(_verdicts()[:1], meta)
 
@@ -670,3 +672,206 @@ def test_several_archs_keep_the_arch_column():
 def test_only_skipped_tests_print_no_header():
     vs = [_skipped_test("hwtests/test_wgmma.py::a", "needs a GPU"), _skipped_test("hwtests/test_wgmma.py::b", "needs a GPU")]
     assert report.compact_table(vs).split("\n") == ["wgmma — 2: 2 SKIPPED", "  2 skipped: needs a GPU"]
+
+
+# ----------------------------------------------------------------------------------------------
+# pair facts (hwtests/test_node_links.py): the GPU x GPU matrix, the pair named, the fleet rule per pair
+# Readings are the H100 ones recorded in pytest_gpuprops/facts/sm_90.toml (their source strings):
+# p2p_ce_copy_gbps 9f007e6c->1559a37f 397.69, 1559a37f->9f007e6c 397.84; per-SM p2p latencies 847.59 ns.
+
+H100_NAME = "NVIDIA H100 80GB HBM3"
+# the node of the recorded copy-engine readings; the UUIDs' first group as recorded, the rest zeros
+P0 = {"index": 0, "name": H100_NAME, "uuid": "GPU-9f007e6c-0000-0000-0000-000000000000", "host": "n7"}
+P1 = {"index": 1, "name": H100_NAME, "uuid": "GPU-1559a37f-0000-0000-0000-000000000000", "host": "n7"}
+LINKS_HEAD = "row: the GPU that issued, column: its peer"
+
+
+def _pair(src, dst, measured, status=PASS, fact="p2p_ce_copy_gbps", unit="GB/s", test="test_copy_engine_rate"):
+    """A pair test's verdict as FactChecker._finish leaves it: ``gpu`` issued the work, ``peer`` is the
+    other end of the link."""
+    return Verdict(fact, "sm_90", status, "396.853 ± 11.9 GB/s", measured, f"{measured} {unit}", unit, "m", "s",
+                   nodeid=f"hwtests/test_node_links.py::{test}[gpu{src['index']}-peer+1]", gpu=src, peer=dst,
+                   tolerance=11.9, scope="gpu")
+
+
+def test_link_matrices_of_two_gpus_each_way():
+    vs = [_pair(P0, P1, 397.69), _pair(P1, P0, 397.84),
+          _on(G0, "lds_latency_cycles", "hwtests/test_smem.py::test_lds[gpu0]", 23.0)]  # no peer: no matrix
+    labels = ["n7:gpu0 (GPU-9f007e6c)", "n7:gpu1 (GPU-1559a37f)"]
+    assert report.link_matrices(vs) == {"p2p_ce_copy_gbps": {
+        "unit": "GB/s", "gpus": labels,
+        "cells": [[None, {"value": 397.69, "status": "PASS"}],
+                  [{"value": 397.84, "status": "PASS"}, None]]}}
+    assert report.link_tables(report.link_matrices(vs)).split("\n") == [
+        f"p2p_ce_copy_gbps (GB/s; {LINKS_HEAD})",
+        "                        n7:gpu0 (GPU-9f007e6c)    n7:gpu1 (GPU-1559a37f)",
+        "----------------------  ------------------------  ------------------------",
+        "n7:gpu0 (GPU-9f007e6c)  x                         397.7",
+        "n7:gpu1 (GPU-1559a37f)  397.8                     x",
+    ]
+
+
+def test_no_pair_verdict_no_matrix():
+    assert report.link_matrices(_verdicts()) == {} and report.link_tables({}) == ""
+    # a peer without the GPU that issued (never written so) is not placed either
+    assert report.link_matrices([dataclasses.replace(_pair(P0, P1, 397.69), gpu=None)]) == {}
+
+
+def _n7(index):
+    return {"index": index, "name": "H100", "host": "n7"}
+
+
+def _three_gpus():
+    """Three GPUs, pairs measured in any order: one FAIL, one ERROR without a value, cells missing,
+    GPU 10 after GPU 2 (by number, not as text), and a second pair fact with its own GPUs."""
+    return [_pair(_n7(10), _n7(2), 357.8, FAIL), _pair(_n7(2), _n7(10), 397.69),
+            _pair(_n7(0), _n7(2), None, "ERROR"),
+            _pair(_n7(0), _n7(2), 847.59, fact="p2p_latency_ns", unit="ns", test="test_peer_latency")]
+
+
+def test_link_matrices_with_missing_cells_and_statuses():
+    m = report.link_matrices(_three_gpus())
+    assert list(m) == ["p2p_ce_copy_gbps", "p2p_latency_ns"]  # by fact name
+    assert m["p2p_ce_copy_gbps"] == {"unit": "GB/s", "gpus": ["n7:gpu0", "n7:gpu2", "n7:gpu10"], "cells": [
+        [None, {"value": None, "status": "ERROR"}, None],
+        [None, None, {"value": 397.69, "status": "PASS"}],
+        [None, {"value": 357.8, "status": "FAIL"}, None]]}
+    assert m["p2p_latency_ns"] == {"unit": "ns", "gpus": ["n7:gpu0", "n7:gpu2"],
+                                   "cells": [[None, {"value": 847.59, "status": "PASS"}], [None, None]]}
+
+
+def test_link_tables_show_what_is_not_pass_the_diagonal_and_what_was_not_measured():
+    assert report.link_tables(report.link_matrices(_three_gpus())).split("\n") == [
+        f"p2p_ce_copy_gbps (GB/s; {LINKS_HEAD})",
+        "          n7:gpu0    n7:gpu2     n7:gpu10",
+        "--------  ---------  ----------  ----------",
+        "n7:gpu0   x          - ERROR     -",
+        "n7:gpu2   -          x           397.7",
+        "n7:gpu10  -          357.8 FAIL  x",
+        "",
+        f"p2p_latency_ns (ns; {LINKS_HEAD})",
+        "         n7:gpu0    n7:gpu2",
+        "-------  ---------  ---------",
+        "n7:gpu0  x          847.6",
+        "n7:gpu2  -          x",
+    ]
+
+
+def test_link_matrices_order_gpus_by_host_then_index():
+    b0, b1 = {"index": 0, "name": "H100", "host": "n8"}, {"index": 1, "name": "H100", "host": "n8"}
+    vs = [_pair(b1, b0, 397.0), _pair(_n7(1), _n7(0), 397.5), _pair({"index": 3, "name": "H100"}, b0, 396.0)]
+    assert report.link_matrices(vs)["p2p_ce_copy_gbps"]["gpus"] == ["gpu3", "n7:gpu0", "n7:gpu1", "n8:gpu0",
+                                                                     "n8:gpu1"]
+
+
+def test_markdown_has_the_node_links_section_only_with_pair_verdicts():
+    meta = {"arch": "sm_90", "gpu": {"name": "H100"}}
+    vs = _three_gpus()
+    lines = report.markdown(vs, meta).split("\n")
+    at = lines.index("## Node links: GPU x GPU")
+    tables = report.link_tables(report.link_matrices(vs), fmt="github")
+    assert lines[at + 1] == "" and "\n".join(lines[at + 2:]).startswith(tables + "\n")
+    assert "| n7:gpu10 | -         | 357.8 FAIL | x          |" in tables.split("\n")
+    assert "## Node links: GPU x GPU" not in report.markdown(_verdicts(), meta)
+
+
+def test_write_reports_carries_the_links_and_the_schema_accepts_them(tmp_path):
+    from pytest_gpuprops import report_schema, results
+    vs = [_pair(P0, P1, 397.69), _pair(P1, P0, 357.8, FAIL)]
+    json_path, md_path = report.write_reports(tmp_path / "r.json", SessionResults(vs), [], {"arch": "sm_90"})
+    data = json.loads(json_path.read_text())
+    assert data["links"] == json.loads(json.dumps(report.link_matrices(vs)))
+    assert data["links"]["p2p_ce_copy_gbps"]["cells"][1][0] == {"value": 357.8, "status": "FAIL"}
+    assert [f["peer"] for f in data["facts"]] == [P1, P0]
+    report_schema.check_report(data, "r.json")
+    # read back, each verdict still names its pair
+    back, _ = results.load(json_path)
+    assert [(v.gpu["index"], v.peer["index"]) for v in back.verdicts] == [(0, 1), (1, 0)]
+    assert "## Node links: GPU x GPU" in md_path.read_text()
+
+
+@pytest.mark.parametrize("links, problem", [
+    ({"p2p_ce_copy_gbps": {"unit": "GB/s", "gpus": ["a", "b"], "cells": "x"}},
+     "links.p2p_ce_copy_gbps.cells is the string 'x'; expected a list of rows"),
+    ({"p2p_ce_copy_gbps": {"unit": "GB/s", "gpus": ["a"], "cells": [[None], "row"]}},
+     "links.p2p_ce_copy_gbps.cells[1] is the string 'row'; expected a row"),
+    ({"p2p_ce_copy_gbps": {"gpus": [], "cells": []}},
+     "links.p2p_ce_copy_gbps lacks 'unit'; a GPU x GPU matrix (unit, gpus, cells) has unit, gpus, cells"),
+    ({"p2p_ce_copy_gbps": {"unit": "GB/s", "gpus": [0], "cells": []}},
+     "links.p2p_ce_copy_gbps.gpus[0] is the number 0; expected a string"),
+    ([], "links is a list of 0; expected an object of pair fact -> GPU x GPU matrix"),
+])
+def test_the_schema_refuses_malformed_links(tmp_path, links, problem):
+    from pytest_gpuprops import report_schema
+    json_path, _ = report.write_reports(tmp_path / "r.json", SessionResults([_pair(P0, P1, 397.69)]), [],
+                                        {"arch": "sm_90"})
+    data = json.loads(json_path.read_text())
+    data["links"] = links
+    with pytest.raises(report_schema.SchemaError) as exc:
+        report_schema.check_report(data, "r.json")
+    assert str(exc.value).startswith(f"r.json: {problem}; pass a report written by pytest --gpuprops-report")
+
+
+def test_the_schema_refuses_a_peer_that_is_not_a_gpu(tmp_path):
+    from pytest_gpuprops import report_schema
+    data = SessionResults([_pair(P0, P1, 397.69)]).to_json({})
+    data["facts"][0]["peer"] = "gpu1"
+    with pytest.raises(report_schema.SchemaError) as exc:
+        report_schema.check_report(data, "r.json")
+    assert str(exc.value).startswith("r.json: facts[0] (fact p2p_ce_copy_gbps).peer is the string 'gpu1'; expected "
+                                     "an object naming the GPU")
+
+
+def test_a_pair_verdict_names_both_gpus():
+    from pytest_gpuprops import results
+    v = _pair(P0, P1, 357.8, FAIL)
+    assert v.gpu_text == (f"GPU 0 {H100_NAME} (GPU-9f007e6c-0000-0000-0000-000000000000) on n7 -> peer GPU 1 "
+                          "(GPU-1559a37f-0000-0000-0000-000000000000)")
+    assert f"  GPU:      {v.gpu_text}" in v.message().split("\n")
+    assert results.gpu_label(v) == f"n7:gpu0 {H100_NAME} (GPU-9f007e6c) -> gpu1 (GPU-1559a37f)"
+    # a peer known by its PCI bus id only, or by nothing
+    bus = dataclasses.replace(v, peer={"index": 1, "pci_bus_id": "0000:2A:00.0"})
+    assert bus.gpu_text.endswith(" on n7 -> peer GPU 1 (0000:2A:00.0)")
+    assert results.gpu_label(bus) == f"n7:gpu0 {H100_NAME} (GPU-9f007e6c) -> gpu1"
+    assert dataclasses.replace(v, peer={}).gpu_text == dataclasses.replace(v, peer=None).gpu_text  # no pair
+    assert dataclasses.replace(v, peer={"index": 3}).gpu_text.endswith("-> peer GPU 3 (no UUID)")
+    # a verdict of one GPU names one GPU, as before
+    assert results.gpu_label(dataclasses.replace(v, peer=None)) == f"n7:gpu0 {H100_NAME} (GPU-9f007e6c)"
+
+
+# the fleet rule per pair: the same pair test on two GPUs is one case (results.case_key drops gpuN),
+# so GPU 0 -> 1 is compared with GPU 1 -> 0. Latencies of the one-SM method (2026-11-26, three nodes):
+# 9f007e6c->1559a37f 850.00, 90ad244b->357002be 796.86 ns; its band: 823.892 ± 27.4 ns, units 796.71 .. 851.07.
+
+def _latency(src, dst, measured, status=PASS):
+    return dataclasses.replace(_pair(src, dst, measured, status, fact="p2p_latency_ns", unit="ns",
+                                     test="test_peer_latency"),
+                               expected="823.892 ± 27.4 ns", tolerance=27.4, units_range=[796.71, 851.07])
+
+
+def test_two_directions_apart_by_what_the_units_recorded_show_differ_but_are_not_outliers():
+    from pytest_gpuprops import results
+    out, note = results.outliers([_latency(P0, P1, 850.0), _latency(P1, P0, 797.2)])
+    assert note == ("outlier check: 2 GPUs, 1 facts compared, 0 outlier(s), 2 fact(s) where units differ inside "
+                    "the SKU's band (not red)")
+    assert [(o.status, o.kind, o.peer["index"]) for o in out] == [("UNITS DIFFER", "fleet", 1),
+                                                                   ("UNITS DIFFER", "fleet", 0)]
+    first = out[0]
+    assert first.expected == "peer median 797.200 ± 27.4 ns"
+    assert first.measured_text == (f"850.000 ns on n7:gpu0 {H100_NAME} (GPU-9f007e6c) -> gpu1 (GPU-1559a37f) "
+                                   "(6.6% off); peers: 797.200")
+    assert first.flags == ["2 GPUs compared", "inside the SKU's band, and no further apart than the units recorded "
+                           "(796.71 .. 851.07): the units' own spread"]
+
+
+def test_a_direction_past_what_the_units_recorded_is_an_outlier_both_flagged():
+    """The same pair with the reverse direction planted at 780 ns: below its band and 70 ns off the
+    other direction, more than the units recorded (54.36 ns apart)."""
+    from pytest_gpuprops import results
+    out, note = results.outliers([_latency(P0, P1, 850.0), _latency(P1, P0, 780.0, FAIL)])
+    assert note == "outlier check: 2 GPUs, 1 facts compared, 2 outlier(s)"
+    assert [(o.status, o.measured) for o in out] == [("OUTLIER", 850.0), ("OUTLIER", 780.0)]
+    assert out[0].flags == ["2 GPUs compared", "more than 5% off its peers",
+                            "with two GPUs, both are flagged: a third tells which one is off"]
+    # within the band's tolerance of each other: nothing to report, whichever GPU issued
+    assert results.outliers([_latency(P0, P1, 850.0), _latency(P1, P0, 830.0)])[0] == []

@@ -762,7 +762,8 @@ def test_a_warm_run_spawns_nvdisasm_zero_times(build, spawns):
     """Listings, the nvdisasm version, single patches, patch_many and a timing build: once they have
     been read (by this session's prefetch, an earlier run, or the first pass here), a process with an
     empty memory reads all of it from disk."""
-    from pytest_gpuprops.measure import KernelSpec, build_for_timing
+    from pytest_gpuprops.kernel_spec import KernelSpec
+    from pytest_gpuprops.timing import build_for_timing
 
     def work():
         cubin = sass.Cubin(build("regbank_ffma.cu", "sm_90", NFFMA=8).data, "sm_90")

@@ -9,8 +9,9 @@ from gp_testing import KERNELS
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
-from pytest_gpuprops.measure import KernelSpec, UncleanRegion, build_for_timing
+from pytest_gpuprops.kernel_spec import KernelSpec
 from pytest_gpuprops.sass import ControlCode, Edit, Instruction
+from pytest_gpuprops.timing import UncleanRegion, build_for_timing
 
 # ----------------------------------------------------------------------------------------------
 # the two clock reads

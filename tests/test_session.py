@@ -9,14 +9,14 @@ import types
 
 import pytest
 
-from pytest_gpuprops import assertions, measure, results, session
+from pytest_gpuprops import assertions, devices, measure, results, session
 
 NODEID = "t.py::TestC::test_x[a b]"
 REPRODUCE = "pytest 't.py::TestC::test_x[a b]'"
 
 
-def _info(index: int) -> measure.GpuInfo:
-    return measure.GpuInfo(index, f"Fake GPU {index}", "sm_90", 132, "580.0", "13.0", "13.0", f"0000:0{index}:00.0",
+def _info(index: int) -> devices.GpuInfo:
+    return devices.GpuInfo(index, f"Fake GPU {index}", "sm_90", 132, "580.0", "13.0", "13.0", f"0000:0{index}:00.0",
                            1980, f"GPU-{index}", "node1")
 
 
@@ -33,9 +33,9 @@ def fake_gpus(monkeypatch):
     def info(index=0):
         asked.append(("info", index))
         return _info(index)
-    monkeypatch.setattr(measure, "gpu_unavailable_reason", reason)
-    monkeypatch.setattr(measure, "gpu_info", info)
-    monkeypatch.setattr(measure, "visible_gpu_count", lambda: 4)
+    monkeypatch.setattr(devices, "gpu_unavailable_reason", reason)
+    monkeypatch.setattr(devices, "gpu_info", info)
+    monkeypatch.setattr(devices, "visible_gpu_count", lambda: 4)
     return asked
 
 
@@ -97,7 +97,7 @@ def test_without_xdist_the_first_listed_gpu_is_the_default(pytester, fake_gpus):
 
 
 def test_all_with_no_visible_gpu_falls_back_to_dash_dash_gpu(pytester, fake_gpus, monkeypatch):
-    monkeypatch.setattr(measure, "visible_gpu_count", lambda: 0)
+    monkeypatch.setattr(devices, "visible_gpu_count", lambda: 0)
     st = _state(pytester, "--gpu", "3", "--gpuprops-gpus", "all")
     assert st.gpu_list() == [] and st.default_index() == 3
 
@@ -132,8 +132,8 @@ def test_slots_reasons_and_info_are_per_gpu(pytester, fake_gpus):
 
 def test_a_gpu_whose_info_cannot_be_read_is_unavailable_with_that_message(pytester, fake_gpus, monkeypatch):
     def broken(index=0):
-        raise measure.GpuUnavailable("planted: no device properties")
-    monkeypatch.setattr(measure, "gpu_info", broken)
+        raise devices.GpuUnavailable("planted: no device properties")
+    monkeypatch.setattr(devices, "gpu_info", broken)
     st = _state(pytester)
     s = st.slot(2)
     assert s.info is None and s.unavailable == "planted: no device properties"

@@ -197,8 +197,8 @@ def test_a_plain_assert_in_a_fact_test_is_an_error_row_never_all_pass(pytester):
 
 
 def test_without_a_gpu_every_fact_test_is_listed_as_skipped_with_its_reason(pytester, monkeypatch):
-    from pytest_gpuprops import measure
-    monkeypatch.setattr(measure, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
+    from pytest_gpuprops import devices
+    monkeypatch.setattr(devices, "gpu_unavailable_reason", lambda index=0: "no CUDA driver or GPU (test)")
     pytester.makepyfile('''
         import pytest
         pytestmark = pytest.mark.gpu
@@ -362,20 +362,20 @@ def test_a_fact_not_recorded_for_this_arch_skips_saying_how_to_record_it(pyteste
 
 UNCLEAN_RUNNER = '''
 import pytest
-from pytest_gpuprops import measure
+from pytest_gpuprops import measure, timing
 
 class _Runner:
     def __init__(self, *a, **k):
         pass
     def measure(self, name, spec, **kw):
-        raise measure.UncleanRegion("regbank on ARCH: the timed region does not hold what the fact measures: LDCU")
+        raise timing.UncleanRegion("regbank on ARCH: the timed region does not hold what the fact measures: LDCU")
 
 def pytest_sessionstart(session):
     _mp.setattr(measure, "Runner", _Runner)
 
 @pytest.mark.gpu
 def test_regbank(gpuprops):
-    gpuprops.measure("x", measure.KernelSpec("k.cu", "k"), divisor=1)
+    gpuprops.measure("x", KernelSpec("k.cu", "k"), divisor=1)
 '''
 
 
@@ -383,7 +383,7 @@ def test_regbank(gpuprops):
 def test_an_unclean_region_skips_on_a_new_arch_and_fails_on_a_known_one(pytester, arch, outcome):
     conftest = fake_gpu_conftest(arch) + UNCLEAN_RUNNER.split("@pytest.mark.gpu")[0].replace("ARCH", arch)
     pytester.makeconftest(conftest)
-    pytester.makepyfile("import pytest\nfrom pytest_gpuprops import measure\n\n@pytest.mark.gpu"
+    pytester.makepyfile("import pytest\nfrom pytest_gpuprops.kernel_spec import KernelSpec\n\n@pytest.mark.gpu"
                         + UNCLEAN_RUNNER.split("@pytest.mark.gpu")[1])
     r = pytester.runpytest_inprocess("-rs")
     r.assert_outcomes(**{outcome: 1})

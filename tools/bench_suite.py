@@ -160,9 +160,9 @@ def junit_times(path: str | None) -> dict[str, float]:
 
 def gpu_status() -> tuple[str | None, str | None]:
     """(reason there is no usable GPU or None, the GPU's arch or None), asked in a subprocess."""
-    code = ("from pytest_gpuprops import measure\n"
-            "r = measure.gpu_unavailable_reason()\n"
-            "print('NOGPU ' + r if r else 'ARCH ' + measure.gpu_info().arch + ' ' + measure.gpu_info().name)")
+    code = ("from pytest_gpuprops import devices\n"
+            "r = devices.gpu_unavailable_reason()\n"
+            "print('NOGPU ' + r if r else 'ARCH ' + devices.gpu_info().arch + ' ' + devices.gpu_info().name)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     line = (proc.stdout.strip().splitlines() or [""])[-1]
     if line.startswith("ARCH "):

@@ -1,0 +1,46 @@
+"""What a fact's kernel is: the source and defines to compile, the launch shape (grid, block,
+cluster, dynamic shared memory), its arguments, the edits beside the timing patch and what its timed
+region must hold. Building (timing.py), launching (driver_launch.py, measure.py) and profiling
+(nsight.py) all take one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+
+@dataclasses.dataclass
+class KernelSpec:
+    """What to compile and how to launch it.
+
+    ``args(cupy) -> tuple`` builds the arguments after the cycles buffer; ``patch(cubin, kernel) ->
+    list[Edit]`` adds edits to the automatic clock-read waits. ``region`` is what the timed region
+    must hold (opcode -> count, padding aside) and ``region_other`` how many other, non-memory
+    instructions (loop control) may sit beside them: a kernel that does not measure what its name
+    says is refused before it runs, on every arch.
+    """
+
+    source: str
+    kernel: str
+    defines: dict = dataclasses.field(default_factory=dict)
+    grid: int = 1
+    block: int = 32
+    args: Callable | None = None
+    patch: Callable | None = None
+    region: dict | None = None
+    region_other: int = 0
+    #: thread-block cluster size: None launches as usual; k launches clusters of k CTAs along x
+    #: (cuLaunchKernelEx with a cluster-dimension attribute; the kernel is compiled with
+    #: ``__cluster_dims__()``, so one build serves every size). Above
+    #: driver_launch.PORTABLE_CLUSTER_SIZE the function is allowed a non-portable size first.
+    cluster: int | None = None
+    #: dynamic shared memory per CTA, bytes (0: none). Any launches through cuLaunchKernelEx, which
+    #: allows the function that much first; more than half an SM's keeps CTAs on separate SMs.
+    shared_mem: int = 0
+
+    def label(self) -> str:
+        base = f"{self.kernel} from {self.source} {self.defines} grid={self.grid} block={self.block}"
+        if self.cluster is not None:
+            base += f" cluster={self.cluster}"
+        return base + (f" shared_mem={self.shared_mem}" if self.shared_mem else "")

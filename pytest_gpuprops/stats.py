@@ -1,0 +1,86 @@
+"""Timing statistics, no GPU in them: one launch's value from its per-warp clock pairs, the noise
+of repeated values (nvbench's relative standard deviation), the rule that ends the repeats
+(nvbench's: converged, time budget, sample cap), and the lowest tier of a latency that depends on
+where its line lives (docs/method.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+
+
+def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float, mode: str, *,
+                 warps_per_block: int | None = None) -> tuple[float, list[float]]:
+    """One launch's value from its per-warp (start, stop) clock pairs, and the per-warp values.
+
+    ``warp``: the median over warps of (stop - start - overhead) / divisor: latency, per-warp issue.
+    ``span``: (last stop - first start - overhead) / divisor: the whole block's throughput on its SM.
+    ``block_span``: the median over blocks (``warps_per_block`` consecutive pairs each) of the
+    block's (last stop - first start - overhead) / divisor: per-SM throughput of a launch with one
+    block per SM (a cluster), each span read on one SM's clock.
+    """
+    if not pairs:
+        raise ValueError("no clock pairs: the launch had no warps")
+    per_warp = [(float(b - a) - overhead) / divisor for a, b in pairs]
+    if mode == "warp":
+        return statistics.median(per_warp), per_warp
+    if mode == "span":
+        return (float(max(b for _, b in pairs) - min(a for a, _ in pairs)) - overhead) / divisor, per_warp
+    if mode == "block_span" and warps_per_block:
+        if len(pairs) % warps_per_block:
+            raise ValueError(f"{len(pairs)} clock pairs are not whole blocks of {warps_per_block} warps")
+        blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
+        spans = [(float(max(b for _, b in blk) - min(a for a, _ in blk)) - overhead) / divisor for blk in blocks]
+        return statistics.median(spans), per_warp
+    raise ValueError(f"mode must be 'warp', 'span' or 'block_span' with warps_per_block, not {mode!r}")
+
+
+def relative_noise(values: Sequence[float]) -> float:
+    """Relative standard deviation (nvbench's 'noise'); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    m = statistics.fmean(values)
+    return statistics.stdev(values) / abs(m) if m else float("inf")
+
+
+@dataclasses.dataclass(frozen=True)
+class StopRule:
+    """When a measurement's repeated launches end (:func:`stop_reason`)."""
+
+    noise_target: float = 0.01
+    min_samples: int = 5
+    max_samples: int = 100
+    time_budget_s: float = 2.0
+
+
+def stop_reason(values: Sequence[float], rule: StopRule, elapsed_s: float) -> str | None:
+    """Why to stop repeating launches now, or None to go on (nvbench's rule): "converged" once at
+    least ``min_samples`` values have noise under the target, else "time budget" once the budget is
+    spent (after ``min_samples``), else "sample cap" at ``max_samples``."""
+    n = len(values)
+    if n >= rule.min_samples:
+        if relative_noise(values) <= rule.noise_target:
+            return "converged"
+        if elapsed_s > rule.time_budget_s:
+            return "time budget"
+    if n >= rule.max_samples:
+        return "sample cap"
+    return None
+
+
+#: the lowest tier of an L2 latency: values within this fraction of the smallest (see lowest_tier)
+TIER_BAND = 0.08
+
+
+def lowest_tier(values: Sequence[float], band: float = TIER_BAND) -> list[float]:
+    """The values within ``band`` (relative) of the smallest, in their order: the lowest tier of a
+    latency that depends on where its line lives. An L2 hit's latency depends on the L2 slice that owns
+    the line and the SM that asks: global atomics over 64 lines on the H100 (2026-11-25, three runs)
+    fell in tiers of 267-283, 302-317 and 439-524 cycles; the lowest tier's top is 6 % above its
+    bottom and the next tier starts 13 % above it, so 8 % takes exactly the lowest tier."""
+    if not values:
+        return []
+    top = min(values) * (1 + band)
+    return [v for v in values if v <= top]

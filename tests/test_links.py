@@ -1,0 +1,425 @@
+"""The node-links measure layer (links.py) without a GPU: rates in decimal GB/s, link rates as the
+suite's Measurement (unit, noise target, the repeat that confirms a failure), the chase's cycle
+laid out in memory and followed line by line, the SMs the latency is sampled on and their medians,
+NVLink error counters' growth, NVML's link state read through a stand-in NVML, the test-only plant
+that forces a pair through the host, the pair's two GPU locks, and a planted wrong link fact that
+fails a recorded H100 reading. Recorded numbers come from the H100 entries of
+pytest_gpuprops/facts/sm_90.toml (their source strings)."""
+
+import re
+import statistics
+from types import SimpleNamespace
+
+import pytest
+from filelock import FileLock, Timeout
+
+from pytest_gpuprops import assertions, devices, gpulock, links, measure
+from pytest_gpuprops import facts as gp_facts
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+# -- rates ----------------------------------------------------------------------------------------
+
+
+def test_gbps_is_decimal_bytes_per_second():
+    assert links.gbps(1e9, 1.0) == 1.0
+    assert links.gbps(2e9, 0.5) == 4.0
+    # 1 GiB is 1.073741824 decimal GB: a GiB a second is not 1 GB/s
+    assert links.gbps(links.PEER_BYTES, 1.0) == pytest.approx(1.073741824, rel=1e-12)
+    # the recorded H100 copy-engine reading 397.69 GB/s is 1 GiB in 2.69995 ms
+    assert links.gbps(links.PEER_BYTES, 2.69995e-3) == pytest.approx(397.69, abs=0.01)
+
+
+def test_rates_are_each_copy_s_gbps_in_order():
+    assert links.rates(1e9, [1.0, 0.5, 0.25]) == [1.0, 2.0, 4.0]
+    assert links.rates(links.HOST_BYTES, []) == []
+    # the recorded H100 host readings: 256 MiB at 54.96 and 55.04 GB/s
+    secs = [links.HOST_BYTES / 54.96e9, links.HOST_BYTES / 55.04e9]
+    assert links.rates(links.HOST_BYTES, secs) == pytest.approx([54.96, 55.04], abs=1e-9)
+
+
+def test_the_copy_sizes_are_one_gib_peer_to_peer_and_256_mib_to_the_host():
+    assert (links.PEER_BYTES, links.HOST_BYTES) == (1 << 30, 256 << 20)
+
+
+# -- a link rate as a Measurement -----------------------------------------------------------------
+
+
+def test_rate_measurement_is_a_gbps_measurement_of_the_copies_given():
+    again = []
+
+    def remeasure():
+        again.append(1)
+        return "measured again"
+    launch = {"src": 0, "dst": 1}
+    values = (397.69, 397.70, 397.68)  # recorded 9f007e6c->1559a37f, 397.69, with +-0.01 around it
+    m = links.rate_measurement("p2p_ce_copy_gbps", values, what="cudaMemcpyPeerAsync", launch=launch,
+                               remeasure=remeasure)
+    assert isinstance(m, measure.Measurement)
+    assert (m.name, m.unit, m.values, m.kernel, m.launch) == ("p2p_ce_copy_gbps", "GB/s", list(values),
+                                                              "cudaMemcpyPeerAsync", {"src": 0, "dst": 1})
+    assert m.stop_reason == "3 copies" and m.n == 3 and m.median == 397.69
+    assert (m.noise_target, m.overhead_cycles, m.sm_clock_mhz, m.throttle) == (0.02, 0.0, None, [])
+    # its own copy of the launch: the caller's dict changing later does not rewrite the measurement
+    launch["dst"] = 7
+    assert m.launch == {"src": 0, "dst": 1}
+    # the repeat a failure is confirmed with is the caller's, called only when asked
+    assert again == [] and m.remeasure() == "measured again" and again == [1]
+
+
+def test_the_host_link_s_noise_target_settles_one_slow_copy_in_twelve_the_default_does_not():
+    """HOST_NOISE_TARGET's reason (links.py): one 256 MiB copy in twelve may run ~15 % slow."""
+    one_slow = [55.0] * 11 + [55.0 * 0.85]
+    default = links.rate_measurement("host_to_device_gbps", one_slow, what="x", launch={}, remeasure=None)
+    host = links.rate_measurement("host_to_device_gbps", one_slow, what="x", launch={}, remeasure=None,
+                                  noise_target=links.HOST_NOISE_TARGET)
+    assert 0.02 < default.noise < links.HOST_NOISE_TARGET
+    assert not default.settled and host.settled and host.noise_target == 0.05
+
+
+# -- the latency chase ----------------------------------------------------------------------------
+
+
+def test_chase_values_are_ns_then_cycles_per_hop_of_each_launch():
+    hops = links.CHASE_HOPS
+    # totals of two launches, (cycles, ns): 1688 and 1686 cycles, 852 and 851 ns a hop (recorded per SM)
+    results = [(1688 * hops, 852 * hops), (1686 * hops, 851 * hops)]
+    assert links.chase_values(results, hops) == ([852.0, 851.0], [1688.0, 1686.0])
+    assert links.chase_values([(30, 10)], 4) == ([2.5], [7.5])
+    assert links.chase_values([], hops) == ([], [])
+
+
+def _follow(words, base, lines, stride, start):
+    """The lines visited from line ``start`` on, by reading each line's first word as the next
+    line's address, as the kernel's chase does; the start line again at the end."""
+    step = stride // 8
+    seen = [start]
+    line = start
+    for _ in range(lines):
+        address = int(words[line * step])
+        assert address >= base and (address - base) % stride == 0, f"line {line} points at {address:#x}"
+        line = (address - base) // stride
+        assert 0 <= line < lines
+        seen.append(line)
+    return seen
+
+
+@pytest.mark.parametrize("lines, stride, seed", [(64, 128, 1), (1000, 128, 7), (37, 256, 3)])
+def test_chase_layout_is_one_cycle_through_every_line(lines, stride, seed):
+    base = 0x7F3A_0000_0000  # a device address of the size CUDA hands out
+    words = links.chase_layout(base, lines, seed=seed, stride=stride)
+    assert str(words.dtype) == "uint64" and len(words) == lines * stride // 8
+    step = stride // 8
+    heads = [int(w) for w in words[::step]]
+    assert all(base <= w < base + lines * stride and (w - base) % stride == 0 for w in heads)
+    # only each line's first word is written; the rest of the line stays 0
+    assert not any(int(w) for k, w in enumerate(words) if k % step)
+    # from any line: every line once, then back where it started (one cycle, not several)
+    for start in (0, lines // 2, lines - 1):
+        seen = _follow(words, base, lines, stride, start)
+        assert seen[-1] == start and sorted(seen[:-1]) == list(range(lines))
+
+
+def test_chase_layout_is_random_and_repeatable_by_its_seed():
+    base, lines = 1 << 40, 256
+    a = links.chase_layout(base, lines)
+    assert (a == links.chase_layout(base, lines, seed=1)).all()
+    assert not (a == links.chase_layout(base, lines, seed=2)).all()
+    order = _follow(a, base, lines, 128, 0)
+    # not the lines in address order (a prefetcher's easy case): few hops go to the next line
+    assert sum(b == a_ + 1 for a_, b in zip(order, order[1:])) < lines // 10
+
+
+def test_the_chase_is_the_footprint_s_lines_of_128_bytes():
+    words = links.chase_layout(0, links.CHASE_FOOTPRINT // 128)
+    assert words.nbytes == links.CHASE_FOOTPRINT == 4 << 20
+    assert len(_follow(words, 0, links.CHASE_FOOTPRINT // 128, 128, 5)) == 32768 + 1
+
+
+def test_sampled_sms_are_spread_over_the_gpu():
+    # the eight SMs of an H100 SXM (132 SMs) the recorded per-SM latencies name: SM 0, 16, 33, ... 115
+    assert links.sampled_sms(132) == [0, 16, 33, 49, 66, 82, 99, 115]
+    assert links.sampled_sms(8) == list(range(8))
+    assert links.sampled_sms(3) == [0, 1, 2]  # fewer SMs than samples: each once
+    assert links.sampled_sms(100, count=4) == [0, 25, 50, 75]
+    assert links.CHASE_SMS == 8
+
+
+def test_chase_per_sm_is_each_sm_s_median_ns_or_cycles():
+    per_sm = {66: ([801.0, 800.0, 805.0], [1585.0, 1583.0, 1590.0]),
+              0: ([852.0, 853.0, 851.0], [1688.0, 1690.0, 1686.0])}
+    assert links.chase_per_sm(per_sm, 0) == {0: 852.0, 66: 801.0}
+    assert links.chase_per_sm(per_sm, 1) == {0: 1688.0, 66: 1585.0}
+    assert list(links.chase_per_sm(per_sm, 0)) == [0, 66]  # by SM, whatever order they came in
+    # the recorded per-SM medians of 4a845d30->07bad91a (first process): their median is the pair's 847.5 ns
+    recorded = {0: 852, 16: 851, 33: 858, 49: 850, 66: 801, 82: 799, 99: 845, 115: 845}
+    got = links.chase_per_sm({sm: ([ns] * 3, [0.0] * 3) for sm, ns in recorded.items()}, 0)
+    assert statistics.median(got.values()) == 847.5
+
+
+# -- NVLink error counters ------------------------------------------------------------------------
+
+
+def _state(errors):
+    return links.NvLinkState(links_up=sorted(errors), links_down=[], version=4.0, speed_gbps={}, errors=errors)
+
+
+BEFORE = _state({0: {"replay": 5, "recovery": 0, "crc_flit": 0, "crc_data": 10},
+                 1: {"replay": 0, "recovery": 2, "crc_flit": 0},
+                 10: {"replay": 1}})
+
+
+def test_error_growth_names_the_counters_that_grew_and_by_how_much():
+    after = _state({0: {"replay": 7, "recovery": 0, "crc_flit": 0, "crc_data": 14},
+                    1: {"replay": 0, "recovery": 2, "crc_flit": 1, "crc_data": 3},
+                    10: {"replay": 4}})
+    assert links.error_growth(BEFORE, after, links.JUDGED_COUNTERS) == {
+        "link 0 replay": 2, "link 1 crc_flit": 1, "link 10 replay": 3}
+    # by link number, not as text (link 10 after link 1)
+    assert list(links.error_growth(BEFORE, after, links.JUDGED_COUNTERS)) == [
+        "link 0 replay", "link 1 crc_flit", "link 10 replay"]
+    # only the counters named: the data CRC is reported apart from the judged ones
+    assert links.error_growth(BEFORE, after, ("crc_data",)) == {"link 0 crc_data": 4}
+    assert links.error_growth(BEFORE, after) == {"link 0 replay": 2, "link 0 crc_data": 4, "link 1 crc_flit": 1,
+                                                 "link 10 replay": 3}
+    assert links.JUDGED_COUNTERS == ("replay", "recovery", "crc_flit")
+
+
+def test_no_growth_is_an_empty_answer():
+    assert links.error_growth(BEFORE, BEFORE) == {}
+
+
+def test_a_link_or_counter_without_an_earlier_reading_has_no_growth():
+    """A link that came up during the run (or a counter NVML answered only the second time) has no
+    earlier reading: what its counter holds is since the driver loaded, not growth in the run."""
+    after = _state({**BEFORE.errors, 2: {"replay": 9, "crc_flit": 4}, 1: {**BEFORE.errors[1], "crc_data": 6}})
+    assert links.error_growth(BEFORE, after) == {}
+
+
+def test_a_counter_that_fell_was_reset_not_grown():
+    after = _state({**BEFORE.errors, 0: {**BEFORE.errors[0], "replay": 0}})
+    assert links.error_growth(BEFORE, after) == {}
+
+
+# -- NVML's link state, through a stand-in NVML ---------------------------------------------------
+
+
+class StandInNvml:
+    """The pynvml calls nvlink_state makes, answered from ``links``: {link: {"active", "version",
+    "errors": {counter constant: value}, "speed_mbps"}}; a link not there raises, as NVML does for a
+    link the GPU does not have."""
+
+    class NVMLError(Exception):
+        pass
+
+    NVML_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_RECOVERY = 0, 1
+    NVML_NVLINK_ERROR_DL_CRC_FLIT, NVML_NVLINK_ERROR_DL_CRC_DATA = 2, 3
+    NVML_FI_DEV_NVLINK_GET_SPEED = 164
+
+    def __init__(self, links_):
+        self.links = links_
+
+    def _link(self, handle, link):
+        assert handle == "handle of 0000:18:00.0"
+        if link not in self.links:
+            raise self.NVMLError(f"no link {link}")
+        return self.links[link]
+
+    def nvmlDeviceGetNvLinkState(self, handle, link):
+        return 1 if self._link(handle, link)["active"] else 0
+
+    def nvmlDeviceGetNvLinkVersion(self, handle, link):
+        return self._link(handle, link)["version"]
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle, link, counter):
+        errors = self._link(handle, link)["errors"]
+        if counter not in errors:
+            raise self.NVMLError("not supported")
+        return errors[counter]
+
+    def nvmlDeviceGetFieldValues(self, handle, fields):
+        ((field_id, link),) = fields
+        assert field_id == self.NVML_FI_DEV_NVLINK_GET_SPEED
+        return [SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(uiVal=self._link(handle, link)["speed_mbps"]))]
+
+
+GPU = SimpleNamespace(index=0, pci_bus_id="0000:18:00.0")
+
+
+def _nvml(monkeypatch, links_):
+    nv = StandInNvml(links_)
+    monkeypatch.setattr(devices, "_nvml_handle", lambda pci: (nv, f"handle of {pci}"))
+    return nv
+
+
+def test_nvlink_state_of_an_h100_with_one_link_down(monkeypatch):
+    """18 NVLink 4.0 links at 26.562 GB/s, as NVML reported them on the H100 nodes measured; link 5
+    planted down, link 3 without a data CRC counter."""
+    link = {"active": True, "version": 6, "speed_mbps": 26562, "errors": {0: 0, 1: 0, 2: 0, 3: 2}}
+    table = {k: dict(link) for k in range(18)}
+    table[5] = {**link, "active": False}
+    table[3] = {**link, "errors": {0: 1, 1: 0, 2: 0}}
+    _nvml(monkeypatch, table)
+    state = links.nvlink_state(GPU)
+    assert state.links_up == [k for k in range(18) if k != 5] and state.links_down == [5] and state.count == 17
+    assert state.version == 4.0
+    assert state.speed_gbps == {k: 26.562 for k in range(18) if k != 5}
+    assert state.errors[0] == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 2}
+    assert state.errors[3] == {"replay": 1, "recovery": 0, "crc_flit": 0}
+    assert 5 not in state.errors
+
+
+def test_nvlink_state_without_nvlinks_or_nvml(monkeypatch):
+    _nvml(monkeypatch, {})  # a PCIe GPU: NVML has no link 0..17
+    state = links.nvlink_state(GPU)
+    assert (state.links_up, state.links_down, state.version, state.count) == ([], [], None, 0)
+    monkeypatch.setattr(devices, "_nvml_handle", lambda pci: (None, None))
+    assert links.nvlink_state(GPU) is None
+
+
+def test_nvlink_state_names_the_newest_version_of_its_links(monkeypatch):
+    link = {"active": True, "speed_mbps": 0, "errors": {}}
+    _nvml(monkeypatch, {0: {**link, "version": 4}, 1: {**link, "version": 6}})
+    state = links.nvlink_state(GPU)
+    assert state.version == 4.0 and state.speed_gbps == {}  # a speed of 0 is not reported
+    _nvml(monkeypatch, {0: {**link, "version": 99}})
+    assert links.nvlink_state(GPU).version is None  # a version NVML added since: unnamed, not guessed
+
+
+def test_nvml_versions_name_the_nvlink_generations():
+    """nvml.h's nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0 (Hopper), 7 = 5.0."""
+    assert links.NVLINK_VERSIONS == {1: 1.0, 2: 2.0, 3: 2.2, 4: 3.0, 5: 3.1, 6: 4.0, 7: 5.0}
+    h100 = gp_facts.load_facts("sm_90", gpu_name=H100)["nvlink_version"]
+    assert h100.value == links.NVLINK_VERSIONS[6]
+
+
+# -- the test-only plant: a pair forced through the host ------------------------------------------
+
+
+@pytest.mark.parametrize("value, planted", [(None, False), ("", False), ("0", False), ("1", True),
+                                            ("yes", True)])
+def test_plant_no_peer_is_on_for_any_value_but_empty_or_0(monkeypatch, value, planted):
+    if value is None:
+        monkeypatch.delenv(links.NO_PEER_ENV, raising=False)
+    else:
+        monkeypatch.setenv(links.NO_PEER_ENV, value)
+    assert links.NO_PEER_ENV == "GPUPROPS_PLANT_NO_PEER"
+    assert links.plant_no_peer() is planted
+
+
+# -- the pair's locks -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """gpulock.gpu_lock (the one links.py calls) replaced by locks that log their taking and release."""
+    log = []
+
+    class Logged:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            log.append(("take", self.index))
+
+        def __exit__(self, *exc):
+            log.append(("release", self.index))
+    assert links.gpulock is gpulock
+    monkeypatch.setattr(gpulock, "gpu_lock", Logged)
+    return log
+
+
+@pytest.mark.parametrize("src, dst", [(0, 1), (1, 0), (3, 1)])
+def test_pair_lock_takes_both_gpus_lower_index_first(taken, src, dst):
+    low, high = sorted((src, dst))
+    with links.pair_lock(src, dst):
+        assert taken == [("take", low), ("take", high)]
+    assert taken[2:] == [("release", high), ("release", low)]
+
+
+def test_pair_lock_of_one_gpu_takes_its_lock_once(taken):
+    with links.pair_lock(2, 2):
+        assert taken == [("take", 2)]
+    assert taken == [("take", 2), ("release", 2)]
+
+
+def test_pair_lock_holds_both_gpus_files_against_another_process(monkeypatch, tmp_path):
+    """The real file locks: while a pair is measured, no other process (here another lock object on
+    the same file, as another process has) can take either GPU; after it, both are free."""
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+
+    def free(index):
+        other = FileLock(str(gpulock.gpu_lock_path(index)), timeout=0)
+        try:
+            other.acquire()
+        except Timeout:
+            return False
+        other.release()
+        return True
+    with links.pair_lock(1, 0):
+        assert not free(0) and not free(1) and free(2)
+    assert free(0) and free(1)
+
+
+# -- the facts: the method the code runs, a planted wrong value fails ------------------------------
+
+
+def test_the_h100_link_facts_say_the_method_links_py_runs():
+    f = gp_facts.load_facts("sm_90", gpu_name=H100)
+    rate = f"median of {links.REPEATS} after {links.WARMUP}"
+    for name in ("p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps",
+                 "host_to_device_gbps", "device_to_host_gbps"):
+        assert rate in f[name].method, name
+        assert f[name].unit == "GB/s" and f[name].scope == "gpu"
+    for name in ("p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps"):
+        assert f"{links.PEER_BYTES >> 30} GiB" in f[name].method, name
+    for name in ("host_to_device_gbps", "device_to_host_gbps"):
+        assert f"{links.HOST_BYTES >> 20} MiB" in f[name].method, name
+    for name in ("p2p_latency_ns", "p2p_latency_cycles"):
+        method = f[name].method
+        assert f"{links.CHASE_HOPS} hops" in method and f"{links.CHASE_FOOTPRINT >> 20} MiB" in method
+        assert f"{links.CHASE_SMS} SMs" in method
+        assert f"over {links.CHASE_LAUNCHES - 1} launches after one" in method
+
+
+def _planted_copy(tmp_path, name, value, *, drop_units_range=False):
+    """The packaged sm_90.toml with the H100 section's ``name`` set to ``value`` (and, if asked, its
+    units_range line removed)."""
+    text = (gp_facts.PACKAGED_DIR / "sm_90.toml").read_text()
+    head = f'[gpus."{H100}".{name}]\nvalue = '
+    assert text.count(head) == 1
+    pattern = re.escape(head) + r"[0-9.]+\n" + (r"(tolerance_rel = [0-9.]+\n)units_range = [^\n]*\n"
+                                                if drop_units_range else "")
+    planted, n = re.subn(pattern, lambda m: head + f"{value}\n" + (m.group(1) if drop_units_range else ""), text)
+    assert n == 1 and planted != text
+    path = tmp_path / "sm_90.toml"
+    path.write_text(planted)
+    return path
+
+
+def _copies(values):
+    return links.rate_measurement("p2p_ce_copy_gbps", values, what="cudaMemcpyPeerAsync", launch={"src": 0, "dst": 1},
+                                  remeasure=None)
+
+
+def test_a_planted_copy_engine_rate_outside_the_units_recorded_is_refused_when_read(tmp_path):
+    path = _planted_copy(tmp_path, "p2p_ce_copy_gbps", 440)
+    with pytest.raises(gp_facts.FactsError) as exc:
+        gp_facts.load_facts("sm_90", path, gpu_name=H100)
+    assert (f'fact [gpus."{H100}".p2p_ce_copy_gbps] units_range = [395.87, 397.84] reaches outside value +- '
+            "tolerance (426.8 .. 453.2)") in str(exc.value)
+
+
+def test_a_planted_wrong_copy_engine_rate_fails_a_recorded_h100_reading(tmp_path):
+    # 397.7 GB/s: the recorded 9f007e6c->1559a37f 397.69 and 1559a37f->9f007e6c 397.79, between them
+    reading = _copies([397.69, 397.70, 397.71])
+    packaged = gp_facts.load_facts("sm_90", gpu_name=H100)["p2p_ce_copy_gbps"]
+    assert assertions.evaluate(packaged, reading).status == assertions.PASS
+    path = _planted_copy(tmp_path, "p2p_ce_copy_gbps", 440, drop_units_range=True)
+    fact = gp_facts.load_facts("sm_90", path, gpu_name=H100)["p2p_ce_copy_gbps"]
+    assert fact.value == 440 and fact.units_range is None
+    assert fact.tolerance == pytest.approx(440 * packaged.tolerance_rel)
+    v = assertions.evaluate(fact, reading)
+    assert v.status == assertions.FAIL and v.measured == 397.70
+    assert v.expected == f"440 ± {fact.tolerance:.3g} GB/s" and v.unit == "GB/s"

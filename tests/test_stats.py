@@ -1,0 +1,197 @@
+"""Timing statistics (stats.py), every expected number worked out by hand in the comment beside it:
+one launch's value from its clock pairs (per warp, whole span, per block), the noise, the stop rule
+and the lowest tier of a latency."""
+
+import math
+
+import pytest
+
+from pytest_gpuprops.stats import StopRule, launch_value, lowest_tier, relative_noise, stop_reason
+
+# ----------------------------------------------------------------------------------------------
+# launch_value
+
+
+# three warps; stop - start = 200, 220, 240 cycles; 20 cycles of clock-read overhead; 10 per item
+PAIRS = [(100, 300), (110, 330), (120, 360)]
+
+
+def test_warp_mode_is_the_median_of_per_warp_values():
+    value, per_warp = launch_value(PAIRS, 20.0, 10.0, "warp")
+    assert per_warp == [18.0, 20.0, 22.0]  # (200-20)/10, (220-20)/10, (240-20)/10
+    assert value == 20.0
+
+
+def test_warp_mode_median_of_an_even_count_is_the_mean_of_the_middle_two():
+    value, per_warp = launch_value([(0, 100), (0, 140), (0, 400), (0, 60)], 0.0, 2.0, "warp")
+    assert per_warp == [50.0, 70.0, 200.0, 30.0]
+    assert value == 60.0  # (50 + 70) / 2, neither median_low nor median_high
+
+
+def test_span_mode_runs_from_the_first_start_to_the_last_stop():
+    # the earliest start (100) is not the first warp's, the latest stop (420) not the last warp's
+    pairs = [(130, 300), (100, 420), (120, 360)]
+    value, per_warp = launch_value(pairs, 20.0, 10.0, "span")
+    assert value == 30.0  # (420 - 100 - 20) / 10
+    assert per_warp == [15.0, 30.0, 22.0]  # (170-20)/10, (320-20)/10, (240-20)/10
+
+
+def test_values_are_floats_and_the_overhead_is_subtracted_before_dividing():
+    value, per_warp = launch_value([(0, 10)], 0.5, 4.0, "warp")
+    assert value == 2.375 and isinstance(value, float)  # (10 - 0.5) / 4
+    value, _ = launch_value([(7, 17)], 0.5, 4.0, "span")
+    assert value == 2.375
+
+
+def test_a_single_warp_gives_the_same_value_in_both_modes():
+    assert launch_value([(1000, 1480)], 30.0, 3.0, "warp")[0] == 150.0
+    assert launch_value([(1000, 1480)], 30.0, 3.0, "span")[0] == 150.0
+
+
+def test_exact_messages():
+    with pytest.raises(ValueError, match="^no clock pairs: the launch had no warps$"):
+        launch_value([], 0.0, 1.0, "warp")
+
+
+# ----------------------------------------------------------------------------------------------
+# one value per launch: the per-block span (a launch of one cluster, each block on its own SM clock)
+
+
+def test_block_span_is_the_median_of_each_block_s_own_span():
+    # three blocks of two warps, each on its own SM clock (far apart)
+    pairs = [(1000, 1500), (1010, 1600), (9_000_000, 9_000_400), (9_000_050, 9_000_420), (5, 905), (0, 800)]
+    value, per_warp = launch_value(pairs, 10.0, 2.0, "block_span", warps_per_block=2)
+    assert value == (600 - 10) / 2  # spans 600, 420, 905: median 600
+    assert per_warp == [(b - a - 10.0) / 2 for a, b in pairs]
+
+
+def test_block_span_of_one_warp_blocks_is_the_warp_median():
+    pairs = [(0, 100), (0, 300), (0, 200)]
+    assert launch_value(pairs, 0.0, 1.0, "block_span", warps_per_block=1)[0] == launch_value(pairs, 0.0, 1.0, "warp")[0]
+
+
+def test_block_span_needs_whole_blocks_and_its_block_size():
+    with pytest.raises(ValueError, match="3 clock pairs are not whole blocks of 2 warps"):
+        launch_value([(0, 1)] * 3, 0.0, 1.0, "block_span", warps_per_block=2)
+    with pytest.raises(ValueError, match="'block_span' with warps_per_block, not 'block_span'"):
+        launch_value([(0, 1)], 0.0, 1.0, "block_span")
+
+
+def test_the_other_modes_ignore_the_block_size():
+    pairs = [(0, 100), (50, 300)]
+    for mode in ("warp", "span"):
+        assert launch_value(pairs, 1.0, 1.0, mode, warps_per_block=2) == launch_value(pairs, 1.0, 1.0, mode)
+
+
+# ----------------------------------------------------------------------------------------------
+# relative_noise
+
+
+@pytest.mark.parametrize("values, noise", [
+    ([], 0.0),
+    ([5.0], 0.0),
+    ([1.0, 2.0, 3.0], 0.5),            # mean 2, sample std-dev 1
+    ([-1.0, -2.0, -3.0], 0.5),         # relative to |mean|
+    ([1.0, 3.0], math.sqrt(2) / 2),    # sample (n-1) std-dev sqrt(2), not the population's 1
+    ([9.0, 11.0, 9.0, 11.0, 10.0], 0.1),  # sum of squares 4 over n-1 = 4: std-dev 1, mean 10
+    ([7.0, 7.0, 7.0], 0.0),
+])
+def test_relative_noise_by_hand(values, noise):
+    assert relative_noise(values) == pytest.approx(noise, abs=1e-15)
+
+
+def test_relative_noise_of_values_around_zero_is_infinite():
+    assert relative_noise([1.0, -1.0]) == math.inf
+
+
+# ----------------------------------------------------------------------------------------------
+# stop_reason
+
+
+RULE = StopRule(noise_target=0.01, min_samples=5, max_samples=8, time_budget_s=2.0)
+FLAT = [100.0] * 8
+NOISY = [90.0, 110.0] * 4  # noise ~0.107, far over 1 %
+
+
+def test_the_default_rule():
+    assert StopRule() == StopRule(noise_target=0.01, min_samples=5, max_samples=100, time_budget_s=2.0)
+
+
+def test_below_the_minimum_count_it_goes_on_however_settled_or_late():
+    for n in range(1, 5):
+        assert stop_reason(FLAT[:n], RULE, 0.0) is None
+        assert stop_reason(FLAT[:n], RULE, 1000.0) is None
+
+
+def test_converged_at_the_minimum_count():
+    assert stop_reason(FLAT[:5], RULE, 0.0) == "converged"
+
+
+def test_noise_exactly_at_the_target_converges():
+    values = [9.0, 11.0, 9.0, 11.0, 10.0]  # noise 0.1 exactly (see above)
+    assert stop_reason(values, StopRule(0.1, 5, 8, 2.0), 0.0) == "converged"
+    assert stop_reason(values, StopRule(0.0999, 5, 8, 2.0), 0.0) is None
+
+
+def test_time_budget_only_once_it_is_exceeded():
+    assert stop_reason(NOISY[:5], RULE, 1.0) is None
+    assert stop_reason(NOISY[:5], RULE, 2.0) is None  # spent, not exceeded
+    assert stop_reason(NOISY[:5], RULE, 2.001) == "time budget"
+
+
+def test_sample_cap_at_the_maximum_count():
+    assert stop_reason(NOISY[:7], RULE, 0.0) is None
+    assert stop_reason(NOISY[:8], RULE, 0.0) == "sample cap"
+    assert stop_reason(NOISY + [90.0], RULE, 0.0) == "sample cap"
+
+
+def test_converged_wins_over_the_budget_and_the_budget_over_the_cap():
+    assert stop_reason(FLAT, RULE, 100.0) == "converged"
+    assert stop_reason(NOISY, RULE, 100.0) == "time budget"
+
+
+def test_a_cap_below_the_minimum_still_stops():
+    rule = StopRule(noise_target=0.01, min_samples=5, max_samples=3, time_budget_s=2.0)
+    assert stop_reason(FLAT[:2], rule, 0.0) is None
+    assert stop_reason(FLAT[:3], rule, 0.0) == "sample cap"  # settled, but under the minimum count
+
+
+def _loop(launches, rule):
+    """What Runner.measure does with its launches, here with hand-made clock pairs."""
+    values, reason = [], None
+    for pairs in launches:
+        values.append(launch_value(pairs, 0.0, 10.0, "warp")[0])
+        reason = stop_reason(values, rule, 0.0)
+        if reason:
+            break
+    return values, reason
+
+
+def test_a_measurement_loop_that_converges():
+    # 1000/10, median(1000, 1020)/10 = 101, 100: mean 100.33, std-dev 0.577, noise 0.58 % <= 5 %
+    launches = [[(0, 1000)], [(0, 1000), (0, 1020)], [(0, 1000)], [(0, 5000)]]
+    assert _loop(launches, StopRule(0.05, 3, 6, 1.0)) == ([100.0, 101.0, 100.0], "converged")
+
+
+def test_a_measurement_loop_that_hits_the_cap():
+    # 100.5, 120, then 100s: the 120 keeps the noise over 5 % (7.7 % with six values) until the cap
+    launches = [[(0, 1000), (0, 1010)], [(0, 1200)]] + [[(0, 1000)]] * 6
+    values, reason = _loop(launches, StopRule(0.05, 3, 6, 1.0))
+    assert values == [100.5, 120.0, 100.0, 100.0, 100.0, 100.0] and reason == "sample cap"
+
+
+# ----------------------------------------------------------------------------------------------
+# lowest_tier
+
+
+def test_lowest_tier_is_the_values_within_8_percent_of_the_smallest():
+    assert lowest_tier([270.0, 305.0, 451.0, 268.0, 283.0, 312.0, 290.0]) == [270.0, 268.0, 283.0]  # to 289.44
+    assert lowest_tier([300.0, 310.0, 323.0, 325.0]) == [300.0, 310.0, 323.0]  # 324 is the edge
+    assert lowest_tier([]) == []
+
+
+
+    with pytest.raises(ValueError, match="no clock pairs"):
+        launch_value([], 0.0, 1.0, "warp")
+    with pytest.raises(ValueError, match="'warp', 'span'.*'mean'"):
+        launch_value(PAIRS, 0.0, 1.0, "mean")
