@@ -547,7 +547,8 @@ GPU0 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0bb9ba4f-707d-
 
 def good_report() -> dict:
     """A report with every part the schema describes filled in: a measured verdict (GPU, measurement,
-    attempts, bands), a static one, a recorded fact, plot points, a fleet verdict and the run's meta."""
+    attempts, bands), a static one, a pair fact's (its peer GPU; the links matrix), a recorded fact, plot
+    points, a fleet verdict and the run's meta."""
     from pytest_gpuprops.assertions import Verdict
     measured = Verdict(fact="lds_latency_cycles", arch="sm_90", status="FAIL", expected="23 ± 0.25 cycles",
                        measured=23.5, measured_text="23.500 cycles", unit="cycles", method="chase", source="s",
@@ -558,15 +559,22 @@ def good_report() -> dict:
     static = Verdict(fact="hmma_issue", arch="sm_90", status="PASS", expected="24 (nvrtc 13.5)", measured=24,
                      measured_text="24 cycles with nvrtc 13.5", unit="cycles", method="sass", source="s",
                      kind="static", nodeid="hwtests/test_static.py::test_hmma[sm_90]")
-    fleet = dataclasses.replace(measured, status="OUTLIER", kind="fleet", attempts=[])
+    # a pair fact (hwtests/test_node_links.py): its verdict names the peer, the report's links hold its matrix
+    pair = dataclasses.replace(measured, fact="p2p_ce_copy_gbps", status="PASS", expected="396.853 ± 11.9 GB/s",
+                               measured=397.69, measured_text="397.690 GB/s", unit="GB/s", attempts=[], flags=[],
+                               nodeid="hwtests/test_node_links.py::test_copy_engine_rate[peer+1]", tolerance=11.9,
+                               units_range=[395.87, 397.84], scope="gpu", peer=dict(GPU0, index=1, uuid="GPU-1"))
+    fleet = dataclasses.replace(pair, status="OUTLIER", kind="fleet")
     recorded = F.Fact(name="lds_latency_cycles", arch="sm_90", unit="cycles", method="m", source="s", value=23.0,
                       tolerance_abs=0.25, units_range=(22.9, 23.1), same_unit_tolerance_rel=0.01)
-    res = results.SessionResults([measured, static], {recorded.name: recorded}, {"hmma": [{"ilp": 1, "cycles": 2.0}]})
+    res = results.SessionResults([measured, static, pair], {recorded.name: recorded},
+                                 {"hmma": [{"ilp": 1, "cycles": 2.0}]})
     meta = {"date": "2026-11-26T09:00:00", "host": "n1", "compiler": "nvrtc 13.5", "nvdisasm": "13.5",
             "gpu": dict(GPU0, arch="sm_90"), "arch": "sm_90", "gpus": [GPU0], "run": results.run_status(1, 2, 2),
             "baselines": {"store": "/x", "notes": []}}
     data = res.to_json(meta)
     data["fleet"] = [fleet.as_dict()]
+    data["links"] = report.link_matrices(res.verdicts)
     return json.loads(json.dumps(data))
 
 
