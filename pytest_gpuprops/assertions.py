@@ -83,6 +83,8 @@ class Verdict:
     same_unit_tolerance_rel: float | None = None
     #: a population fact's [lowest, highest] unit reading when the band was set: the fleet rules use it
     units_range: list[float] | None = None
+    #: a pair fact's peer GPU (the other end of the link; ``gpu`` issued the work), as ``gpu``
+    peer: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -95,7 +97,11 @@ class Verdict:
             return ""
         g = self.gpu
         host = f" on {g['host']}" if g.get("host") else ""
-        return f"GPU {g.get('index', '?')} {g.get('name', '?')} ({g.get('uuid') or g.get('pci_bus_id') or 'no UUID'}){host}"
+        text = f"GPU {g.get('index', '?')} {g.get('name', '?')} ({g.get('uuid') or g.get('pci_bus_id') or 'no UUID'}){host}"
+        if self.peer:
+            p = self.peer
+            text += f" -> peer GPU {p.get('index', '?')} ({p.get('uuid') or p.get('pci_bus_id') or 'no UUID'})"
+        return text
 
     @classmethod
     def from_dict(cls, d: dict) -> Verdict:

@@ -120,6 +120,8 @@ class FactChecker:
         self._state = state
         self._index = index
         self.verdicts: list[assertions.Verdict] = []
+        #: a pair test's peer GPU index: its verdicts name the pair (Verdict.peer)
+        self.peer_index: int | None = None
 
     # -- measuring -------------------------------------------------------------------------------
     @property
@@ -188,6 +190,8 @@ class FactChecker:
         check_declared(self._request.node, v.fact)
         v.nodeid = self._request.node.nodeid
         v.gpu = self.gpu.identity()
+        if self.peer_index is not None:
+            v.peer = self._state.info(self.peer_index).identity()
         self.verdicts.append(v)
         _pending(self._request.node)["verdicts"].append(v.as_dict())
         self._request.node.user_properties.append((f"gpuprops:{v.fact}", f"{v.measured} {v.unit} {v.verdict_text}"))

@@ -128,6 +128,13 @@ def check_fresh_draws() -> None:
                          "same cases on every run)")
 
 
+def check_plant_no_peer() -> None:
+    v = os.environ.get("GPUPROPS_PLANT_NO_PEER")
+    if v is not None and v not in ("", "0", "1"):
+        raise InputError(f"GPUPROPS_PLANT_NO_PEER={v!r}: expected 1 (test-only: the node's pairs run with peer access "
+                         "off, as a pair forced through the host) or 0/unset (a real run)")
+
+
 def known_fact_names(facts_path: str | None) -> set[str]:
     """Every fact name of the facts checked against: ``--gpuprops-facts``, else every packaged arch's,
     GPU sections included."""

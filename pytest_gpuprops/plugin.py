@@ -175,6 +175,7 @@ def _check_inputs(opt) -> None:
     inputs.check_tool("GPUPROPS_NCU", r"Nsight Compute", "Nsight Compute's ncu",
                       "unset it to find ncu on PATH (the tensor-pipe facts skip without one)")
     inputs.check_fresh_draws()
+    inputs.check_plant_no_peer()
     if opt.gpuprops_report:
         inputs.check_report_target("--gpuprops-report", opt.gpuprops_report, opt.gpuprops_force)
         report_path = Path(opt.gpuprops_report)
@@ -293,6 +294,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "arch(*archs, min=None): run only on these archs (sm_90, ...) or from min up")
     config.addinivalue_line("markers", "fact(*names): the facts a test checks, as names, templates of its parameters "
                             "('{op}_latency_cycles') or functions of them; `-k <fact name>` selects the test")
+    config.addinivalue_line("markers", "node: the links of the node: NVLink and peer-to-peer per GPU pair, host links per "
+                            "GPU; `pytest hwtests -m node`")
     config.addinivalue_line("markers", "validation: the quick post-update check of a GPU and its node (health, "
                             "sustained clocks, throughput in time units); `pytest hwtests -m validation`")
     if config.option.gpuprops_plots:
@@ -606,6 +609,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         if len({results.gpu_key(v) for v in verdicts if v.gpu}) > 1:
             tr.write_sep("-", "per GPU")
             tr.write_line(report.gpu_table(verdicts))
+        matrices = report.link_matrices(verdicts)
+        if matrices:
+            tr.write_sep("-", "node links: GPU x GPU")
+            tr.write_line(report.link_tables(matrices))
     elif state.run and results.incomplete_reason(state.run) and state.report_path:
         tr.write_line(report.summary_line([], state.run), red=True)
     if state.facts_note:

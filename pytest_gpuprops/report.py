@@ -74,6 +74,54 @@ def gpu_table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:
     return tabulate(body, headers=["fact", "test", *gpus.values()], tablefmt=fmt, disable_numparse=True)
 
 
+def _end_label(g: dict) -> str:
+    where = f"{g['host']}:" if g.get("host") else ""
+    return f"{where}gpu{g.get('index', '?')}" + (f" ({g['uuid'][:12]})" if g.get("uuid") else "")
+
+
+def link_matrices(verdicts: Iterable[Verdict]) -> dict[str, dict]:
+    """Per pair fact (a verdict with a ``peer``), the GPU x GPU matrix: ``gpus`` the labels of every
+    GPU that issued or was a peer, ``cells[i][j]`` {"value", "status"} of the pair gpus[i] -> gpus[j]
+    (None where that pair was not measured, and on the diagonal). The report's JSON ``links`` holds it;
+    :func:`link_tables` prints it."""
+    out: dict[str, dict] = {}
+    for v in verdicts:
+        if not (v.peer and v.gpu):
+            continue
+        m = out.setdefault(v.fact, {"unit": v.unit, "pairs": {}, "labels": {}})
+        src, dst = _end_label(v.gpu), _end_label(v.peer)
+        m["labels"].setdefault(src, v.gpu.get("index", 0))
+        m["labels"].setdefault(dst, v.peer.get("index", 0))
+        m["pairs"][(src, dst)] = {"value": v.measured, "status": v.status}
+    for fact, m in out.items():
+        gpus = sorted(m["labels"], key=lambda label: (label.rsplit("gpu", 1)[0], m["labels"][label], label))
+        out[fact] = {"unit": m["unit"], "gpus": gpus,
+                     "cells": [[m["pairs"].get((a, b)) for b in gpus] for a in gpus]}
+    return dict(sorted(out.items()))
+
+
+def link_tables(matrices: dict[str, dict], fmt: str = "simple") -> str:
+    """Each pair fact's matrix: a row per GPU that issued the work, a column per peer; a cell is the
+    value, with the verdict beside it where it is not PASS; "x" on the diagonal, "-" not measured."""
+    parts = []
+    for fact, m in matrices.items():
+        body = []
+        for i, (src, row) in enumerate(zip(m["gpus"], m["cells"])):
+            cells = []
+            for j, c in enumerate(row):
+                if i == j:
+                    cells.append("x")
+                elif c is None:
+                    cells.append("-")
+                else:
+                    text = "-" if c["value"] is None else f"{c['value']:.1f}"
+                    cells.append(text if c["status"] == "PASS" else f"{text} {c['status']}")
+            body.append([src, *cells])
+        parts.append(f"{fact} ({m['unit']}; row: the GPU that issued, column: its peer)\n"
+                     + tabulate(body, headers=["", *m["gpus"]], tablefmt=fmt, disable_numparse=True))
+    return "\n\n".join(parts)
+
+
 def rows(verdicts: Iterable[Verdict]) -> list[list[str]]:
     return [[v.fact, v.arch, v.expected, _measured_cell(v), v.verdict_text] for v in verdicts]
 
@@ -111,6 +159,7 @@ AREAS = (
     ("tensorcore", "tensor cores (mma.sync)"),
     ("hmma", "tensor cores (mma.sync)"),
     ("dpx_atomics_const", "DPX, atomics & constant cache"),
+    ("node_links", "node links (NVLink, peer, host)"),
 )
 #: the narrowest a shortened column gets, beside the fact's name
 _MIN_COLUMN = 16
@@ -268,6 +317,9 @@ def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] =
     head += ["", summary_line(vs + fleet, meta.get("run")), "", table(vs, fmt="github"), ""]
     if len({str(v.gpu) for v in vs if v.gpu}) > 1:
         head += ["## Per GPU", "", gpu_table(vs, fmt="github"), ""]
+    matrices = link_matrices(vs)
+    if matrices:
+        head += ["## Node links: GPU x GPU", "", link_tables(matrices, fmt="github"), ""]
     failing = [v for v in vs + fleet if not v.ok]
     if failing:
         head += ["## Not passing", ""]
@@ -290,6 +342,7 @@ def write_reports(path: str | Path, results, fleet: list[Verdict], meta: dict) -
     p.parent.mkdir(parents=True, exist_ok=True)
     data = results.to_json(meta)
     data["fleet"] = [v.as_dict() for v in fleet]
+    data["links"] = link_matrices(results.verdicts)
     p.write_text(json.dumps(data, indent=1, default=str))
     md = p.with_suffix(".md")
     md.write_text(markdown(results.verdicts, meta, fleet))

@@ -200,7 +200,8 @@ VERDICT = Obj({
     "attempts": ListOf(ATTEMPT, expected="a list of attempts"), "gpu": Obj(GPU.fields, nullable=True, expected=GPU.expected),
     "tolerance": Num(nullable=True, at_least=0), "scope": OneOf(("arch", "gpu")),
     "same_unit_tolerance_rel": Num(nullable=True, at_least=0),
-    "units_range": ListOf(Num(), nullable=True, length=2, expected="[lowest, highest]"), "verdict": Str()},
+    "units_range": ListOf(Num(), nullable=True, length=2, expected="[lowest, highest]"), "verdict": Str(),
+    "peer": Obj(GPU.fields, nullable=True, expected=GPU.expected)},
     required=("fact", "arch", "status", "expected", "measured", "measured_text", "unit", "method", "source"),
     expected="a verdict", name_key="fact")
 #: a fact recorded in record mode (facts.Fact's fields)
@@ -226,7 +227,12 @@ REPORT = Obj({"meta": META, "summary": MapOf(Num(integer=True, at_least=0), expe
               "recorded": ListOf(RECORDED, expected="a list of recorded facts"),
               "plot_points": MapOf(ListOf(Obj({}, expected="a point (an object)"), expected="a list of points"),
                                    expected="an object of plot -> points"),
-              "fleet": ListOf(VERDICT, expected="a list of verdicts")},
+              "fleet": ListOf(VERDICT, expected="a list of verdicts"),
+              "links": MapOf(Obj({"unit": Str(), "gpus": ListOf(Str(), expected="a list of GPU labels"),
+                                  "cells": ListOf(ListOf(Any(), expected="a row"), expected="a list of rows")},
+                                 required=("unit", "gpus", "cells"),
+                                 expected="a GPU x GPU matrix (unit, gpus, cells)"),
+                             expected="an object of pair fact -> GPU x GPU matrix")},
              required=("facts",), expected="a gpuprops report")
 #: a run kept in the baseline store (baselines.py)
 UNIT_RUN = Obj({"meta": Obj(META.fields, expected=META.expected), "accepted": Bool(), "why": Str(),

@@ -169,7 +169,10 @@ def gpu_key(v: Verdict) -> str:
 def gpu_label(v: Verdict) -> str:
     g = v.gpu or {}
     where = f"{g['host']}:" if g.get("host") else ""
-    return f"{where}gpu{g.get('index', '?')} {g.get('name', '?')}" + (f" ({g['uuid'][:12]})" if g.get("uuid") else "")
+    label = f"{where}gpu{g.get('index', '?')} {g.get('name', '?')}" + (f" ({g['uuid'][:12]})" if g.get("uuid") else "")
+    if v.peer:  # a pair fact: the link from this GPU to its peer
+        label += f" -> gpu{v.peer.get('index', '?')}" + (f" ({v.peer['uuid'][:12]})" if v.peer.get("uuid") else "")
+    return label
 
 
 def case_key(v: Verdict) -> tuple[str, str]:

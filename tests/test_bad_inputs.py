@@ -956,6 +956,7 @@ BAD_ENV = {
     "GPUPROPS_NVDISASM": [lambda d: str(d / "missing"), lambda d: str(d), _not_executable, _not_the_tool],
     "GPUPROPS_NCU": [lambda d: str(d / "missing"), lambda d: str(d), _not_executable, _not_the_tool],
     "GPUPROPS_FRESH_DRAWS": ["true", "yes", "2", " 1"],
+    "GPUPROPS_PLANT_NO_PEER": ["true", "yes", "2", " 1"],
     "GPUPROPS_PLANT_SHIFT": ["garbage", "0:no_such_fact:1", "0:lds_latncy_cycles:1", "0:lds_latency_cycles:nan",
                              "0:lds_latency_cycles", "x:lds_latency_cycles:1"],
 }

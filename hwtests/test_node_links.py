@@ -1,0 +1,247 @@
+"""The node's links: NVLink and peer-to-peer per ordered GPU pair, the host link per GPU
+(pytest_gpuprops/links.py measures them; docs/method.md "The node's links" compares the method with
+nvbandwidth's and DCGM's). After a driver or firmware update the faults a fleet sees most, after a
+GPU missing from the bus, are links: an NVLink trained down or off, peer access that falls back to
+staging through the host, a PCIe link at a lower width. Each passes every SM fact.
+
+A pair test runs on the GPU that issues the work (``src``: the GPU under test, each GPU in turn with
+``--gpuprops-gpus all``) towards its peer ``dst``, the GPU ``peer+k`` indices after it; its verdicts
+name both (the report's GPU x GPU matrix). Both GPUs' locks are held while a pair is measured.
+
+* p2p_peer_access: the driver lets src's SMs read and write dst's memory (peer access enabled);
+* p2p_ce_copy_gbps: copy engine, 1 GiB src -> dst (cudaMemcpyPeerAsync on a stream of src);
+* p2p_ce_bidir_gbps: the same copy's own rate while a dst -> src copy of 1 GiB runs;
+* p2p_sm_<load|store>_gbps: every SM of src copies 1 GiB with dst's buffer as the source (load:
+  the data crosses dst -> src) or the destination (store); stream_copy of stream_bandwidth.cu;
+* p2p_latency_ns, p2p_latency_cycles: one thread of src chases a random cycle of 128-byte lines
+  (4 MiB, warm in dst's L2) in dst's memory: one link round trip and dst's L2 hit per hop;
+* host_to_device_gbps, device_to_host_gbps: 256 MiB pinned-memory copies, each way on its own;
+  host_to_device_bidir_gbps, device_to_host_bidir_gbps: a 1 GiB copy's own rate while the opposite
+  direction runs (nvbandwidth's bidirectional definition);
+* nvlink_links_up, nvlink_version: NVML's link state; nvlink_errors_steady: no NVLink error counter
+  (replay, recovery, CRC) grows while 1 GiB copies load the links both ways.
+
+`pytest hwtests -m node` runs them alone. On a node with one GPU the pair tests skip, saying so.
+"""
+
+import pytest
+
+from pytest_gpuprops import devices, links
+
+pytestmark = [pytest.mark.gpu, pytest.mark.node]
+# the links are the node's (the SKU's and its topology: NV18 between SXM H100s), not the SM arch's
+_PAIR_FACTS = ("p2p_peer_access", "p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps",
+               "p2p_latency_ns", "p2p_latency_cycles")
+_GPU_FACTS = ("host_to_device_gbps", "device_to_host_gbps", "host_to_device_bidir_gbps", "device_to_host_bidir_gbps",
+              "nvlink_links_up", "nvlink_version")
+VISIBLE = devices.visible_gpu_count()
+#: the peers of the GPU under test, as offsets (peer = (src + k) % visible); one placeholder that
+#: skips, saying why, on a node with fewer than two GPUs
+OFFSETS = list(range(1, VISIBLE)) or [0]
+PEER_ACCESS_SOURCE = ("CUDA Runtime API, cudaDeviceCanAccessPeer / cudaDeviceEnablePeerAccess: GPUs of one node joined by "
+                      "NVLink (or a PCIe switch without ACS redirection) access each other's memory; on the H100 and H200 "
+                      "nodes measured (NV18, nvidia-smi topo -m) both directions were on")
+NVLINK_ERRORS_SOURCE = ("DCGM's hardware limits (dcgm_gpu_hardware_limits.h: DCGM_LIMIT_MAX_LWLINK_ERROR = 1 replay or "
+                        "recovery); flit CRC 0 on the healthy H100 nodes measured 2026-11-26 (GPU-9f007e6c + GPU-1559a37f, "
+                        "GPU-44868ae7 + GPU-41500cde)")
+
+
+def _gpu_scoped():
+    from pytest_gpuprops import facts as gp_facts
+    gp_facts.register_gpu_scoped(*_PAIR_FACTS, *_GPU_FACTS, "nvlink_errors_steady")
+
+
+_gpu_scoped()
+
+
+@pytest.fixture(scope="module")
+def node(gpuprops_state):
+    runner = gpuprops_state.runner()
+    n = links.Node(runner.kernels_dir, runner.cache_dir)
+    yield n
+    n.close()
+
+
+@pytest.fixture(params=OFFSETS, ids=[f"peer+{k}" if k else "one-gpu" for k in OFFSETS])
+def peer(request, gpuprops):
+    """The peer GPU's index; the verdicts of the test name the pair."""
+    if not request.param:
+        pytest.skip(f"this node has {VISIBLE} GPU(s): the pair facts ({', '.join(_PAIR_FACTS)}) need two; not run")
+    dst = (gpuprops.gpu.index + request.param) % VISIBLE
+    gpuprops.peer_index = dst
+    return dst
+
+
+def _pair_method(what: str, src: int, dst: int) -> str:
+    return f"{what}; GPU {src} -> GPU {dst}, both GPUs' locks held"
+
+
+@pytest.mark.fact("p2p_peer_access")
+def test_peer_access(gpuprops, node, peer):
+    src = gpuprops.gpu.index
+
+    def judge():
+        with links.pair_lock(src, peer):
+            why = node.peer_access(src, peer)
+        return why is None, "peer access on" if why is None else f"peer access off: {why}"
+    gpuprops.check_condition(gpuprops.fact_name, judge, source=PEER_ACCESS_SOURCE,
+                             method=_pair_method("cudaDeviceCanAccessPeer, then cudaDeviceEnablePeerAccess", src, peer))
+
+
+def _pair_rate(gpuprops, node, src, dst, measure, what):
+    name = gpuprops.fact_name
+
+    def once():
+        with links.pair_lock(src, dst):
+            values = measure()
+        return links.rate_measurement(name, values, what=what, launch={"src": src, "dst": dst}, remeasure=once)
+    gpuprops.check(name, once(), method=_pair_method(what, src, dst))
+
+
+@pytest.mark.fact("p2p_ce_copy_gbps")
+def test_copy_engine_rate(gpuprops, node, peer):
+    src = gpuprops.gpu.index
+    _pair_rate(gpuprops, node, src, peer, lambda: node.ce_copy(src, peer),
+               f"cudaMemcpyPeerAsync of {links.PEER_BYTES >> 30} GiB on a stream of the source GPU, CUDA events; "
+               f"median of {links.REPEATS} after {links.WARMUP}")
+
+
+@pytest.mark.fact("p2p_ce_bidir_gbps")
+def test_copy_engine_rate_both_ways(gpuprops, node, peer):
+    src = gpuprops.gpu.index
+    _pair_rate(gpuprops, node, src, peer, lambda: node.ce_bidir(src, peer),
+               f"cudaMemcpyPeerAsync of {links.PEER_BYTES >> 30} GiB src -> dst, its own events, while two dst -> src "
+               f"copies of the same size, issued first, run on a stream of dst; median of {links.REPEATS} after {links.WARMUP}")
+
+
+@pytest.mark.fact(lambda mode: f"p2p_sm_{mode}_gbps")
+@pytest.mark.parametrize("mode", ["load", "store"])
+def test_sm_kernel_rate(gpuprops, node, peer, mode):
+    src, gpu = gpuprops.gpu.index, gpuprops.gpu
+
+    def measure():
+        try:
+            return node.sm_copy(src, peer, mode, gpu.arch, gpu.sm_count)
+        except links.PeerAccessOff as exc:
+            pytest.fail(f"{gpuprops.fact_name}: GPU {src}'s SMs cannot reach GPU {peer}: {exc}", pytrace=False)
+    side = "source (the data crosses dst -> src)" if mode == "load" else "destination"
+    _pair_rate(gpuprops, node, src, peer, measure,
+               f"stream_copy (stream_bandwidth.cu, 16-byte vectors, UNROLL 4, 8 blocks of 256 per SM) on every SM of "
+               f"the source GPU over {links.PEER_BYTES >> 30} GiB with the peer's buffer as the {side}; CUDA events, "
+               f"median of {links.REPEATS} after {links.WARMUP}")
+
+
+@pytest.mark.fact("p2p_latency_ns", "p2p_latency_cycles")
+def test_peer_latency(gpuprops, node, peer):
+    src, gpu = gpuprops.gpu.index, gpuprops.gpu
+
+    def chase():
+        try:
+            with links.pair_lock(src, peer):
+                return node.chase(src, peer, gpu.arch, gpu.sm_count)
+        except links.PeerAccessOff as exc:
+            pytest.fail(f"p2p latency: GPU {src}'s SMs cannot reach GPU {peer}: {exc}", pytrace=False)
+    what = (f"one thread on each of {links.CHASE_SMS} SMs of the source GPU in turn (spread over its SMs) chases a random "
+            f"cycle of {links.CHASE_FOOTPRINT >> 20} MiB of 128-byte lines in the peer's memory (warm in its L2; "
+            f"link_chase.cu, ld.global.cg), {links.CHASE_HOPS} hops a launch timed in the kernel by %globaltimer and "
+            f"clock64; each SM's median over {links.CHASE_LAUNCHES - 1} launches after one; the value is the median "
+            "over the SMs")
+    for k, (name, unit) in enumerate((("p2p_latency_ns", "ns"), ("p2p_latency_cycles", "cycles"))):
+        def once(k=k, name=name, unit=unit):
+            per_sm = links.chase_per_sm(chase(), k)
+            m = links.rate_measurement(name, list(per_sm.values()), what="link_chase",
+                                       launch={"src": src, "dst": peer, "per_sm": {str(s): round(v, 2) for s, v in
+                                                                                   per_sm.items()}},
+                                       remeasure=once, noise_target=links.CHASE_NOISE_TARGET)
+            m.unit, m.stop_reason = unit, f"{len(per_sm)} SMs"
+            return m
+        gpuprops.check(name, once(), method=_pair_method(what, src, peer))
+
+
+@pytest.mark.fact(lambda direction: {"h2d": "host_to_device_gbps", "d2h": "device_to_host_gbps"}[direction])
+@pytest.mark.parametrize("direction", ["h2d", "d2h"])
+def test_host_link_rate(gpuprops, node, direction):
+    index, name = gpuprops.gpu.index, gpuprops.fact_name
+
+    def once():
+        with links.pair_lock(index, index):
+            values = node.host_copy(index, direction)
+        return links.rate_measurement(name, values, what="cudaMemcpyAsync", launch={"gpu": index}, remeasure=once,
+                                      noise_target=links.HOST_NOISE_TARGET)
+    way = "pinned host memory -> GPU" if direction == "h2d" else "GPU -> pinned host memory"
+    gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_BYTES >> 20} MiB, {way}, CUDA events; median "
+                                        f"of {links.REPEATS} after {links.WARMUP}")
+
+
+@pytest.mark.fact(lambda direction: {"h2d": "host_to_device_bidir_gbps", "d2h": "device_to_host_bidir_gbps"}[direction])
+@pytest.mark.parametrize("direction", ["h2d", "d2h"])
+def test_host_link_rate_both_ways(gpuprops, node, direction):
+    index, name = gpuprops.gpu.index, gpuprops.fact_name
+
+    def once():
+        with links.pair_lock(index, index):
+            values = node.host_copy_loaded(index, direction)
+        return links.rate_measurement(name, values, what="cudaMemcpyAsync", launch={"gpu": index}, remeasure=once,
+                                      noise_target=links.HOST_NOISE_TARGET)
+    way, back = (("pinned host memory -> GPU", "GPU -> host") if direction == "h2d"
+                 else ("GPU -> pinned host memory", "host -> GPU"))
+    gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_LOADED_BYTES >> 30} GiB, {way}, its own CUDA events, "
+                                        f"while two {back} copies of the same size, issued first, run on a second "
+                                        f"stream; median of {links.REPEATS} after {links.WARMUP}")
+
+
+def _reading(name, value, unit, remeasure):
+    """One NVML reading as a measurement (exact facts: a count of links, a version)."""
+    m = links.rate_measurement(name, [value], what="NVML", launch={}, remeasure=remeasure)
+    m.unit, m.stop_reason = unit, "one reading"
+    return m
+
+
+def _nvlinks(gpu):
+    state = links.nvlink_state(gpu)
+    if state is None:
+        pytest.skip(f"NVML cannot be read for GPU {gpu.index}: install nvidia-ml-py and check nvidia-smi")
+    return state
+
+
+@pytest.mark.fact(lambda what: f"nvlink_{what}")
+@pytest.mark.parametrize("what", ["links_up", "version"])
+def test_nvlink_state(gpuprops, gpu, what):
+    name = gpuprops.fact_name
+
+    def once():
+        state = _nvlinks(gpu)
+        value = float(state.count if what == "links_up" else (state.version or 0.0))
+        return _reading(name, value, "links" if what == "links_up" else "version", once)
+    m = once()
+    state = _nvlinks(gpu)
+    gpuprops.check(name, m, method=(
+        f"NVML nvmlDeviceGetNvLinkState over links 0..{links.MAX_NVLINKS - 1}: {state.count} up"
+        + (f" (down: {state.links_down})" if state.links_down else "")
+        + (f", {sorted(set(state.speed_gbps.values()))} GB/s per link" if state.speed_gbps else "")
+        if what == "links_up" else "NVML nvmlDeviceGetNvLinkVersion of the links up (6 = NVLink 4.0)"))
+
+
+@pytest.mark.fact("nvlink_errors_steady")
+def test_nvlink_errors_steady(gpuprops, gpu, node):
+    src = gpu.index
+    if VISIBLE < 2:
+        pytest.skip(f"this node has {VISIBLE} GPU: no peer to load the NVLinks with")
+    dst = (src + 1) % VISIBLE
+
+    def judge():
+        with links.pair_lock(src, dst):
+            before = _nvlinks(gpu)
+            if not before.links_up:
+                return False, "no NVLink up"
+            node.ce_bidir(src, dst)
+            after = _nvlinks(gpu)
+        grown = links.error_growth(before, after, links.JUDGED_COUNTERS)
+        data = sum(links.error_growth(before, after, ("crc_data",)).values())
+        text = ("no replay, recovery or flit CRC count grew" if not grown else
+                "grew: " + ", ".join(f"{k} +{d}" for k, d in grown.items()))
+        return not grown, text + f"; data CRC count (not judged): +{data} over {len(after.links_up)} links"
+    gpuprops.check_condition(gpuprops.fact_name, judge, source=NVLINK_ERRORS_SOURCE,
+                             method=f"NVML NVLink error counters (replay, recovery, flit CRC judged; data CRC reported) of every "
+                                    f"link up, read before and after {links.WARMUP + links.REPEATS} copies of 1 GiB each way "
+                                    f"between GPU {src} and GPU {dst}")

@@ -1,0 +1,425 @@
+"""measure layer for the node: the links between GPUs and to the host, as measurements.
+
+A GPU that passes every SM and memory fact can still be cut off from its peers: an NVLink trained
+down or off, peer access that falls back to staging through the host, a PCIe link at a lower width.
+These are measured per ordered GPU pair (``src`` issues, ``dst`` is the peer) and per GPU (host):
+
+* copy engine: ``cudaMemcpyPeerAsync`` of 1 GiB from ``src``'s memory to ``dst``'s, on a stream of
+  ``src``, timed by CUDA events on that stream; both directions at once: the ``src -> dst`` copy's
+  own events while ``dst -> src`` runs on a stream of ``dst`` (nvbandwidth's bidirectional definition:
+  one direction's rate while the other is loaded);
+* SM kernels: ``stream_copy`` (kernels/stream_bandwidth.cu) on every SM of ``src`` with one buffer in
+  ``dst``'s memory: ``load`` reads the peer's buffer (data crosses ``dst -> src``), ``store`` writes it;
+* latency: one thread of ``src`` chases a random cycle of 128-byte lines in ``dst``'s memory
+  (kernels/link_chase.cu, warm in ``dst``'s L2), in ns (%globaltimer) and ``src`` SM cycles;
+* host: ``cudaMemcpyAsync`` of 256 MiB between pinned host memory and the GPU, each way; and of 1 GiB
+  while the opposite direction runs.
+
+Each rate is the median of :data:`REPEATS` timed copies after :data:`WARMUP`, in GB/s (10^9 B/s). While a
+pair is measured both GPUs' locks are held (lower index first), so no other process of the suite
+loads either end of the link. Link state (links up, version, speed, error counters) is read from NVML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+from . import compile as gp_compile
+from . import devices, gpulock, measure
+
+PEER_BYTES = 1 << 30
+HOST_BYTES = 256 << 20
+#: a host copy timed under the opposite direction's load: longer, so host-memory contention averages out
+HOST_LOADED_BYTES = 1 << 30
+WARMUP = 2
+REPEATS = 12
+#: hops of one latency launch: ~1 us a hop over NVLink, so ~20 ms a launch, launch overhead negligible
+CHASE_HOPS = 16384
+CHASE_FOOTPRINT = 4 << 20  # bytes: warm in the peer's L2 (50 MB on an H100), 32768 lines
+CHASE_LAUNCHES = 4  # per sampled SM; the first is the warm-up (brings the cycle into the peer's L2)
+#: SMs the latency is sampled on, spread over the GPU (an SM's place moves it by up to ~6 %)
+CHASE_SMS = 8
+#: the spread of the sampled SMs' latencies is the SMs', not noise: up to ~6 % apart
+CHASE_NOISE_TARGET = 0.05
+#: test-only: a node whose pair facts must fail as a pair forced through the host does
+#: (peer access not enabled: copies are staged through host memory, SM kernels cannot reach the peer)
+NO_PEER_ENV = "GPUPROPS_PLANT_NO_PEER"
+#: NVML's nvmlNvlinkVersion_t -> the NVLink generation it names
+NVLINK_VERSIONS = {1: 1.0, 2: 2.0, 3: 2.2, 4: 3.0, 5: 3.1, 6: 4.0, 7: 5.0}
+NVLINK_ERROR_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
+#: the counters whose growth under load fails a link: DCGM's hardware limits allow less than one
+#: NVLink replay or recovery (DCGM_LIMIT_MAX_LWLINK_ERROR = 1), and a healthy link's flit CRC stays 0.
+#: The data CRC counter is reported, not judged: on the H100 nodes measured (2026-11-26) it grew by
+#: 1-8 per link under 14 GiB of copies each way while `nvidia-smi nvlink -e` read "CRC Errors: 0".
+JUDGED_COUNTERS = ("replay", "recovery", "crc_flit")
+#: the host link is shared with the host's memory system: one copy in twelve may run ~15 % slow
+HOST_NOISE_TARGET = 0.05
+MAX_NVLINKS = 18
+
+
+class PeerAccessOff(Exception):
+    """Peer access between two GPUs is not on: SM kernels of one cannot reach the other's memory."""
+
+
+def gbps(nbytes: float, seconds: float) -> float:
+    """Decimal GB/s, as datasheets, nvbandwidth and NCCL give link rates."""
+    return nbytes / seconds / 1e9
+
+
+def rates(nbytes: float, seconds: Sequence[float]) -> list[float]:
+    return [gbps(nbytes, s) for s in seconds]
+
+
+def plant_no_peer() -> bool:
+    return os.environ.get(NO_PEER_ENV, "") not in ("", "0")
+
+
+def rate_measurement(name: str, values: Sequence[float], *, what: str, launch: dict,
+                     remeasure: Callable[[], measure.Measurement], noise_target: float = 0.02) -> measure.Measurement:
+    """A link rate as the suite's Measurement: per-copy GB/s, a fixed count (no stop rule: a copy of
+    1 GiB repeats within 0.1 % on NVLink, 256 MiB within ~2 % on PCIe)."""
+    return measure.Measurement(name=name, unit="GB/s", values=list(values), stop_reason=f"{len(values)} copies",
+                               noise_target=noise_target, overhead_cycles=0.0, sm_clock_mhz=None, throttle=[],
+                               kernel=what, launch=dict(launch), remeasure=remeasure)
+
+
+def chase_values(results: Sequence[tuple[int, int]], hops: int) -> tuple[list[float], list[float]]:
+    """(ns per hop, cycles per hop) of each timed chase launch, from its (cycles, ns) totals."""
+    return [ns / hops for _, ns in results], [c / hops for c, _ in results]
+
+
+def sampled_sms(sms: int, count: int = CHASE_SMS) -> list[int]:
+    """``count`` SM ids spread evenly over ``sms`` (0, sms/count, ...)."""
+    return sorted({k * sms // min(count, sms) for k in range(min(count, sms))})
+
+
+def chase_per_sm(per_sm: dict[int, tuple[list[float], list[float]]], which: int) -> dict[int, float]:
+    """Each sampled SM's median (which 0: ns, 1: cycles) over its launches."""
+    import statistics
+    return {sm: statistics.median(values[which]) for sm, values in sorted(per_sm.items())}
+
+
+def chase_layout(base: int, lines: int, seed: int = 1, stride: int = 128):
+    """The words of a random cycle through ``lines`` lines of ``stride`` bytes at device address
+    ``base``: word k * stride / 8 of line k holds the address of the line after it in the cycle."""
+    import numpy
+    order = numpy.random.default_rng(seed).permutation(lines)
+    after = numpy.empty(lines, dtype=numpy.int64)
+    after[order] = numpy.roll(order, -1)
+    words = numpy.zeros(lines * stride // 8, dtype=numpy.uint64)
+    words[numpy.arange(lines) * (stride // 8)] = base + after * stride
+    return words
+
+
+# ----------------------------------------------------------------------------------------------
+# NVML: the link state
+
+
+@dataclasses.dataclass
+class NvLinkState:
+    """One GPU's NVLinks as NVML reports them: which are up, their version and speed, and their error
+    counters (cumulative since the driver loaded; what matters is their growth during a run)."""
+
+    links_up: list[int]
+    links_down: list[int]
+    version: float | None  # NVLink generation (4.0 on Hopper)
+    speed_gbps: dict[int, float]  # per link, where NVML reports it
+    errors: dict[int, dict[str, int]]
+
+    @property
+    def count(self) -> int:
+        return len(self.links_up)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def error_growth(before: NvLinkState, after: NvLinkState, counters: Sequence[str] = NVLINK_ERROR_COUNTERS
+                 ) -> dict[str, int]:
+    """Per 'link <k> <counter>': how much each of ``counters`` grew between two readings (only those
+    that grew)."""
+    grown = {}
+    for link, values in sorted(after.errors.items()):
+        for name, value in values.items():
+            if name not in counters:
+                continue
+            delta = value - before.errors.get(link, {}).get(name, value)
+            if delta > 0:  # a counter that fell was reset (by the driver or nvidia-smi), not grown
+                grown[f"link {link} {name}"] = delta
+    return grown
+
+
+def nvlink_state(info: devices.GpuInfo) -> NvLinkState | None:  # pragma: no mutate block  (GPU only)
+    """What NVML says of GPU ``info``'s NVLinks; None where NVML cannot be read."""
+    nv, handle = devices._nvml_handle(info.pci_bus_id)
+    if handle is None:
+        return None
+    counters = {"replay": nv.NVML_NVLINK_ERROR_DL_REPLAY, "recovery": nv.NVML_NVLINK_ERROR_DL_RECOVERY,
+                "crc_flit": nv.NVML_NVLINK_ERROR_DL_CRC_FLIT, "crc_data": nv.NVML_NVLINK_ERROR_DL_CRC_DATA}
+    up, down, versions, speeds, errors = [], [], set(), {}, {}
+    for link in range(MAX_NVLINKS):
+        try:
+            active = nv.nvmlDeviceGetNvLinkState(handle, link)
+        except nv.NVMLError:
+            continue  # no such link on this GPU
+        (up if active else down).append(link)
+        if not active:
+            continue
+        try:
+            versions.add(nv.nvmlDeviceGetNvLinkVersion(handle, link))
+        except nv.NVMLError:
+            pass
+        errors[link] = {}
+        for name, counter in counters.items():
+            try:
+                errors[link][name] = int(nv.nvmlDeviceGetNvLinkErrorCounter(handle, link, counter))
+            except nv.NVMLError:
+                pass
+        try:
+            (field,) = nv.nvmlDeviceGetFieldValues(handle, [(nv.NVML_FI_DEV_NVLINK_GET_SPEED, link)])
+            if field.nvmlReturn == 0 and field.value.uiVal:
+                speeds[link] = field.value.uiVal / 1000.0  # MB/s -> GB/s
+        except (nv.NVMLError, AttributeError, TypeError):
+            pass
+    version = NVLINK_VERSIONS.get(max(versions)) if versions else None
+    return NvLinkState(links_up=up, links_down=down, version=version, speed_gbps=speeds, errors=errors)
+
+
+# ----------------------------------------------------------------------------------------------
+# the node: buffers and timed copies on two GPUs (GPU only)
+
+
+class Node:  # pragma: no mutate block  (GPU only)
+    """Buffers, streams and kernels on the GPUs of one process, for pair and host measurements."""
+
+    def __init__(self, kernels_dir: Path, cache_dir: Path | None = None):
+        import cupy
+        self.cp = cupy
+        self.kernels_dir = Path(kernels_dir)
+        self.cache_dir = cache_dir
+        self._bufs: dict[int, tuple] = {}
+        self._funcs: dict[tuple[int, str], object] = {}
+        self._peer: dict[tuple[int, int], str | None] = {}
+        self._tmp = tempfile.mkdtemp(prefix="gpuprops-links-")
+
+    # -- set-up ----------------------------------------------------------------------------------
+    def peer_access(self, src: int, dst: int) -> str | None:
+        """Turn on ``src``'s access to ``dst``'s memory; None when on, else why it is not."""
+        key = (src, dst)
+        if key not in self._peer:
+            rt = self.cp.cuda.runtime
+            if plant_no_peer():
+                why = f"peer access left off ({NO_PEER_ENV} is set: a test-only pair forced through the host)"
+            elif not rt.deviceCanAccessPeer(src, dst):
+                why = (f"the driver says GPU {src} cannot access GPU {dst}'s memory (cudaDeviceCanAccessPeer = 0): "
+                       "no NVLink or PCIe peer path between them, or peer-to-peer disabled (IOMMU/ACS, "
+                       "virtualisation); check `nvidia-smi topo -m` and `nvidia-smi topo -p2p r`")
+            else:
+                why = None
+                with self.cp.cuda.Device(src):
+                    try:
+                        rt.deviceEnablePeerAccess(dst)
+                    except self.cp.cuda.runtime.CUDARuntimeError as exc:
+                        if "AlreadyEnabled" not in str(exc) and "ALREADY_ENABLED" not in str(exc).upper():
+                            why = f"cudaDeviceEnablePeerAccess({dst}) on GPU {src} failed: {exc}"
+            self._peer[key] = why
+        return self._peer[key]
+
+    def buffers(self, index: int):
+        """GPU ``index``'s two 1 GiB buffers (source, destination), allocated once."""
+        if index not in self._bufs:
+            with self.cp.cuda.Device(index):
+                a = self.cp.zeros(PEER_BYTES, dtype=self.cp.uint8)
+                b = self.cp.zeros(PEER_BYTES, dtype=self.cp.uint8)
+            self._bufs[index] = (a, b)
+        return self._bufs[index]
+
+    def function(self, index: int, arch: str, source: str, kernel: str, defines: dict):
+        key = (index, f"{source}:{kernel}:{sorted(defines.items())}")
+        if key not in self._funcs:
+            built = gp_compile.compile_cuda(self.kernels_dir / source, arch, defines, cache_dir=self.cache_dir)
+            path = os.path.join(self._tmp, f"{source}-{abs(hash(key[1]))}-{index}.cubin")
+            with open(path, "wb") as f:
+                f.write(built.cubin)
+            with self.cp.cuda.Device(index):
+                self._funcs[key] = self.cp.RawModule(path=path).get_function(kernel)
+        return self._funcs[key]
+
+    def close(self) -> None:
+        self._bufs.clear()
+        self.cp.get_default_memory_pool().free_all_blocks()
+        self.cp.get_default_pinned_memory_pool().free_all_blocks()
+
+    # -- timing ----------------------------------------------------------------------------------
+    def _timed(self, index: int, issue: Callable, count: int) -> list[float]:
+        """Seconds of ``count`` issues on a fresh stream of GPU ``index``, each between two events."""
+        cp = self.cp
+        with cp.cuda.Device(index):
+            stream = cp.cuda.Stream(non_blocking=True)
+            times = []
+            for _ in range(count):
+                a, b = cp.cuda.Event(), cp.cuda.Event()
+                a.record(stream)
+                issue(stream)
+                b.record(stream)
+                b.synchronize()
+                times.append(cp.cuda.get_elapsed_time(a, b) / 1e3)
+        return times
+
+    def _repeat(self, index: int, issue: Callable) -> list[float]:
+        self._timed(index, issue, WARMUP)
+        return self._timed(index, issue, REPEATS)
+
+    # -- pair measurements ---------------------------------------------------------------------
+    def ce_copy(self, src: int, dst: int) -> list[float]:
+        """GB/s of 1 GiB copies src -> dst by the copy engine, issued on a stream of src."""
+        rt = self.cp.cuda.runtime
+        self.peer_access(src, dst)
+        a, _ = self.buffers(src)
+        _, b = self.buffers(dst)
+        return rates(PEER_BYTES, self._repeat(
+            src, lambda s: rt.memcpyPeerAsync(b.data.ptr, dst, a.data.ptr, src, PEER_BYTES, s.ptr)))
+
+    def ce_bidir(self, src: int, dst: int) -> list[float]:
+        """GB/s of the src -> dst copy, each timed by its own events while dst -> src copies run on a
+        stream of dst: two of the same size, issued first, so the reverse traffic covers the whole
+        timed copy (nvbandwidth's bidirectional definition: the measured stream's bytes over its time)."""
+        cp, rt = self.cp, self.cp.cuda.runtime
+        self.peer_access(src, dst)
+        self.peer_access(dst, src)
+        a_src, b_src = self.buffers(src)
+        a_dst, b_dst = self.buffers(dst)
+        with cp.cuda.Device(src):
+            s_fwd = cp.cuda.Stream(non_blocking=True)
+        with cp.cuda.Device(dst):
+            s_back = cp.cuda.Stream(non_blocking=True)
+        out = []
+        for k in range(WARMUP + REPEATS):
+            for _ in range(2):
+                rt.memcpyPeerAsync(b_src.data.ptr, src, a_dst.data.ptr, dst, PEER_BYTES, s_back.ptr)
+            with cp.cuda.Device(src):
+                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                e0.record(s_fwd)
+                rt.memcpyPeerAsync(b_dst.data.ptr, dst, a_src.data.ptr, src, PEER_BYTES, s_fwd.ptr)
+                e1.record(s_fwd)
+            s_fwd.synchronize()
+            s_back.synchronize()
+            if k >= WARMUP:
+                out.append(gbps(PEER_BYTES, cp.cuda.get_elapsed_time(e0, e1) / 1e3))
+        return out
+
+    def sm_copy(self, src: int, dst: int, mode: str, arch: str, sms: int) -> list[float]:
+        """GB/s crossing the link when every SM of src copies 1 GiB with the peer's buffer as the
+        source (mode 'load') or the destination ('store')."""
+        cp = self.cp
+        why = self.peer_access(src, dst)
+        if why:
+            raise PeerAccessOff(why)
+        block = 256
+        fn = self.function(src, arch, "stream_bandwidth.cu", "stream_copy", {"BLOCK": block, "UNROLL": 4})
+        local_a, local_b = self.buffers(src)
+        peer_a, peer_b = self.buffers(dst)
+        source, target = (peer_a, local_b) if mode == "load" else (local_a, peer_b)
+        grid = sms * (2048 // block)
+        with cp.cuda.Device(src):
+            stamps = cp.zeros(grid * 4, dtype=cp.uint64)
+        n16 = PEER_BYTES // 16
+        import numpy
+        return rates(PEER_BYTES, self._repeat(
+            src, lambda s: fn((grid,), (block,), (stamps, source, target, numpy.uint64(n16), numpy.int32(1)),
+                              stream=s)))
+
+    def chase(self, src: int, dst: int, arch: str, sms: int) -> dict[int, tuple[list[float], list[float]]]:
+        """Per sampled SM of src (:func:`sampled_sms`): (ns per hop, cycles per hop) of a chase by one
+        thread on that SM through dst's memory, per launch after the first."""
+        cp = self.cp
+        why = self.peer_access(src, dst) if src != dst else None
+        if why:
+            raise PeerAccessOff(why)
+        import numpy
+        lines = CHASE_FOOTPRINT // 128
+        with cp.cuda.Device(dst):
+            chain = cp.zeros(CHASE_FOOTPRINT // 8, dtype=cp.uint64)
+            chain.set(chase_layout(chain.data.ptr, lines))
+        fn = self.function(src, arch, "link_chase.cu", "link_chase", {})
+        per_sm = {}
+        with cp.cuda.Device(src):
+            start = cp.array([chain.data.ptr], dtype=cp.uint64)
+            out = cp.zeros(4, dtype=cp.uint64)
+            claimed = cp.zeros(1, dtype=cp.uint32)
+            for sm in sampled_sms(sms):
+                results = []
+                for k in range(CHASE_LAUNCHES):
+                    claimed.fill(0)
+                    out[3] = 0
+                    fn((2 * sms,), (1,), (start, out, numpy.int32(CHASE_HOPS), numpy.uint32(sm), claimed))
+                    cp.cuda.Device(src).synchronize()
+                    total = out.get()
+                    if not total[3]:
+                        continue  # no block landed on that SM this time
+                    start[0] = out[0]
+                    if k:
+                        results.append((int(total[1]), int(total[2])))
+                if results:
+                    per_sm[sm] = chase_values(results, CHASE_HOPS)
+        del chain
+        return per_sm
+
+    # -- host measurements ---------------------------------------------------------------------
+    def _pinned(self, index: int, nbytes: int = HOST_BYTES):
+        cp = self.cp
+        with cp.cuda.Device(index):
+            host = [cp.cuda.alloc_pinned_memory(nbytes) for _ in range(2)]
+        a, b = self.buffers(index)
+        return host, a, b
+
+    def host_copy(self, index: int, direction: str) -> list[float]:
+        """GB/s of 256 MiB copies between pinned host memory and GPU ``index`` ('h2d' or 'd2h')."""
+        rt = self.cp.cuda.runtime
+        host, a, _ = self._pinned(index)
+        if direction == "h2d":
+            def issue(s):
+                rt.memcpyAsync(a.data.ptr, host[0].ptr, HOST_BYTES, rt.memcpyHostToDevice, s.ptr)
+        else:
+            def issue(s):
+                rt.memcpyAsync(host[0].ptr, a.data.ptr, HOST_BYTES, rt.memcpyDeviceToHost, s.ptr)
+        return rates(HOST_BYTES, self._repeat(index, issue))
+
+    def host_copy_loaded(self, index: int, direction: str) -> list[float]:
+        """GB/s of the 1 GiB ``direction`` copy, its own events, while the opposite direction runs on
+        a second stream: two copies of the same size, issued first, cover the whole timed copy
+        (nvbandwidth's host <-> device bidirectional definition)."""
+        cp, rt = self.cp, self.cp.cuda.runtime
+        host, a, b = self._pinned(index, HOST_LOADED_BYTES)
+        h2d = (a.data.ptr, host[0].ptr, HOST_LOADED_BYTES, rt.memcpyHostToDevice)
+        d2h = (host[1].ptr, b.data.ptr, HOST_LOADED_BYTES, rt.memcpyDeviceToHost)
+        timed, other = (h2d, d2h) if direction == "h2d" else (d2h, h2d)
+        out = []
+        with cp.cuda.Device(index):
+            s_timed, s_other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+            for k in range(WARMUP + REPEATS):
+                for _ in range(2):
+                    rt.memcpyAsync(*other, s_other.ptr)
+                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                e0.record(s_timed)
+                rt.memcpyAsync(*timed, s_timed.ptr)
+                e1.record(s_timed)
+                s_timed.synchronize()
+                s_other.synchronize()
+                if k >= WARMUP:
+                    out.append(gbps(HOST_LOADED_BYTES, cp.cuda.get_elapsed_time(e0, e1) / 1e3))
+        return out
+
+
+def pair_lock(src: int, dst: int):
+    """Both GPUs' locks, the lower index first (two pair tests in two processes cannot deadlock)."""
+    stack = ExitStack()
+    for index in sorted({src, dst}):
+        stack.enter_context(gpulock.gpu_lock(index))
+    return stack
+
