@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from filelock import FileLock, Timeout
 
-from pytest_gpuprops import assertions, devices, gpulock, links, measure
+from pytest_gpuprops import assertions, devices, gpulock, inputs, links, measure
 from pytest_gpuprops import facts as gp_facts
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -297,13 +297,14 @@ def test_nvml_versions_name_the_nvlink_generations():
 # -- the test-only plant: a pair forced through the host ------------------------------------------
 
 
-@pytest.mark.parametrize("value, planted", [(None, False), ("", False), ("0", False), ("1", True),
-                                            ("yes", True)])
-def test_plant_no_peer_is_on_for_any_value_but_empty_or_0(monkeypatch, value, planted):
+@pytest.mark.parametrize("value, planted", [(None, False), ("", False), ("0", False), ("1", True)])
+def test_plant_no_peer_is_on_for_1_off_for_0_empty_or_unset(monkeypatch, value, planted):
+    """The values start-up lets through (inputs.check_plant_no_peer refuses any other)."""
     if value is None:
         monkeypatch.delenv(links.NO_PEER_ENV, raising=False)
     else:
         monkeypatch.setenv(links.NO_PEER_ENV, value)
+        inputs.check_plant_no_peer()
     assert links.NO_PEER_ENV == "GPUPROPS_PLANT_NO_PEER"
     assert links.plant_no_peer() is planted
 
