@@ -16,8 +16,8 @@ name both (the report's GPU x GPU matrix). Both GPUs' locks are held while a pai
 * p2p_latency_ns, p2p_latency_cycles: one thread of src chases a random cycle of 128-byte lines
   (4 MiB, warm in dst's L2) in dst's memory: one link round trip and dst's L2 hit per hop;
 * host_to_device_gbps, device_to_host_gbps: 256 MiB pinned-memory copies, each way on its own;
-  host_to_device_bidir_gbps, device_to_host_bidir_gbps: a 1 GiB copy's own rate while the opposite
-  direction runs (nvbandwidth's bidirectional definition);
+  device_to_host_bidir_gbps: a 1 GiB GPU -> host copy's own rate while host -> GPU copies run
+  (nvbandwidth's bidirectional definition; host -> GPU under load is too unsteady to be a fact yet);
 * nvlink_links_up, nvlink_version: NVML's link state; nvlink_errors_steady: no NVLink error counter
   (replay, recovery, CRC) grows while 1 GiB copies load the links both ways.
 
@@ -32,8 +32,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.node]
 # the links are the node's (the SKU's and its topology: NV18 between SXM H100s), not the SM arch's
 _PAIR_FACTS = ("p2p_peer_access", "p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps",
                "p2p_latency_ns", "p2p_latency_cycles")
-_GPU_FACTS = ("host_to_device_gbps", "device_to_host_gbps", "host_to_device_bidir_gbps", "device_to_host_bidir_gbps",
-              "nvlink_links_up", "nvlink_version")
+_GPU_FACTS = ("host_to_device_gbps", "device_to_host_gbps", "device_to_host_bidir_gbps", "nvlink_links_up",
+              "nvlink_version")
 VISIBLE = devices.visible_gpu_count()
 #: the peers of the GPU under test, as offsets (peer = (src + k) % visible); one placeholder that
 #: skips, saying why, on a node with fewer than two GPUs
@@ -173,10 +173,12 @@ def test_host_link_rate(gpuprops, node, direction):
                                         f"of {links.REPEATS} after {links.WARMUP}")
 
 
-@pytest.mark.fact(lambda direction: {"h2d": "host_to_device_bidir_gbps", "d2h": "device_to_host_bidir_gbps"}[direction])
-@pytest.mark.parametrize("direction", ["h2d", "d2h"])
-def test_host_link_rate_both_ways(gpuprops, node, direction):
-    index, name = gpuprops.gpu.index, gpuprops.fact_name
+@pytest.mark.fact("device_to_host_bidir_gbps")
+def test_host_link_rate_both_ways(gpuprops, node):
+    """GPU -> host while host -> GPU runs. The other way round (host -> GPU under the GPU -> host load)
+    reads 46.4-48.1 GB/s with 1-3.4 % copy-to-copy noise on the H100s measured: a band that held those
+    units could not catch a 10 % drop, so it is not a fact yet (docs/node.md)."""
+    index, name, direction = gpuprops.gpu.index, gpuprops.fact_name, "d2h"
 
     def once():
         with links.pair_lock(index, index):

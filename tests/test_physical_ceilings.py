@@ -101,6 +101,7 @@ RATES = {
     "p2p_sm_store_gbps": Rate(SM_BYTES_PER_CLK, link="nvlink"),
     "host_to_device_gbps": Rate(None, link="pcie"),
     "device_to_host_gbps": Rate(None, link="pcie"),
+    "device_to_host_bidir_gbps": Rate(None, link="pcie"),
 }
 #: B/clk facts of one SM's data path
 PER_SM_BYTES = ("smem_sts_float_bytes_per_cycle", "smem_sts_float2_bytes_per_cycle", "smem_sts_float4_bytes_per_cycle",
