@@ -94,7 +94,8 @@ def link_matrices(verdicts: Iterable[Verdict]) -> dict[str, dict]:
         m["labels"].setdefault(dst, v.peer.get("index", 0))
         m["pairs"][(src, dst)] = {"value": v.measured, "status": v.status}
     for fact, m in out.items():
-        gpus = sorted(m["labels"], key=lambda label: (label.rsplit("gpu", 1)[0], m["labels"][label], label))
+        gpus = sorted(m["labels"], key=lambda label: (label.rsplit("gpu", 1)[0], m["labels"][label] is None,
+                                                       m["labels"][label] or 0, label))
         out[fact] = {"unit": m["unit"], "gpus": gpus,
                      "cells": [[m["pairs"].get((a, b)) for b in gpus] for a in gpus]}
     return dict(sorted(out.items()))

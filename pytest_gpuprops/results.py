@@ -190,10 +190,13 @@ def case_key(v: Verdict) -> tuple[str, str]:
 def run_key(v: Verdict) -> tuple[str, str]:
     """A fact measured by one test as two runs of one unit name it, wherever pytest was started: the
     test file's name without its folders (``cd hwtests && pytest`` names it ``test_smem.py::...``),
-    and no ``gpuN`` parameter."""
+    no ``gpuN`` parameter, and a pair fact's peer by its UUID."""
     fact, case = case_key(v)
     path, sep, name = case.partition("::")
-    return fact, path.rsplit("/", 1)[-1] + sep + name
+    key = path.rsplit("/", 1)[-1] + sep + name
+    if v.peer:  # a pair fact: the link to this peer, whichever index CUDA gives it in this run
+        key += f" -> {v.peer.get('uuid') or v.peer.get('pci_bus_id') or v.peer.get('index')}"
+    return fact, key
 
 
 def _comparable(v: Verdict) -> bool:

@@ -587,7 +587,9 @@ def _entries(spec, value, path=()):
             if key in value:
                 yield from _entries(inner, value[key], (*path, key))
     elif isinstance(spec, RS.ListOf) and isinstance(value, list) and value:
-        yield from _entries(spec.item, value[0], (*path, 0))
+        # the first item that holds something (a links matrix's row starts with its empty diagonal cell)
+        k = next((i for i, item in enumerate(value) if item is not None), 0)
+        yield from _entries(spec.item, value[k], (*path, k))
     elif isinstance(spec, RS.MapOf) and isinstance(value, dict) and value:
         key = next(iter(value))
         yield from _entries(spec.item, value[key], (*path, key))
@@ -1113,9 +1115,10 @@ def test_a_facts_file_for_another_gpu_is_a_usage_error(pytester):
                 r"sm_90 \(the GPU here is sm_90\)")
 
 
-def test_under_xdist_a_facts_file_that_matched_nothing_fails_the_run_at_its_end(pytester, no_gpu):
+def test_under_xdist_a_facts_file_that_matched_nothing_fails_the_run_at_its_end(pytester, no_gpu, monkeypatch):
     """xdist's controller collects nothing itself: the run's end finds that every fact skipped for the
     facts file's arch, and the run is a usage error all the same."""
+    child_processes_outside_mutmut(monkeypatch)  # the workers import this checkout, however it was installed
     pytester.makepyfile(ARCH_TEST)
     (pytester.path / "f.toml").write_text(STATIC_FACTS.replace("sm_90", "sm_100"))
     r = pytester.runpytest_subprocess("-n", "2", "--gpuprops-facts", "f.toml", "-p", "no:randomly")
