@@ -298,19 +298,28 @@ class Node:  # pragma: no mutate block  (GPU only)
             s_fwd = cp.cuda.Stream(non_blocking=True)
         with cp.cuda.Device(dst):
             s_back = cp.cuda.Stream(non_blocking=True)
+        return self._under_load(
+            src, PEER_BYTES, lambda s: rt.memcpyPeerAsync(b_dst.data.ptr, dst, a_src.data.ptr, src, PEER_BYTES, s.ptr),
+            s_fwd, lambda s: rt.memcpyPeerAsync(b_src.data.ptr, src, a_dst.data.ptr, dst, PEER_BYTES, s.ptr), s_back)
+
+    def _under_load(self, index: int, nbytes: int, issue_timed: Callable, timed, issue_other: Callable, other
+                    ) -> list[float]:
+        """GB/s of ``issue_timed`` on stream ``timed`` of GPU ``index``, by its own events, while two
+        ``issue_other`` copies, issued first on stream ``other``, load the opposite direction."""
+        cp = self.cp
         out = []
         for k in range(WARMUP + REPEATS):
             for _ in range(2):
-                rt.memcpyPeerAsync(b_src.data.ptr, src, a_dst.data.ptr, dst, PEER_BYTES, s_back.ptr)
-            with cp.cuda.Device(src):
+                issue_other(other)
+            with cp.cuda.Device(index):
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-                e0.record(s_fwd)
-                rt.memcpyPeerAsync(b_dst.data.ptr, dst, a_src.data.ptr, src, PEER_BYTES, s_fwd.ptr)
-                e1.record(s_fwd)
-            s_fwd.synchronize()
-            s_back.synchronize()
+                e0.record(timed)
+                issue_timed(timed)
+                e1.record(timed)
+            timed.synchronize()
+            other.synchronize()
             if k >= WARMUP:
-                out.append(gbps(PEER_BYTES, cp.cuda.get_elapsed_time(e0, e1) / 1e3))
+                out.append(gbps(nbytes, cp.cuda.get_elapsed_time(e0, e1) / 1e3))
         return out
 
     def sm_copy(self, src: int, dst: int, mode: str, arch: str, sms: int) -> list[float]:
@@ -399,21 +408,10 @@ class Node:  # pragma: no mutate block  (GPU only)
         h2d = (a.data.ptr, host[0].ptr, HOST_LOADED_BYTES, rt.memcpyHostToDevice)
         d2h = (host[1].ptr, b.data.ptr, HOST_LOADED_BYTES, rt.memcpyDeviceToHost)
         timed, other = (h2d, d2h) if direction == "h2d" else (d2h, h2d)
-        out = []
         with cp.cuda.Device(index):
             s_timed, s_other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-            for k in range(WARMUP + REPEATS):
-                for _ in range(2):
-                    rt.memcpyAsync(*other, s_other.ptr)
-                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-                e0.record(s_timed)
-                rt.memcpyAsync(*timed, s_timed.ptr)
-                e1.record(s_timed)
-                s_timed.synchronize()
-                s_other.synchronize()
-                if k >= WARMUP:
-                    out.append(gbps(HOST_LOADED_BYTES, cp.cuda.get_elapsed_time(e0, e1) / 1e3))
-        return out
+        return self._under_load(index, HOST_LOADED_BYTES, lambda s: rt.memcpyAsync(*timed, s.ptr), s_timed,
+                                lambda s: rt.memcpyAsync(*other, s.ptr), s_other)
 
 
 def pair_lock(src: int, dst: int):
