@@ -22,8 +22,9 @@ from the SASS and checked against the shape's invariants, each a rule, not a cou
 * a try_wait loop retries out of line and comes back into the region, so every retry is timed.
 
 The checks run without a GPU (hwtests/test_static_*.py) and, as the kernel is built for launch, on
-the GPU's own compile (:meth:`FactSpec.kernel` hands :func:`timing.build_for_timing` a check that
-refuses a region that breaks them, as it refuses one that is not clean at both ends).
+the GPU's own compile (:meth:`FactSpec.kernel` sets the launch's ``KernelSpec.region_check`` to the
+spec's :class:`RegionRules`, and :func:`timing.build_for_timing` refuses a region that breaks them,
+as it refuses one that is not clean at both ends).
 
 This module imports no pytest: the pytest side is hwtests/fact_tests.py.
 """
@@ -38,7 +39,6 @@ from collections.abc import Callable, Iterable, Sequence
 from . import facts as gp_facts
 from . import sass
 from .kernel_spec import KernelSpec
-from .timing import UncleanRegion
 
 SCOPES = ("arch", "gpu")
 
@@ -77,6 +77,10 @@ ONLY = Shape("only", "the unit's instructions alone, in order", lambda u, n: lis
 #: a compiler sets the counter after the start read, as the device's NVRTC 13.0 does for l1_bandwidth)
 LOOP = Shape("loop", "the unit unrolled in a counted loop (loop control beside it)",
              lambda u, n: list(u) * n + ["BRA"], LOOP_CONTROL, glue_max=8)
+#: independent chains of the unit (ILP of them), which ptxas interleaves as it schedules: the unit's
+#: exact counts in any order, nothing beside them (a step's opcodes of one chain need not be adjacent)
+INTERLEAVED = Shape("interleaved", "independent chains of the unit, interleaved (counts only, any order)",
+                    lambda u, n: [])
 #: an operation completed through an mbarrier: issue, then try_wait until true; ptxas puts the
 #: retry path out of line after EXIT (BSSY, the @!P0 BRA out, BSYNC in the region)
 WAIT_LOOP = Shape("wait_loop", "the unit, then its try_wait loop (retries out of line, timed)",
@@ -93,17 +97,21 @@ ELECTED_COPY = Shape("elected_copy", "an elected lane arms the mbarrier and issu
 LANE0_BULK_GROUP = Shape("lane0_bulk_group", "lane 0 issues, commits and waits for its bulk group; the others branch round",
                          lambda u, n: list(u) * n + ["BSYNC"], BRANCHES, uniform=True, glue_max=6)
 
-SHAPES = {s.name: s for s in (ONLY, LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP)}
+SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Region:
     """What a timed region must hold: ``unit``, the unit's opcodes of one step in issue order, ``steps``
-    times (a number, or the name of the kernel define that sets it), laid out as ``shape``."""
+    times (a number, the name of the kernel define that sets it, or several names whose product does:
+    ``("UNROLL", "ILP")`` for ILP chains of UNROLL steps), laid out as ``shape``. ``trailing``: opcodes
+    ptxas may put after the unit's last step, at most once each (a register copy that readies the
+    next pass's registers); they count beside the shape's glue."""
 
     unit: tuple[str, ...]
     shape: Shape = ONLY
-    steps: int | str = 1
+    steps: int | str | tuple[str, ...] = 1
+    trailing: tuple[str, ...] = ()
 
     def __post_init__(self):
         if isinstance(self.unit, str) or not self.unit or not all(isinstance(o, str) and o for o in self.unit):
@@ -111,18 +119,32 @@ class Region:
                              "('LDGSTS.E', 'LDGDEPBAR', 'DEPBAR.LE')")
         if self.shape.unit_len is not None and len(self.unit) != self.shape.unit_len:
             raise ValueError(f"shape {self.shape.name} takes {self.shape.unit_len} unit opcodes, not {self.unit}")
+        if isinstance(self.steps, tuple) and (not self.steps or not all(isinstance(d, str) and d for d in self.steps)):
+            raise ValueError(f"region steps {self.steps!r}: expected a number, a define's name or a tuple of "
+                             "defines' names, e.g. ('UNROLL', 'ILP')")
+        if isinstance(self.trailing, str) or set(self.trailing) & set(self.unit):
+            raise ValueError(f"region trailing {self.trailing!r}: expected a tuple of opcodes other than the "
+                             f"unit's {self.unit}")
 
     def step_count(self, defines: dict) -> int:
-        if isinstance(self.steps, str):
-            if self.steps not in defines:
-                raise ValueError(f"region steps {self.steps!r} names no define of the kernel ({sorted(defines)})")
-            return int(defines[self.steps])
-        return int(self.steps)
+        if isinstance(self.steps, int):
+            return self.steps
+        names = (self.steps,) if isinstance(self.steps, str) else self.steps
+        n = 1
+        for name in names:
+            if name not in defines:
+                raise ValueError(f"region steps {name!r} names no define of the kernel ({sorted(defines)})")
+            n *= int(defines[name])
+        return n
 
     def counts(self, defines: dict) -> dict[str, int]:
         """Opcode -> exact count in the region (KernelSpec.region)."""
         n = self.step_count(defines)
         return {op: k * n for op, k in Counter(self.unit).items()}
+
+    def other_max(self) -> int:
+        """How many instructions beside the unit's the region may hold (KernelSpec.region_other)."""
+        return self.shape.glue_max + len(self.trailing)
 
     def order(self, defines: dict) -> list[str]:
         return self.shape.order(self.unit, self.step_count(defines))
@@ -136,18 +158,34 @@ class Region:
         empty when it holds them."""
         start, between, stop = sass.timed_region(instrs)
         body = [i for i in between if not sass.is_filler(i)]
-        problems = sass.region_mismatch(instrs, self.counts(defines), self.shape.glue_max)
+        problems = sass.region_mismatch(instrs, self.counts(defines), self.other_max())
         own = set(self.unit)
-        stray = sorted({i.opcode for i in body if i.opcode not in own and not self._is_glue(i)})
+        stray = sorted({i.opcode for i in body if i.opcode not in own and i.opcode not in self.trailing
+                        and not self._is_glue(i)})
         if stray:
             problems.append(f"instructions that are neither the unit's ({', '.join(self.unit)}) nor the glue of a "
                             f"{self.shape.name} region ({self._glue_text()}): {', '.join(stray)}")
+        problems += self._trailing_problems(body)
         wanted = self.order(defines)
         if not _is_subsequence(wanted, [i.opcode for i in body]):
             problems.append(f"the region does not hold {_short(wanted)} in that order: {_short([i.opcode for i in body])}")
         problems += _pass_problems(instrs, start, stop, defines)
         if self.shape.wait_loop:
             problems += _wait_loop_problems(instrs, between, start, stop, self.unit[-1])
+        return problems
+
+    def _trailing_problems(self, body: list[sass.Instruction]) -> list[str]:
+        """A trailing opcode that is not the shape's glue sits after the unit's last instruction, at
+        most as often as ``trailing`` names it."""
+        own = set(self.unit)
+        last_unit = max((k for k, i in enumerate(body) if i.opcode in own), default=-1)
+        tail = [(k, i) for k, i in enumerate(body) if i.opcode in self.trailing and not self._is_glue(i)]
+        problems = [f"{i.opcode} is allowed only after the unit's last step, found before it: {i.text}"
+                    for k, i in tail if k < last_unit]
+        allowed = Counter(self.trailing)
+        for op, n in sorted(Counter(i.opcode for _, i in tail).items()):
+            if n > allowed[op]:
+                problems.append(f"{op}: {n} after the unit, at most {allowed[op]} allowed")
         return problems
 
     def _is_glue(self, i: sass.Instruction) -> bool:
@@ -258,21 +296,19 @@ MEDIAN_OVER_WARPS = Statistic()
 # the fact spec
 
 
-class RegionCheck:
-    """The region rules as timing.build_for_timing runs them on the GPU's own compile (through
-    KernelSpec.patch, which it calls with the compiled cubin before it patches it): a region that
-    breaks them is refused with :class:`timing.UncleanRegion`, as one that is not clean is. Adds no
-    edits of its own; a spec's own patch still runs after it."""
+@dataclasses.dataclass(frozen=True)
+class RegionRules:
+    """A fact's region rules as its launch's ``KernelSpec.region_check``: called with the kernel's
+    compiled instructions, the problems :meth:`Region.problems` finds (none: it holds).
+    timing.build_for_timing runs it on the GPU's own compile before the timing patch and refuses the
+    kernel, naming ``fact``, where it finds any."""
 
-    def __init__(self, fact: FactSpec, defines: dict, then: Callable | None = None):
-        self.fact, self.defines, self.then = fact, dict(defines), then
+    fact: str
+    region: Region
+    defines: tuple[tuple[str, object], ...]
 
-    def __call__(self, cubin: sass.Cubin, kernel: str) -> list:
-        problems = self.fact.region.problems(cubin.instructions(kernel), self.defines)
-        if problems:
-            raise UncleanRegion(f"{kernel} on {cubin.arch}: the timed region does not hold what {self.fact.name} "
-                                "measures:\n  " + "\n  ".join(problems))
-        return list(self.then(cubin, kernel)) if self.then else []
+    def __call__(self, instrs: Sequence[sass.Instruction]) -> list[str]:
+        return self.region.problems(list(instrs), dict(self.defines))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,14 +340,14 @@ class FactSpec:
             raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")
 
     def kernel(self, line: int | None = None) -> KernelSpec:
-        """The launch, with what its region must hold: the unit's exact counts, the shape's glue as
-        the other instructions allowed, and the shape's rules as a check before the timing patch."""
+        """The launch, with what its region must hold: the unit's exact counts, the shape's glue (and
+        any trailing opcodes) as the other instructions allowed, and the region's rules as its
+        ``region_check`` (:class:`RegionRules`), which build_for_timing runs before the timing patch."""
         if (line is not None) != (self.statistic.lines is not None):
             raise ValueError(f"fact {self.name}: a line is given for the line-by-line facts only, and they need one")
         spec = self.launch() if line is None else self.launch(line)
-        return dataclasses.replace(spec, region=self.region.counts(spec.defines),
-                                   region_other=self.region.shape.glue_max,
-                                   patch=RegionCheck(self, spec.defines, spec.patch))
+        return dataclasses.replace(spec, region=self.region.counts(spec.defines), region_other=self.region.other_max(),
+                                   region_check=RegionRules(self.name, self.region, tuple(spec.defines.items())))
 
     def build(self) -> KernelSpec:
         """The one build every launch of the fact uses (the L2 line is an argument, not code)."""

@@ -18,7 +18,11 @@ class KernelSpec:
     list[Edit]`` adds edits to the automatic clock-read waits. ``region`` is what the timed region
     must hold (opcode -> count, padding aside) and ``region_other`` how many other, non-memory
     instructions (loop control) may sit beside them: a kernel that does not measure what its name
-    says is refused before it runs, on every arch.
+    says is refused before it runs, on every arch. ``region_check(instructions) -> list[str]``
+    checks what counts cannot say (the order, the kinds of glue, a timed last pass: a fact spec's
+    region rules, factspec.RegionRules) on the kernel's compiled instructions and returns the
+    problems, none where the region holds; it runs before ``patch``, which is not asked for edits
+    to a region that does not hold.
     """
 
     source: str
@@ -30,6 +34,7 @@ class KernelSpec:
     patch: Callable | None = None
     region: dict | None = None
     region_other: int = 0
+    region_check: Callable | None = None
     #: thread-block cluster size: None launches as usual; k launches clusters of k CTAs along x
     #: (cuLaunchKernelEx with a cluster-dimension attribute; the kernel is compiled with
     #: ``__cluster_dims__()``, so one build serves every size). Above

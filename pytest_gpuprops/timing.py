@@ -1,8 +1,9 @@
 """A kernel as it is timed (docs/method.md): both clock reads patched to wait on all six
 scoreboards (nothing issued before the region finishes inside it; the region ends only when its last
 variable-latency result is in), plus the spec's own edits, verified by disassembly; refused unless
-the patched region is clean at both ends and holds what the fact measures. One build per input,
-kept for the process.
+the patched region is clean at both ends and holds what the fact measures (the spec's exact counts
+and, where it has one, its region check: a fact spec's rules). One build per input, kept for the
+process.
 """
 
 from __future__ import annotations
@@ -37,8 +38,27 @@ _BUILT: dict[tuple, tuple[bytes, tuple]] = {}
 _BUILT_MAX = 4096
 
 
+def region_check_refusal(cubin: sass.Cubin, spec: KernelSpec) -> UncleanRegion | None:
+    """What ``spec.region_check`` finds wrong with the compiled kernel's timed region, as the refusal
+    to raise (naming the check's ``fact`` where it has one), or None where it holds or there is none."""
+    if spec.region_check is None:
+        return None
+    problems = list(spec.region_check(cubin.instructions(spec.kernel)))
+    if not problems:
+        return None
+    fact = getattr(spec.region_check, "fact", None) or "the fact"
+    return UncleanRegion(f"{spec.label()} on {cubin.arch}: the timed region does not hold what {fact} measures:\n  "
+                         + "\n  ".join(problems))
+
+
 def build_for_timing(cubin: sass.Cubin, spec: KernelSpec) -> tuple[bytes, list[sass.Instruction]]:
-    """``spec``'s kernel patched for timing, with its region checked against what it must hold."""
+    """``spec``'s kernel patched for timing, with its region checked against what it must hold: its
+    ``region_check`` on the compiled kernel first (a refusal asks ``spec.patch`` for nothing), then
+    the patched region clean at both ends and holding ``region``'s exact counts. The check runs on
+    every call, the patch once per input."""
+    refusal = region_check_refusal(cubin, spec)
+    if refusal is not None:
+        raise refusal
     edits = tuple(spec.patch(cubin, spec.kernel)) if spec.patch else ()
     region = None if spec.region is None else tuple(sorted(spec.region.items()))
     key = (hashlib.sha256(cubin.data).digest(), cubin.arch, spec.kernel, edits, region, spec.region_other)

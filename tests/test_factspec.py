@@ -68,15 +68,54 @@ def test_a_region_that_names_no_unit_is_refused(bad, match):
 def test_steps_that_name_no_define_are_refused():
     with pytest.raises(ValueError, match=r"region steps 'ITERS' names no define of the kernel \(\['UNROLL'\]\)"):
         fs.Region(("LD",), steps="ITERS").counts({"UNROLL": 4})
+    with pytest.raises(ValueError, match=r"region steps 'ILP' names no define of the kernel \(\['UNROLL'\]\)"):
+        fs.Region(("LD",), steps=("UNROLL", "ILP")).counts({"UNROLL": 4})
 
 
-def test_the_kernel_carries_the_derived_region_and_the_shapes_glue():
-    spec = _spec().kernel()
+def test_steps_named_by_several_defines_are_their_product():
+    """ILP independent chains of UNROLL steps each: UNROLL x ILP steps in the region."""
+    r = fs.Region(("ISETP.GE.AND", "SEL", "SEL"), fs.INTERLEAVED, steps=("UNROLL", "ILP"))
+    assert r.step_count({"UNROLL": 128, "ILP": 8, "PASSES": 1}) == 1024
+    assert r.counts({"UNROLL": 128, "ILP": 8}) == {"ISETP.GE.AND": 1024, "SEL": 2048}
+    assert r.text({"UNROLL": 2, "ILP": 3}) == "6 x ISETP.GE.AND + SEL + SEL"
+    assert r.order({"UNROLL": 2, "ILP": 3}) == []  # interleaved chains: counts only
+    for bad in ((), ("UNROLL", ""), ("UNROLL", 2)):
+        with pytest.raises(ValueError, match="expected a number, a define's name or a tuple of defines' names"):
+            fs.Region(("LD",), steps=bad)
+
+
+def test_trailing_opcodes_are_allowed_after_the_unit_once_each():
+    r = fs.Region(("ISETP.GE.AND", "SEL", "SEL"), steps="UNROLL", trailing=("IMAD.MOV.U32",))
+    assert r.other_max() == 1 and r.counts({"UNROLL": 2}) == {"ISETP.GE.AND": 2, "SEL": 4}
+    assert fs.Region(("LD",), fs.LOOP, trailing=("MOV",)).other_max() == fs.LOOP.glue_max + 1
+    for bad in ("IMAD.MOV.U32", ("SEL",)):
+        with pytest.raises(ValueError, match="region trailing"):
+            fs.Region(("ISETP.GE.AND", "SEL", "SEL"), trailing=bad)
+
+
+def test_the_kernel_carries_the_derived_region_the_shapes_glue_and_the_rules():
+    fact = _spec()
+    spec = fact.kernel()
     assert spec.region == {"LD.E.64": 16} and spec.region_other == 0
-    assert isinstance(spec.patch, fs.RegionCheck)
+    assert spec.region_check == fs.RegionRules("x_cycles", fact.region, (("UNROLL", 16), ("PASSES", 2)))
+    assert spec.patch is None  # the rules are no patch: the launch's own patch, if any, is left as it is
     assert (spec.source, spec.grid, spec.block, spec.cluster) == ("x.cu", 2, 64, 2)
     loop = _spec(region=fs.Region(("LD",), fs.LOOP, steps="UNROLL")).kernel()
     assert loop.region_other == fs.LOOP.glue_max == 8
+    tail = _spec(region=fs.Region(("LD",), steps="UNROLL", trailing=("IMAD.MOV.U32",))).kernel()
+    assert tail.region_other == 1
+
+
+def test_the_rules_check_the_instructions_with_the_launchs_defines():
+    """RegionRules(instructions) is Region.problems with the defines the launch was built with."""
+    seen = []
+
+    class Spy(fs.Region):
+        def problems(self, instrs, defines):
+            seen.append((instrs, defines))
+            return ["a problem"]
+    rules = fs.RegionRules("x_cycles", Spy(("LD",)), (("UNROLL", 16),))
+    assert rules(("i1", "i2")) == ["a problem"] and seen == [(["i1", "i2"], {"UNROLL": 16})]
 
 
 def test_the_divisor_is_the_steps_unless_the_spec_says():
@@ -227,15 +266,21 @@ def _split(instrs):
 
 
 def test_build_for_timing_refuses_a_region_that_breaks_the_rules():
-    """On the GPU the same rules run as the kernel is built (KernelSpec.patch): a fact whose kernel no
-    longer holds what it measures is refused before it runs, with the fact and every problem named."""
+    """On the GPU the same rules run as the kernel is built (KernelSpec.region_check): a fact whose
+    kernel no longer holds what it measures is refused before it runs, with the fact and every
+    problem named; the same build, its rules as declared, is built."""
     planted = _planted("mbarrier_arrive_wait_cycles", unit=("SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE.TRANS64.A1T0"))
     cubin, _ = ft.compiled(FACTS["mbarrier_arrive_wait_cycles"])
-    with pytest.raises(UncleanRegion, match=r"mbarrier_roundtrip on sm_90: the timed region does not hold what "
-                                            r"mbarrier_arrive_wait_cycles measures:\n  the region does not hold"):
-        build_for_timing(cubin, planted.kernel())
+    spec = planted.kernel()
+    with pytest.raises(UncleanRegion) as e:
+        build_for_timing(cubin, spec)
+    assert str(e.value).startswith(f"{spec.label()} on sm_90: the timed region does not hold what "
+                                   "mbarrier_arrive_wait_cycles measures:\n  the region does not hold [SYNCS.PHASECHK")
     built, instrs = build_for_timing(cubin, FACTS["mbarrier_arrive_wait_cycles"].kernel())
     assert built and sass.region_hazards(instrs) == []
+    # refused on every ask, though the build itself (same bytes, edits and counts) is kept
+    with pytest.raises(UncleanRegion, match="mbarrier_arrive_wait_cycles measures"):
+        build_for_timing(cubin, spec)
 
 
 def test_a_specs_own_patch_runs_after_the_check_and_not_when_it_refuses():
@@ -245,13 +290,15 @@ def test_a_specs_own_patch_runs_after_the_check_and_not_when_it_refuses():
 
     def own(cb, kernel):
         calls.append(kernel)
-        return ["its edits"]
+        return []
     base = fact.build()
     mine = dataclasses.replace(fact, launch=lambda: dataclasses.replace(base, patch=own))
-    assert mine.kernel().patch(cubin, base.kernel) == ["its edits"] and calls == [base.kernel]
+    assert mine.kernel().patch is own
+    build_for_timing(cubin, mine.kernel())
+    assert calls == [base.kernel]
     wrong = dataclasses.replace(mine, region=dataclasses.replace(fact.region, steps=2))
     with pytest.raises(UncleanRegion, match="SYNCS.ARRIVE.TRANS64.A1T0: 1 in the region, intended 2"):
-        wrong.kernel().patch(cubin, base.kernel)
+        build_for_timing(cubin, wrong.kernel())
     assert calls == [base.kernel]
 
 

@@ -1,6 +1,7 @@
 """A kernel built for timing (timing.py) from real cubins: the spec's own edits beside the clock-read
 waits, one kernel of two patched, a region that does not hold what the fact measures refused by
-what it holds, loop control allowed as asked, and one build per input."""
+what it holds, loop control allowed as asked, a region check run on the compiled kernel before the
+spec's patch, and one build per input."""
 
 import pytest
 
@@ -103,3 +104,37 @@ def test_a_build_for_timing_is_made_once_per_input_and_a_refusal_every_time(monk
         with pytest.raises(timing.UncleanRegion, match="wrong"):
             timing.build_for_timing(cubin, bad)
     assert len(calls) == 5
+
+
+def test_a_region_check_sees_the_compiled_kernel_and_refuses_before_the_patch(build):
+    """KernelSpec.region_check runs on the kernel's compiled instructions before the spec's patch is
+    asked for edits: problems refuse the build (every time, the check's ``fact`` named where it has
+    one), none build it as without a check."""
+    cubin = build("regbank_ffma.cu", "sm_90", NFFMA=8)
+    compiled = cubin.instructions("regbank_ffma")
+    seen, asked = [], []
+
+    def patch(c, k):
+        asked.append(k)
+        return []
+
+    def check(instrs):
+        seen.append(list(instrs))
+        return ["FFMA: not a chain"] if len(seen) > 1 else []
+    spec = KernelSpec("regbank_ffma.cu", "regbank_ffma", patch=patch, region_check=check)
+    data, ins = timing.build_for_timing(cubin, spec)
+    assert seen == [compiled] and asked == ["regbank_ffma"] and data
+    for _ in range(2):
+        with pytest.raises(timing.UncleanRegion) as e:
+            timing.build_for_timing(cubin, spec)
+        assert str(e.value) == (f"{spec.label()} on sm_90: the timed region does not hold what the fact measures:\n"
+                                "  FFMA: not a chain")
+    assert asked == ["regbank_ffma"] and len(seen) == 3
+
+    class Named:
+        fact = "ffma_chain_cycles"
+
+        def __call__(self, instrs):
+            return ["wrong", "also wrong"]
+    with pytest.raises(timing.UncleanRegion, match=r"does not hold what ffma_chain_cycles measures:\n  wrong\n  also wrong$"):
+        timing.build_for_timing(cubin, KernelSpec("regbank_ffma.cu", "regbank_ffma", region_check=Named()))
