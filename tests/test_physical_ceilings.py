@@ -4,36 +4,25 @@ The value and every reading its population keeps (``units_range``) are checked, 
 in each GPU section of the real facts file; planted copies of the file show that each check fails on a
 value past its ceiling.
 
-The ceilings, and where each number comes from:
+The ceilings and where each number comes from are pytest_gpuprops/ceilings.py's (the same arithmetic
+checks every measurement at run time, tests/test_ceilings.py). How they are applied to a facts file:
 
-* TFLOP/s: SMs x FLOP per SM per clock x the section's sustained clock fact for that load
-  (datasheets.PER_SM_CYCLE: FFMA 128 lanes x 2 FLOP; dense wgmma 4096 FLOP/clk for bf16 and 8192 for
-  FP8, NVIDIA's dense peaks 989.4 / 1978.9 TFLOPS over 132 SMs at the 1.83 GHz they are quoted at,
-  docs/published_values.md N1c). The value must be at or under the ceiling at the clock fact's value,
-  the highest reading at or under the ceiling at the highest clock the clock fact's units read (the
-  two populations hold the same processes: the lowest and highest rate can be no more than the
-  ceiling at the lowest and highest clock), and every reading at or under the ceiling at the GPU's
-  maximum SM clock.
-* GB/s from SM work (DRAM and L2 streams): every byte passes an SM's 128 B/clk load/store data path,
-  so SMs x 128 B/clk x the GPU's maximum SM clock (these loads have no sustained clock fact of their
-  own; their kernels read the maximum); DRAM rates also at or under the datasheet's peak
-  (datasheets.DATASHEETS).
+* TFLOP/s: at the section's sustained clock fact for that load (ceilings.RATES names it). The value
+  must be at or under the ceiling at the clock fact's value, the highest reading at or under the
+  ceiling at the highest clock the clock fact's units read (the two populations hold the same
+  processes: the lowest and highest rate can be no more than the ceiling at the lowest and highest
+  clock), and every reading at or under the ceiling at the GPU's maximum SM clock.
+* GB/s from SM work (DRAM and L2 streams): at the GPU's maximum SM clock (these loads have no sustained
+  clock fact of their own; their kernels read the maximum); DRAM rates also at or under the datasheet's
+  peak (datasheets.DATASHEETS).
 * GB/s over the node's links: one direction of the section's NVLinks (``nvlink_links_up`` x the
-  per-link rate of ``nvlink_version``: 26.5625 GB/s for NVLink 4.0, as nvidia-smi reports it), or of
-  PCIe gen 5 x16 (16 lanes x 32 GT/s, 128b/130b: 63.0 GB/s) for the host copies.
-* B/clk per SM (shared memory, L1 hit loads, DSMEM): 128, the 32 banks x 4 bytes per clock of the
-  shared memory / L1 data array (the seeds' "theory 128"; RRZE gpu-benches README: close to 128
-  B/cycle/SM, docs/published_values.md §3).
-* wgmma chain intervals (``*_sm_cycles``, cycles per instruction per SM): at or above the
-  instruction's FLOPs over the SM's peak FLOP/clk for its type (dense tf32 2048, f16/bf16 4096, 8-bit
-  8192; sparse twice its dense type, NVIDIA's "with sparsity" figures, docs/published_values.md N1c).
+  per-link rate of ``nvlink_version``), or of PCIe gen 5 x16 for the host copies.
+* B/clk per SM: one SM's 128 B/clk; wgmma chain intervals: at or above their FLOP floor.
 * MHz: at or under the GPU's maximum SM clock (datasheets.DATASHEETS; the 1980 MHz NVML reported for
-  the H100, nvmlDeviceGetMaxClockInfo, kept in every report's meta) plus the 0.5 MHz within which the
-  kernels' clock64 / %globaltimer reads that maximum on every unit (1979.6-1980.1 MHz)."""
+  the H100, nvmlDeviceGetMaxClockInfo, kept in every report's meta) plus the 0.5 MHz reading width."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -43,85 +32,29 @@ import pytest
 
 from pytest_gpuprops import datasheets as ds
 from pytest_gpuprops import facts as gp_facts
+from pytest_gpuprops.ceilings import (
+    MAX_CLOCK_READING_MHZ,
+    NVLINK_GBPS_PER_LINK,
+    PCIE_GEN5_X16_GBPS,
+    RATES,
+    SM_BYTES_PER_CLK,
+    wgmma_interval_floor,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SM90 = gp_facts.PACKAGED_DIR / "sm_90.toml"
 SAMPLE_RUN = ROOT / "docs" / "samples" / "h100_full_run.json"
+ARCH = "sm_90"
 
-#: bytes one SM's shared memory / L1 data array moves per clock: 32 banks x 4 bytes
-SM_BYTES_PER_CLK = 128
 #: dense FLOP per SM per clock (datasheets.PER_SM_CYCLE: ffma 256, wgmma_bf16 4096, wgmma_e4m3 8192)
-FLOP_PER_CLK = ds.PER_SM_CYCLE["sm_90"]
-#: how far above the maximum SM clock the kernels' clock reads it: 1979.6-1980.1 MHz on every unit at
-#: the maximum (H200 GPU-2d11e28f, GPU-2cf08462, GPU-b8adcc21, GPU-cf880720; H100 GPU-7ebe9dba,
-#: GPU-0bb9ba4f, GPU-41172d06, GPU-500f5c5f, GPU-39a87db1, GPU-c12a8566: the sustained_sm_clock_ffma_mhz
-#: sources), the width of that range
-MAX_CLOCK_READING_MHZ = 0.5
+FLOP_PER_CLK = ds.PER_SM_CYCLE[ARCH]
 #: the units a fact is checked against a ceiling for
 CEILING_UNITS = ("TFLOP/s", "GB/s", "MHz", "B/clk", "bytes/cycle", "FLOP/clk/SM")
 TIME_UNITS = ("TFLOP/s", "GB/s", "MHz")
-SCALE = {"TFLOP/s": 1e12, "GB/s": 1e9}
-
-
-@dataclasses.dataclass(frozen=True)
-class Rate:
-    """A whole-GPU rate: at most SMs x ``per_sm_clk`` x the clock it ran at, and what else caps it."""
-
-    per_sm_clk: int | None  # FLOP or bytes per SM per clock; None: not bounded by SM work (a link's copy engine)
-    clock_fact: str | None = None  # the section's sustained clock fact for this load; None: the GPU's max SM clock
-    datasheet_cap: str | None = None  # a Datasheet field the rate cannot exceed either
-    link: str | None = None  # "nvlink" or "pcie": one direction of the link it crosses
-
-    def ceiling(self, unit: str, sms: int, mhz: float) -> float:
-        return sms * self.per_sm_clk * mhz * 1e6 / SCALE[unit]
-
-
-#: one direction of one NVLink, GB/s, by NVLink version: NVLink 4.0 is 2 lanes of 106.25 Gb/s, the
-#: 26.562 GB/s a link that nvidia-smi reports on the H100 SXM nodes (the link facts' source)
-NVLINK_GBPS_PER_LINK = {4: 26.5625}
-#: one direction of PCIe gen 5 x16: 16 lanes x 32 GT/s with 128b/130b encoding, in GB/s
-PCIE_GEN5_X16_GBPS = 16 * 32 * 128 / 130 / 8
-
-
-RATES = {
-    "ffma_fp32_tflops": Rate(FLOP_PER_CLK["ffma"], "sustained_sm_clock_ffma_mhz"),
-    "wgmma_bf16_dense_tflops": Rate(FLOP_PER_CLK["wgmma_bf16"], "sustained_sm_clock_tensor_mhz"),
-    # no fact holds the e4m3 load's own sustained clock; it runs at or under the bf16 stress's
-    # (docs/samples/h100_full_run.json: 1545 MHz against 1588.9), which bounds it
-    "wgmma_e4m3_dense_tflops": Rate(FLOP_PER_CLK["wgmma_e4m3"], "sustained_sm_clock_tensor_mhz"),
-    "dram_read_gbps": Rate(SM_BYTES_PER_CLK, None, "dram_gbps"),
-    "dram_write_gbps": Rate(SM_BYTES_PER_CLK, None, "dram_gbps"),
-    "dram_copy_gbps": Rate(SM_BYTES_PER_CLK, None, "dram_gbps"),
-    "l2_read_gbps": Rate(SM_BYTES_PER_CLK, None),
-    # the node's links (hwtests/test_node_links.py): a copy engine's or SMs' copy over NVLink, one direction
-    # each (the bidirectional fact is one direction's rate while the other runs), and the host copies over PCIe
-    "p2p_ce_copy_gbps": Rate(None, link="nvlink"),
-    "p2p_ce_bidir_gbps": Rate(None, link="nvlink"),
-    "p2p_sm_load_gbps": Rate(SM_BYTES_PER_CLK, link="nvlink"),
-    "p2p_sm_store_gbps": Rate(SM_BYTES_PER_CLK, link="nvlink"),
-    "host_to_device_gbps": Rate(None, link="pcie"),
-    "device_to_host_gbps": Rate(None, link="pcie"),
-    "device_to_host_bidir_gbps": Rate(None, link="pcie"),
-}
 #: B/clk facts of one SM's data path
 PER_SM_BYTES = ("smem_sts_float_bytes_per_cycle", "smem_sts_float2_bytes_per_cycle", "smem_sts_float4_bytes_per_cycle",
                 "smem_lds_float_bytes_per_cycle", "smem_lds_float2_bytes_per_cycle", "smem_lds_float4_bytes_per_cycle",
                 "l1_load_bytes_per_cycle", "dsmem_load_bytes_per_cycle", "dsmem_store_bytes_per_cycle")
-#: peak FLOP per SM per clock of one wgmma type (sparse: the logical FLOPs of the dense shape it stands for)
-WGMMA_FLOP_PER_CLK = {"tf32": 2048, "f16": 4096, "bf16": 4096, "f16_f16acc": 4096, "e4m3": 8192, "e5m2": 8192,
-                      "s8": 8192, "u8": 8192, "sp_f16": 8192, "sp_e4m3": 16384}
-_WGMMA_INTERVAL = re.compile(r"^wgmma_(?:(?P<pre>[a-z0-9_]+?)_)?m64n(?P<n>\d+)k(?P<k>\d+)_(?:(?P<post>f16|bf16)_)?"
-                             r"(?:ss|rs)_sm_cycles$")
-
-
-def wgmma_interval_floor(name: str) -> float | None:
-    """The fewest cycles per instruction per SM a wgmma chain-interval fact can read: the instruction's
-    FLOPs (2 x 64 x N x K) over its type's peak per SM and clock; None for another fact."""
-    m = _WGMMA_INTERVAL.match(name)
-    if not m or bool(m["pre"]) == bool(m["post"]):
-        return None
-    kind = m["pre"] or m["post"]
-    return 2 * 64 * int(m["n"]) * int(m["k"]) / WGMMA_FLOP_PER_CLK[kind]
 
 
 def readings(f: gp_facts.Fact) -> list[tuple[str, float]]:
@@ -165,8 +98,9 @@ def ceiling_problems(facts: gp_facts.Facts) -> list[str]:
                 continue
             rate = RATES[name]
             bounds = []
-            if rate.per_sm_clk:
-                bounds.append((f"the GPU's maximum SM clock, {top} MHz", rate.ceiling(f.unit, sheet.sms, top), readings(f)))
+            if rate.per_sm_clk(ARCH):
+                bounds.append((f"the GPU's maximum SM clock, {top} MHz", rate.ceiling(f.unit, ARCH, sheet.sms, top),
+                               readings(f)))
             if rate.link == "pcie":
                 bounds.append(("one direction of PCIe gen 5 x16", PCIE_GEN5_X16_GBPS, readings(f)))
             elif rate.link == "nvlink":
@@ -187,9 +121,9 @@ def ceiling_problems(facts: gp_facts.Facts) -> list[str]:
                     continue
                 clock_top = clock.units_range[1] if clock.units_range else clock.value
                 bounds.append((f"{rate.clock_fact} = {clock.value:g} MHz",
-                               rate.ceiling(f.unit, sheet.sms, clock.value), [("value", f.value)]))
+                               rate.ceiling(f.unit, ARCH, sheet.sms, clock.value), [("value", f.value)]))
                 bounds.append((f"the highest {rate.clock_fact} reading, {clock_top:g} MHz",
-                               rate.ceiling(f.unit, sheet.sms, clock_top), readings(f)[-1:]))
+                               rate.ceiling(f.unit, ARCH, sheet.sms, clock_top), readings(f)[-1:]))
             for at, ceiling, checked in bounds:
                 problems += [f"{where}: {what} {v:g} {f.unit} is over {ceiling:.6g}, the ceiling at {at} "
                              f"({100 * v / ceiling:.2f} %)" for what, v in checked if v > ceiling]
@@ -265,10 +199,10 @@ def test_the_per_clock_widths_are_the_datasheets_peaks_at_their_quoted_clocks():
 
 def test_the_ceiling_arithmetic_gives_the_published_and_the_issues_numbers():
     bf16, ffma = RATES["wgmma_bf16_dense_tflops"], RATES["ffma_fp32_tflops"]
-    assert bf16.ceiling("TFLOP/s", 132, 1617) == pytest.approx(874.3, abs=0.05)  # H100 GPU-7ebe9dba's clock
-    assert bf16.ceiling("TFLOP/s", 132, 1830) == pytest.approx(989.4, abs=0.1)   # NVIDIA's dense bf16 peak
-    assert ffma.ceiling("TFLOP/s", 132, 1980) == pytest.approx(66.9, abs=0.01)   # the datasheet's 67
-    assert RATES["l2_read_gbps"].ceiling("GB/s", 132, 1980) == pytest.approx(33454.1, abs=0.1)
+    assert bf16.ceiling("TFLOP/s", ARCH, 132, 1617) == pytest.approx(874.3, abs=0.05)  # H100 GPU-7ebe9dba's clock
+    assert bf16.ceiling("TFLOP/s", ARCH, 132, 1830) == pytest.approx(989.4, abs=0.1)   # NVIDIA's dense bf16 peak
+    assert ffma.ceiling("TFLOP/s", ARCH, 132, 1980) == pytest.approx(66.9, abs=0.01)   # the datasheet's 67
+    assert RATES["l2_read_gbps"].ceiling("GB/s", ARCH, 132, 1980) == pytest.approx(33454.1, abs=0.1)
 
 
 # -- planted values: each check fails on a copy of the file with one value past its ceiling -----------
