@@ -1,6 +1,5 @@
 """hwtests: every file is a list of facts. The schedule helpers live beside them (schedule.py)."""
 
-import importlib
 import re
 import sys
 import threading
@@ -41,10 +40,6 @@ def _static_builds(item, specs, launched):
         return [(Build.of(KERNELS / src, a, d), None) for src, a, d in own(item) if _fits(src, a)]
     params = getattr(getattr(item, "callspec", None), "params", {})
     arch, name = params.get("arch"), item.originalname
-    if name == "test_build_is_clean_and_as_intended" and item.path.name == "test_static_dpx_atomics_const.py":
-        import specs_sync_units as units  # each build as launched
-        spec = units.builds().get(params.get("build_id"))
-        return [(Build.of(KERNELS / spec.source, units.ARCH, spec.defines), spec)] if spec else []
     if arch is None:
         return []
     if name == "test_every_kernel_control_code_round_trips":
@@ -91,19 +86,13 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
     patch for timing, or None)]. Always the clock-read overhead and SM clock kernels; per test, its
     fact's build where it takes a fact spec (its ``fact`` parameter), on the fact's arch; where
     its module says (a module function ``_specs_of(item)`` and its ``BUILD_ARCH``: the wgmma files);
-    per file for the synchronous units (sm_90), the stresses and the files whose
-    tests share builds (specs.launched_by_file: the hypothesis examples draw from them); every build
+    per file for the stresses and the files whose tests share builds (specs.launched_by_file: the hypothesis examples draw from them); every build
     of specs.launched() for a file none of these name. A selection (``-k``, ``-m``) compiles only the
     files and tests it keeps.
     ``per_test_only``: only the per-test builds (those of the wgmma files)."""
     import specs
     overhead = specs.clock_overhead()
     out = [] if per_test_only else [(arch, "sm_clock_rate.cu", {}, None), (arch, overhead.source, overhead.defines, overhead)]
-
-    def unit_builds(module_name):  # imported only where selected: a small selection compiles its modules
-        module = importlib.import_module(module_name)
-        return module.builds().values() if arch == module.ARCH else ()
-    per_file = {"test_dpx_atomics_const.py": lambda: unit_builds("specs_sync_units")}
     shared_by_file = specs.launched_by_file()
     done, shared = set(), False
     for item in gpu_items:
@@ -127,9 +116,6 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
                 out += [(arch, "stress_ffma.cu", workloads.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", workloads.STREAM_DEFINES, None)]
                 if arch == "sm_90":
                     out += [(specs.WGMMA_ARCH, "stress_ffma.cu", workloads.wgmma_defines(dt), None) for dt in workloads.WGMMA_DTYPES]
-        elif name in per_file:
-            if name not in done:
-                out += [(arch, s.source, s.defines, s) for s in per_file[name]()]
         elif name in shared_by_file:
             if name not in done:
                 out += [(arch, s.source, s.defines, s) for s in shared_by_file[name].values()]

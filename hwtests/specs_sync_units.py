@@ -1,14 +1,14 @@
-"""Launch shapes of the sm_90 DPX, constant-cache and atomic kernels (kernels/dpx_chain.cu,
-kernels/const_chase.cu, kernels/atomic_ops.cu), shared by test_dpx_atomics_const.py and its static
-checks (test_static_dpx_atomics_const.py, which checks every build of :func:`builds` on sm_90).
+"""The sm_90 DPX, constant-cache and atomic facts (:data:`FACTS`, one pytest_gpuprops.factspec.FactSpec
+each) and their launch shapes (kernels/dpx_chain.cu, kernels/const_chase.cu, kernels/atomic_ops.cu).
+The GPU tests (test_dpx_atomics_const.py), the static region checks (test_static_dpx_atomics_const.py),
+the session prefetch and the docs' fact list are made from :data:`FACTS`.
 
 The opcodes are what NVRTC 13.5 emits for sm_90; on older archs the DPX intrinsics are emulated
-with other instructions, so these builds are checked and launched on sm_90 only."""
+with other instructions, so these facts are defined, checked and launched on sm_90 only."""
 
-from collections import Counter
+from memory_levels import NEAR_TIER_TEXT, l2_line_offsets, line_by_line
 
-from memory_levels import line_by_line
-
+from pytest_gpuprops.factspec import INTERLEAVED, LOOP, FactSpec, Region, Statistic
 from pytest_gpuprops.kernel_spec import KernelSpec
 
 ARCH = "sm_90"
@@ -21,17 +21,18 @@ DPX_UNROLL = 128
 #: caches; the throughput shapes run one (hwtests/specs.py, ALU_LATENCY_PASSES, says why).
 DPX_LATENCY_PASSES = 2
 DPX_THROUGHPUT_ILP, DPX_THROUGHPUT_WARPS = 8, 4  # 8 chains x 4 warps per SM sub-partition
-#: op -> (kernels/dpx_chain.cu OP, the opcodes one chain step puts in the region, other
-#: instructions the region may hold). __vibmax_s32 is no DPX instruction on sm_90 (a compare and
-#: two selects), and its latency build ends with one register copy (IMAD.MOV.U32) ptxas puts
-#: after the last step so that the next pass starts from the same registers.
+#: op -> (kernels/dpx_chain.cu OP, the opcodes one chain step puts in the region). __vibmax_s32 is
+#: no DPX instruction on sm_90 (a compare and two selects).
 DPX_OPS = {
-    "vimax3_s32": (1, ("VIMNMX3",), 0),
-    "viaddmax_s32": (2, ("VIADDMNMX",), 0),
-    "vibmax_s32_isetp_sel": (3, ("ISETP.GE.AND", "SEL", "SEL"), 1),
-    "vimin3_u32": (4, ("VIMNMX3.U32",), 0),
-    "viaddmax_s32_relu": (5, ("VIADDMNMX.RELU",), 0),
+    "vimax3_s32": (1, ("VIMNMX3",)),
+    "viaddmax_s32": (2, ("VIADDMNMX",)),
+    "vibmax_s32_isetp_sel": (3, ("ISETP.GE.AND", "SEL", "SEL")),
+    "vimin3_u32": (4, ("VIMNMX3.U32",)),
+    "viaddmax_s32_relu": (5, ("VIADDMNMX.RELU",)),
 }
+#: op -> what ptxas puts after the latency chain's last step: __vibmax_s32's ends with one register
+#: copy (IMAD.MOV.U32) so that the next pass starts from the same registers
+DPX_LATENCY_TRAILING = {"vibmax_s32_isetp_sel": ("IMAD.MOV.U32",)}
 
 
 def dpx_step(op: str) -> str:
@@ -48,14 +49,12 @@ def _dpx_inputs(ilp: int):
 
 
 def dpx(op: str, ilp: int, warps_per_smsp: int, unroll: int = DPX_UNROLL) -> KernelSpec:
-    code, opcodes, other = DPX_OPS[op]
+    code, _ = DPX_OPS[op]
     block = 128 * warps_per_smsp
     passes = DPX_LATENCY_PASSES if ilp == 1 else 1
     return KernelSpec("dpx_chain.cu", "dpx_chain", {"OP": code, "ILP": ilp, "UNROLL": unroll, "PASSES": passes},
                       grid=1, block=block,
-                      args=lambda cp: (cp.asarray(_dpx_inputs(ilp)), cp.zeros(2 * ilp * block, dtype=cp.int32)),
-                      region={o: n * unroll * ilp for o, n in Counter(opcodes).items()},
-                      region_other=other if ilp == 1 else 0)
+                      args=lambda cp: (cp.asarray(_dpx_inputs(ilp)), cp.zeros(2 * ilp * block, dtype=cp.int32)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -67,8 +66,7 @@ CONST_PASSES = 2
 
 def const_chase(unroll: int = CONST_UNROLL) -> KernelSpec:
     return KernelSpec("const_chase.cu", "const_chase", {"UNROLL": unroll, "PASSES": CONST_PASSES}, grid=1, block=32,
-                      args=lambda cp: (cp.zeros(32, dtype=cp.uint32), cp.zeros(32, dtype=cp.uint32)),
-                      region={"LDC": unroll})
+                      args=lambda cp: (cp.zeros(32, dtype=cp.uint32), cp.zeros(32, dtype=cp.uint32)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -93,7 +91,6 @@ ATOMIC_ILP, ATOMIC_UNROLL, ATOMIC_ITERS, ATOMIC_WARPS = 8, 8, 16, 32
 #: with another trip count, so the same quantity: cycles per warp-wide ATOMS.ADD per SM. The other
 #: shapes keep 16 (their facts are recorded with it).
 ATOMIC_ITERS_BY_SHAPE = {("atom_shared", "distinct"): 128}
-ATOMIC_LOOP_CONTROL = 4  # the trip counter's init, increment and compare, and the branch back
 
 #: Global atomic latency, line by line: a global atomic is performed in the L2 slice that owns its line,
 #: and a line in the far partition costs ~34 cycles more per atomic (H200, 2026-11-24: 278.9, 312.97,
@@ -126,7 +123,7 @@ def atomic_latency(kind: str, pattern: str, unroll: int = ATOMIC_LATENCY_UNROLL,
     """One warp, one chain of ``unroll`` atomics, each adding the value the previous one returned.
     Global: on line ``line`` of memory_levels.l2_line_offsets() (every line is the same build; the line is
     the ``buf`` argument)."""
-    space, ret, opcode = ATOMIC_KINDS[kind]
+    space, ret, _ = ATOMIC_KINDS[kind]
     if not ret:
         raise ValueError(f"{kind} returns nothing: it has no dependent latency")
     if space == 0 and line:
@@ -135,16 +132,15 @@ def atomic_latency(kind: str, pattern: str, unroll: int = ATOMIC_LATENCY_UNROLL,
     return KernelSpec("atomic_ops.cu", "atomic_ops",
                       {"SPACE": space, "RET": ret, "ILP": 1, "UNROLL": unroll, "ITERS": 1,
                        "PASSES": ATOMIC_LATENCY_PASSES},
-                      grid=1, block=32, args=args, region={opcode: unroll})
+                      grid=1, block=32, args=args)
 
 
 def atomic_throughput(kind: str, pattern: str) -> KernelSpec:
-    space, ret, opcode = ATOMIC_KINDS[kind]
+    space, ret, _ = ATOMIC_KINDS[kind]
     return KernelSpec("atomic_ops.cu", "atomic_ops",
                       {"SPACE": space, "RET": ret, "ILP": ATOMIC_ILP, "UNROLL": ATOMIC_UNROLL,
                        "ITERS": atomic_iters(kind, pattern), "PASSES": 1},
-                      grid=1, block=32 * ATOMIC_WARPS, args=_atomic_args(pattern, ATOMIC_ILP, ATOMIC_WARPS),
-                      region={opcode: ATOMIC_ILP * ATOMIC_UNROLL}, region_other=ATOMIC_LOOP_CONTROL)
+                      grid=1, block=32 * ATOMIC_WARPS, args=_atomic_args(pattern, ATOMIC_ILP, ATOMIC_WARPS))
 
 
 def atomic_throughput_count(kind: str, pattern: str) -> int:
@@ -152,15 +148,87 @@ def atomic_throughput_count(kind: str, pattern: str) -> int:
     return ATOMIC_WARPS * ATOMIC_ILP * ATOMIC_UNROLL * atomic_iters(kind, pattern)
 
 
-def builds() -> dict[str, KernelSpec]:
-    """Every build the GPU tests of test_dpx_atomics_const.py launch, by a readable id. The two
-    address patterns of an atomic are the same code (the pattern is data), but for the trip count of
-    the throughput shapes in ATOMIC_ITERS_BY_SHAPE; the lines of the global latency chain are one
-    build (the line is data: :func:`atomic_latency` with any ``line`` compiles the same)."""
-    out = {f"dpx_{op}_ilp{i}": dpx(op, i, 1 if i == 1 else DPX_THROUGHPUT_WARPS)
-           for op in DPX_OPS for i in (1, DPX_THROUGHPUT_ILP)}
-    out["const_chase"] = const_chase()
-    for pattern in ATOMIC_PATTERNS:
-        out.update({f"{k}_{pattern}_latency": atomic_latency(k, pattern) for k in ("atom_shared", "atom_global")})
-        out.update({f"{k}_{pattern}_throughput": atomic_throughput(k, pattern) for k in ATOMIC_KINDS})
+# ----------------------------------------------------------------------------------------------
+# the facts
+
+#: the DPX throughput facts' divisor: steps per SM sub-partition (UNROLL x ILP per warp, WARPS warps each)
+DPX_SMSP_STEPS = DPX_UNROLL * DPX_THROUGHPUT_ILP * DPX_THROUGHPUT_WARPS
+#: the DPX region's steps: UNROLL steps of each of the ILP chains (ILP 1 for the latency)
+CHAIN_STEPS = ("UNROLL", "ILP")
+PATTERN = {"distinct": "every lane on its own word of one 128-byte line",
+           "same_address": "all 32 lanes on one word"}
+WHERE = {"atom_shared": "shared memory", "atom_global": "a global buffer of a few KiB (in L2)",
+         "red_global": "a global buffer of a few KiB (in L2)"}
+#: the global atomic latency is an L2 latency: a fact of the GPU model (its section of the facts file)
+GPU = "gpu"
+
+
+def _dpx_facts() -> list[FactSpec]:
+    u, ilp, warps = DPX_UNROLL, DPX_THROUGHPUT_ILP, DPX_THROUGHPUT_WARPS
+    latency = [FactSpec(
+        f"dpx_{op}_latency_cycles", lambda op=op: dpx(op, 1, 1),
+        Region(DPX_OPS[op][1], steps=CHAIN_STEPS, trailing=DPX_LATENCY_TRAILING.get(op, ())),
+        method=f"{u} dependent steps of {dpx_step(op)}, each reading the previous result and two "
+               f"registers set before the start read, one warp; cycles per step, pass "
+               f"{DPX_LATENCY_PASSES} of {DPX_LATENCY_PASSES} timed (instruction caches warm)")
+        for op in sorted(DPX_OPS)]
+    smsp = [FactSpec(
+        f"dpx_{op}_smsp_cycles", lambda op=op: dpx(op, ilp, warps),
+        Region(DPX_OPS[op][1], INTERLEAVED, steps=CHAIN_STEPS), divisor=DPX_SMSP_STEPS,
+        statistic=Statistic(mode="span"),
+        method=f"{ilp} independent chains of {dpx_step(op)} x {warps} warps per SM sub-partition, "
+               "one block; cycles per step per sub-partition over the block's span")
+        for op in sorted(DPX_OPS)]
+    return latency + smsp
+
+
+def _const_facts() -> list[FactSpec]:
+    return [FactSpec(
+        "const_cache_hit_latency_cycles", const_chase, Region(("LDC",), steps="UNROLL"),
+        method=f"{CONST_UNROLL} dependent LDC Rn, c[0x3][Rm] (each loaded word the next byte offset) "
+               "through a 64-word __constant__ table, one warp, every lane on the same word; cycles per "
+               f"hop, pass {CONST_PASSES} of {CONST_PASSES} timed (table in the constant cache)")]
+
+
+def _by_line_plot(pattern: str):
+    """The global atomic's latency on every line (and the spread over lines) as a report plot."""
+    def plot(m):
+        spread = {k: v for k, v in m.launch.items() if k.endswith("_over_lines_cycles")}  # p10 and p90
+        return (f"atom_global_add_{pattern}_latency_by_line",
+                {"offsets": l2_line_offsets(), "cycles": m.launch["line_cycles"], **spread})
+    return plot
+
+
+def _atomic_facts() -> list[FactSpec]:
+    n, passes = ATOMIC_LATENCY_UNROLL, ATOMIC_LATENCY_PASSES
+    shared = ATOMIC_KINDS["atom_shared"][2]
+    out = [FactSpec(
+        f"atom_shared_add_{pattern}_latency_cycles", lambda p=pattern: atomic_latency("atom_shared", p),
+        Region((shared,), steps="UNROLL"),
+        method=f"{n} {shared} in one warp, each adding the value the previous one returned, at one address in "
+               f"{WHERE['atom_shared']}, {PATTERN[pattern]}; cycles per atomic, pass {passes} of {passes} timed")
+        for pattern in sorted(ATOMIC_PATTERNS)]
+    # One line per run read 278.9, 312.97, 277.7 cycles (distinct) on the H200: the line's L2 partition,
+    # not noise. The lowest tier's latency is asserted; the slower tiers only reported.
+    global_ = ATOMIC_KINDS["atom_global"][2]
+    out += [FactSpec(
+        f"atom_global_add_{pattern}_near_latency_cycles",
+        lambda line, p=pattern: atomic_latency("atom_global", p, line=line), Region((global_,), steps="UNROLL"),
+        statistic=Statistic(lines="near_tier"), scope=GPU, plot=_by_line_plot(pattern),
+        method=f"{n} {global_} in one warp, each adding the value the previous one returned, {PATTERN[pattern]}; "
+               f"cycles per atomic, pass {passes} of {passes} timed; {NEAR_TIER_TEXT}")
+        for pattern in sorted(ATOMIC_PATTERNS)]
+    out += [FactSpec(
+        f"{kind}_add_{pattern}_sm_cycles", lambda k=kind, p=pattern: atomic_throughput(k, p),
+        Region((ATOMIC_KINDS[kind][2],), LOOP, steps=("ILP", "UNROLL")),
+        divisor=atomic_throughput_count(kind, pattern), statistic=Statistic(mode="span"),
+        method=f"{ATOMIC_WARPS} warps in one block on one SM, each {atomic_iters(kind, pattern)} x "
+               f"{ATOMIC_UNROLL} x {ATOMIC_ILP} {ATOMIC_KINDS[kind][2]} on {ATOMIC_ILP} words of its own in "
+               f"{WHERE[kind]}, {PATTERN[pattern]}; SM cycles per warp-wide instruction (32 lane "
+               "operations) over the block's span")
+        for kind in ATOMIC_KINDS for pattern in ATOMIC_PATTERNS]
     return out
+
+
+#: every fact of the DPX, constant-cache and atomic units, declared once
+FACTS: list[FactSpec] = [*_dpx_facts(), *_const_facts(), *_atomic_facts()]

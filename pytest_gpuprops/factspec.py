@@ -151,7 +151,8 @@ class Region:
 
     def text(self, defines: dict) -> str:
         n = self.step_count(defines)
-        return f"{n} x {' + '.join(self.unit)}" if n != 1 else " + ".join(self.unit)
+        text = f"{n} x {' + '.join(self.unit)}" if n != 1 else " + ".join(self.unit)
+        return text + (f", then at most {' + '.join(self.trailing)}" if self.trailing else "")
 
     def problems(self, instrs: list[sass.Instruction], defines: dict) -> list[str]:
         """How the kernel's timed region (``instrs``: the whole kernel) breaks this region's rules;

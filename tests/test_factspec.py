@@ -1,9 +1,10 @@
 """pytest_gpuprops/factspec.py: what a fact spec derives (the region's exact counts, its order, the
 divisor, the build a session compiles, the docs' row, the GPU-scope registration) and that its region
 rules refuse a wrong region. The refusals are checked on real sm_90 compiles (NVRTC, no GPU) of the
-asynchronous units' kernels, each fact's spec planted wrong one way at a time: a wrong opcode, a
-wrong step count, the unit out of order, glue its shape does not allow, a memory access beside the
-unit, a try_wait loop that is not there, an untimed second pass."""
+asynchronous and synchronous units' kernels, each fact's spec planted wrong one way at a time: a
+wrong opcode, a wrong step count, the unit out of order, glue its shape does not allow, a memory
+access beside the unit, a try_wait loop that is not there, an untimed second pass, a trailing copy
+not allowed."""
 
 import dataclasses
 import sys
@@ -21,8 +22,9 @@ from pytest_gpuprops.timing import UncleanRegion, build_for_timing
 sys.path.insert(0, str(Path(__file__).parent.parent / "hwtests"))
 import fact_tests as ft  # noqa: E402
 import specs_async as sa  # noqa: E402
+import specs_sync_units as su  # noqa: E402
 
-FACTS = fs.by_name(sa.FACTS)
+FACTS = fs.by_name(sa.FACTS + su.FACTS)
 
 
 def _launch():
@@ -87,6 +89,7 @@ def test_steps_named_by_several_defines_are_their_product():
 def test_trailing_opcodes_are_allowed_after_the_unit_once_each():
     r = fs.Region(("ISETP.GE.AND", "SEL", "SEL"), steps="UNROLL", trailing=("IMAD.MOV.U32",))
     assert r.other_max() == 1 and r.counts({"UNROLL": 2}) == {"ISETP.GE.AND": 2, "SEL": 4}
+    assert r.text({"UNROLL": 2}) == "2 x ISETP.GE.AND + SEL + SEL, then at most IMAD.MOV.U32"
     assert fs.Region(("LD",), fs.LOOP, trailing=("MOV",)).other_max() == fs.LOOP.glue_max + 1
     for bad in ("IMAD.MOV.U32", ("SEL",)):
         with pytest.raises(ValueError, match="region trailing"):
@@ -168,14 +171,23 @@ def test_the_gpu_models_facts_are_registered_and_no_others(monkeypatch):
         "cp_async_cg16_latency_cycles", "cp_async_bulk_1k_latency_cycles", "cp_async_bulk_4k_latency_cycles",
         "tma_1d_1k_latency_cycles", "tma_2d_4k_latency_cycles", "cluster_barrier_release_cluster2_cycles",
         "tma_2d_store_4k_latency_cycles", "tma_2d_store_4k_source_read_cycles"}
+    monkeypatch.setattr(gp_facts, "GPU_SCOPED", set())
+    fs.register_scopes(su.FACTS)
+    # and those the synchronous units' file registered by hand: the global atomics' L2 latencies
+    assert gp_facts.GPU_SCOPED == {"atom_global_add_distinct_near_latency_cycles",
+                                   "atom_global_add_same_address_near_latency_cycles"}
 
 
 def test_the_builds_are_one_per_code_not_per_fact():
-    """The four cluster sizes and the self chase are one build; the L2 lines are arguments, not code."""
+    """The four cluster sizes and the self chase are one build; the L2 lines are arguments, not code;
+    so are an atomic's two address patterns, but where a throughput shape runs more trips."""
     builds = fs.builds(sa.FACTS)
     keys = [(b.source, b.kernel, tuple(sorted(b.defines.items()))) for b in builds]
     assert len(keys) == len(set(keys)) == 15 < len(sa.FACTS) == 23
     assert sum(b.kernel == "dsmem_chase" for b in builds) == 1
+    sync = fs.builds(su.FACTS)
+    assert len(sync) == 17 < len(su.FACTS) == 21  # 10 DPX, 1 constant, 2 atomic latency, 4 atomic throughput
+    assert sum(b.kernel == "atomic_ops" and b.defines["ILP"] == 1 for b in sync) == 2
 
 
 def test_the_docs_list_has_a_row_per_fact():
@@ -202,9 +214,9 @@ def _planted(name: str, **region) -> fs.FactSpec:
     return dataclasses.replace(fact, region=dataclasses.replace(fact.region, **region))
 
 
-def test_every_asynchronous_fact_holds_its_rules_as_declared():
+def test_every_unit_fact_holds_its_rules_as_declared():
     """The baseline the plants below move away from: every spec, as declared, holds."""
-    assert {f.name: ft.region_problems(f) for f in sa.FACTS} == {f.name: [] for f in sa.FACTS}
+    assert {f.name: ft.region_problems(f) for f in FACTS.values()} == {name: [] for name in FACTS}
 
 
 @pytest.mark.parametrize("name, plant, wanted", [
@@ -227,10 +239,38 @@ def test_every_asynchronous_fact_holds_its_rules_as_declared():
     # a group wait said to be a try_wait loop: there is no try_wait to retry
     ("cp_async_ca16_latency_cycles", dict(shape=fs.WAIT_LOOP),
      "DEPBAR.LE is not followed by a predicated branch out of the region to its retry loop"),
+    # vibmax's chain without its trailing register copy: one instruction more than the chain
+    ("dpx_vibmax_s32_isetp_sel_latency_cycles", dict(trailing=()), "1 other instructions"),
+    ("dpx_vibmax_s32_isetp_sel_latency_cycles", dict(trailing=()),
+     "nor the glue of a only region (none): IMAD.MOV.U32"),
+    # a DPX chain counted by UNROLL x ILP x PASSES: twice the steps the region holds
+    ("dpx_vimax3_s32_latency_cycles", dict(steps=("UNROLL", "ILP", "PASSES")), "VIMNMX3: 128 in the region, intended 256"),
+    # the throughput shape's 8 interleaved chains said to be one chain in order
+    ("dpx_vibmax_s32_isetp_sel_smsp_cycles", dict(shape=fs.ONLY),
+     "the region does not hold [ISETP.GE.AND, SEL x 2, ISETP.GE.AND"),
+    # the atomic throughput loop said to hold its atomics alone: the loop control is no glue of that shape
+    ("atom_global_add_distinct_sm_cycles", dict(shape=fs.ONLY), "4 other instructions"),
+    # another atomic than the kernel issues
+    ("red_global_add_same_address_sm_cycles", dict(unit=("ATOMG.E.ADD.STRONG.GPU",)),
+     "memory accesses the fact does not intend: REDG.E.ADD.STRONG.GPU"),
 ])
 def test_a_planted_wrong_region_is_refused(name, plant, wanted):
     problems = ft.region_problems(_planted(name, **plant))
     assert any(wanted in p for p in problems), problems
+
+
+def test_a_trailing_opcode_before_the_unit_or_more_often_than_allowed_is_refused():
+    """The rule on the region as read (the compiled vibmax chain keeps its copy after the last step;
+    planted: a copy before the last step, and two copies)."""
+    def ins(*ops):
+        return [SimpleNamespace(opcode=op, text=f"{op} R{k}", base_opcode=op.split(".")[0]) for k, op in enumerate(ops)]
+    r = fs.Region(("ISETP.GE.AND", "SEL", "SEL"), steps=2, trailing=("IMAD.MOV.U32",))
+    chain = ["ISETP.GE.AND", "SEL", "SEL"]
+    assert r._trailing_problems(ins(*chain, *chain, "IMAD.MOV.U32")) == []
+    assert r._trailing_problems(ins(*chain, "IMAD.MOV.U32", *chain)) == [
+        "IMAD.MOV.U32 is allowed only after the unit's last step, found before it: IMAD.MOV.U32 R3"]
+    assert r._trailing_problems(ins(*chain, *chain, "IMAD.MOV.U32", "IMAD.MOV.U32")) == [
+        "IMAD.MOV.U32: 2 after the unit, at most 1 allowed"]
 
 
 def test_an_untimed_second_pass_is_refused():
@@ -315,10 +355,10 @@ def test_the_fact_list_tool_prints_every_spec_and_one_whole(capsys):
     tool = load_tool("fact_specs")
     assert tool.main([]) == 0
     out = capsys.readouterr().out
-    assert out == fs.markdown(tool.all_facts()) and all(f"| `{f.name}` |" in out for f in sa.FACTS)
+    assert out == fs.markdown(tool.all_facts()) and all(f"| `{f.name}` |" in out for f in FACTS.values())
     assert tool.main(["--fact", "tma_2d_store_4k_source_read_cycles"]) == 0
     one = capsys.readouterr().out
     assert "region:    UTMASTG.2D + UTMACMDFLUSH + DEPBAR.LE (lane0_bulk_group)\n" in one
     assert one.endswith(f"method:    {FACTS['tma_2d_store_4k_source_read_cycles'].method}\n")
     assert tool.main(["--fact", "tma_2d_store"]) == 2
-    assert "no fact spec 'tma_2d_store'; 23 facts are specs" in capsys.readouterr().err
+    assert f"no fact spec 'tma_2d_store'; {len(sa.FACTS) + len(su.FACTS)} facts are specs" in capsys.readouterr().err

@@ -236,16 +236,17 @@ def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
     # one wgmma test: its own sm_90a build, not the file's 48
     one = keys([_item("test_wgmma.py", "test_wgmma_latency", n=256, bf16=True, a_regs=True)]) - always
     assert one == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}
-    # the tests of fact specs (the asynchronous units): each fact's build, on the fact's arch only
-    async_units = keys([_item("test_async_units.py", "test_fact", fact=f) for f in specs_async.FACTS]) - always
-    assert async_units == {("sm_90", s.source, tuple(sorted(s.defines.items()))) for s in factspec.builds(specs_async.FACTS)}
+    # the tests of fact specs (the asynchronous and synchronous units): each fact's build, on the
+    # fact's arch only
+    for file, units in (("test_async_units.py", specs_async), ("test_dpx_atomics_const.py", specs_sync_units)):
+        all_facts = keys([_item(file, "test_fact", fact=f) for f in units.FACTS]) - always
+        assert all_facts == {("sm_90", s.source, tuple(sorted(s.defines.items()))) for s in factspec.builds(units.FACTS)}
+        assert len(all_facts) > 10
     one_fact = keys([_item("test_async_units.py", "test_fact", fact=specs_async.FACTS[0])]) - always
     assert one_fact == {("sm_90", "mbarrier_roundtrip.cu", (("PASSES", 2), ("TOKEN", 0)))}
     assert keys([_item("test_async_units.py", "test_fact", fact=specs_async.FACTS[0]),
-                 _item("test_dpx_atomics_const.py")], "sm_86") == {("sm_86", src, d) for _, src, d in always}
-    sync_units = keys([_item("test_dpx_atomics_const.py")]) - always
-    assert len(sync_units) == len({(s.source, tuple(sorted(s.defines.items())))
-                                   for s in specs_sync_units.builds().values()}) > 10
+                 _item("test_dpx_atomics_const.py", "test_fact", fact=specs_sync_units.FACTS[0])], "sm_86") == \
+        {("sm_86", src, d) for _, src, d in always}
     # the stresses: the FFMA and stream kernels, and the wgmma stress for sm_90a on sm_90
     stresses = keys([_item("test_throughput_and_clocks.py")]) - always
     assert {src for _, src, _ in stresses} == {"stress_ffma.cu", "stream_bandwidth.cu"}
@@ -324,24 +325,22 @@ def test_the_builds_made_beside_the_tests_are_the_wgmma_files_own():
 
 
 def test_the_static_prefetch_foresees_the_sm_90_units_builds_as_launched():
-    """hwtests/conftest.py's _static_builds: a static test of a fact spec (the asynchronous units) and
-    test_build_is_clean_and_as_intended of the synchronous units' file compile their build for sm_90
-    and patch it for timing; the prefetch reads both in its batches instead of each test reading its
-    own alone."""
+    """hwtests/conftest.py's _static_builds: a static test of a fact spec (the asynchronous and
+    synchronous units) compiles its fact's build for sm_90 and patches it for timing; the prefetch
+    reads both in its batches instead of each test reading its own alone. A static test of those
+    files that takes no fact is not foreseen (it compiles what it needs itself)."""
     import specs_async
     import specs_sync_units
     static_builds = _hwtests_conftest()._static_builds
-    fact = specs_async.FACTS[-1]
-    build_id, sync_spec = sorted(specs_sync_units.builds().items())[0]
-    for item, spec in ((_item("test_static_async_units.py", "test_region_holds_what_the_fact_measures", fact=fact),
-                        fact.build()),
-                       (_item("test_static_dpx_atomics_const.py", "test_build_is_clean_and_as_intended",
-                              build_id=build_id), sync_spec)):
-        (build, patched), = static_builds(item, specs, {})
+    for file, fact in (("test_static_async_units.py", specs_async.FACTS[-1]),
+                       ("test_static_dpx_atomics_const.py", specs_sync_units.FACTS[-1])):
+        spec = fact.build()
+        (build, patched), = static_builds(_item(file, "test_region_holds_what_the_fact_measures", fact=fact), specs, {})
         assert (build.source.name, build.arch, dict(build.defines)) == (spec.source, "sm_90", {k: str(v) for k, v in spec.defines.items()})
-        assert (patched.kernel, patched.defines, patched.region) == (spec.kernel, spec.defines, spec.region)
-    assert static_builds(_item("test_static_dpx_atomics_const.py", "test_build_is_clean_and_as_intended",
-                               build_id="no such"), specs, {}) == []
+        assert (patched.kernel, patched.defines, patched.region, patched.region_check) == \
+            (spec.kernel, spec.defines, spec.region, spec.region_check)
+    assert static_builds(_item("test_static_dpx_atomics_const.py", "test_throughput_builds_run_their_trips_and_differ_only_in_them",
+                               kind="atom_shared"), specs, {}) == []
 
 
 def test_the_static_prefetch_foresees_every_build_the_throughput_checks_compile(pytester):
