@@ -23,6 +23,7 @@ from pytest_gpuprops.driver_launch import PORTABLE_CLUSTER_SIZE
 from pytest_gpuprops.factspec import (
     ELECTED_COPY,
     LANE0_BULK_GROUP,
+    LANE0_STORE_POLL,
     LOOP,
     WAIT_LOOP,
     FactSpec,
@@ -227,26 +228,38 @@ class TensorMapArg(bytes):
     tensor = None
 
 
-#: TMA stores (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group), by wait: (the PTX wait, the unit's
-#: SASS: the store, its commit, the wait). Lane 0 alone stores, commits and waits, the other lanes
-#: branch round it (factspec.LANE0_BULK_GROUP). Waiting for the writes (wait_group 0) invalidates L1
-#: after the DEPBAR (CCTL.IVALL) so that later loads see them; waiting for the source read
-#: (wait_group.read 0) does not.
-TMA_STORE_WAITS = {
-    "written": ("cp.async.bulk.wait_group 0", ("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE", "CCTL.IVALL")),
-    "source_read": ("cp.async.bulk.wait_group.read 0", ("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE")),
-}
-STORE_FACT = {"written": "tma_2d_store_4k_latency_cycles", "source_read": "tma_2d_store_4k_source_read_cycles"}
+#: TMA stores (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group) of the TMA_SHAPES[2] box from shared
+#: memory to the origin of an fp32 tensor: lane 0 alone issues and commits its bulk group, the other
+#: lanes branch round it. Two events, one fact each:
+#: * the source read: cp.async.bulk.wait_group.read 0 (kernels/tma_load.cu WAIT_READ=1), DEPBAR.LE SB0,
+#:   0x0 on the commit's (UTMACMDFLUSH's) read scoreboard (factspec.LANE0_BULK_GROUP). wait_group 0, the
+#:   writes done as PTX names it, compiles on sm_90 (NVRTC 13.5) to the same DEPBAR plus CCTL.IVALL after
+#:   it: the same event (both read 222 cycles on every unit), so it is no fact of its own
+#:   (tma_2d_store_4k_latency_cycles, retired 2026-11-26);
+#: * the writes seen in L2 (STORE_VISIBLE=1): lane r polls the last word of box row r with ld.relaxed.gpu
+#:   until the warp's vote says all 32 rows hold the timed pass's values (factspec.LANE0_STORE_POLL); no
+#:   wait in the region.
 TMA_STORE_DIM = 2
+TMA_STORE_WAIT_UNIT = ("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE")
+TMA_STORE_POLL_UNIT = ("UTMASTG.2D", "UTMACMDFLUSH", "LDG.E.STRONG.GPU", "VOTE.ALL")
 
 
-def tma_store(wait: str) -> KernelSpec:
+def tma_store(visible: bool = False) -> KernelSpec:
     """A TMA store of the TMA_SHAPES[2] box from shared memory to the origin of an fp32 tensor, timed
-    until ``wait`` (TMA_STORE_WAITS) returns."""
+    until wait_group.read 0 returns, or (``visible``) until polls of every row read the stored values:
+    the tensor's address is then an argument too, and its row length (STORE_ROW_WORDS) the tensor's
+    innermost dimension."""
     shape, box = TMA_SHAPES[TMA_STORE_DIM]
-    return KernelSpec("tma_load.cu", "tma_store", {"PASSES": 2, "DIM": TMA_STORE_DIM,
-                                                   "WAIT_READ": int(wait == "source_read")}, grid=1, block=32,
-                      args=lambda cp: (tensor_map(cp, shape, box), cp.zeros(64, dtype=cp.uint32)))
+    if not visible:
+        return KernelSpec("tma_load.cu", "tma_store", {"PASSES": 2, "DIM": TMA_STORE_DIM, "WAIT_READ": 1}, grid=1,
+                          block=32, args=lambda cp: (tensor_map(cp, shape, box), cp.zeros(64, dtype=cp.uint32)))
+
+    def args(cp):  # pragma: no cover  (GPU only: the tensor map)
+        tm = tensor_map(cp, shape, box)
+        return tm, tm.tensor, cp.zeros(64, dtype=cp.uint32)
+    return KernelSpec("tma_load.cu", "tma_store",
+                      {"PASSES": 2, "DIM": TMA_STORE_DIM, "STORE_VISIBLE": 1, "STORE_ROW_WORDS": shape[0]},
+                      grid=1, block=32, args=args)
 
 
 def tensor_map_request(address: int, shape: tuple[int, ...], box: tuple[int, ...], elem_bytes: int = 4) -> dict:
@@ -322,7 +335,7 @@ def tensor_map(cp, shape: tuple[int, ...], box: tuple[int, ...],
 
 #: facts that move with the memory system and the clocks of the GPU model (H100 and H200 differ): the
 #: L2 reads (.cg, bulk and TMA copies), a release fence that waits for memory, and the TMA stores
-#: (their writes reach L2)
+#: (their writes reach L2; the visible store is polled in L2)
 GPU = "gpu"
 #: the L2 copies' statistic: the .cg copy (one line per warp) as the lowest tier's median, as the global
 #: atomics; the bulk and tensor copies (8 to 32 lines each, so each waits for its slowest slice: one
@@ -426,14 +439,25 @@ def _bulk_facts() -> list[FactSpec]:
                    "tensor map from cuTensorMapEncodeTiled, no swizzle, passed as a __grid_constant__ "
                    "parameter), the tensor starting at each line in turn"))
     shape, box = TMA_SHAPES[TMA_STORE_DIM]
-    for wait, (ptx_wait, unit) in sorted(TMA_STORE_WAITS.items()):
-        out.append(FactSpec(
-            STORE_FACT[wait], lambda wait=wait: tma_store(wait), Region(unit, LANE0_BULK_GROUP), scope=GPU,
-            method=f"one warp; lane 0 issues cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (UTMASTG.2D) "
-                   f"of the {box} box of an fp32 tensor {shape} from shared memory (written and fenced for the "
-                   f"async proxy before the start read) to the tensor's origin, cp.async.bulk.commit_group "
-                   f"(UTMACMDFLUSH) and {ptx_wait} (DEPBAR.LE SB, 0x0{' + CCTL.IVALL' if wait == 'written' else ''}); "
-                   "cycles of lane 0 from the issue to the wait's return, pass 2 of 2 timed (the lines in L2)"))
+    store = (f"one warp; lane 0 issues cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (UTMASTG.2D) of the "
+             f"{box} box of an fp32 tensor {shape} from shared memory (written and fenced for the async proxy "
+             "before the start read) to the tensor's origin and cp.async.bulk.commit_group (UTMACMDFLUSH)")
+    out.append(FactSpec(
+        "tma_2d_store_4k_source_read_cycles", tma_store, Region(TMA_STORE_WAIT_UNIT, LANE0_BULK_GROUP), scope=GPU,
+        method=f"{store}, then cp.async.bulk.wait_group.read 0 (DEPBAR.LE SB0, 0x0 on the commit's read "
+               "scoreboard); cycles of lane 0 from the issue to the wait's return, pass 2 of 2 timed (the lines "
+               "in L2); wait_group 0 (the writes done, as PTX names it) compiles to this same DEPBAR.LE, "
+               "CCTL.IVALL after it (NVRTC 13.5, sm_90): one event; the writes seen in L2 are "
+               "tma_2d_store_4k_visible_cycles"))
+    out.append(FactSpec(
+        "tma_2d_store_4k_visible_cycles", lambda: tma_store(visible=True), Region(TMA_STORE_POLL_UNIT, LANE0_STORE_POLL),
+        scope=GPU,
+        method=f"{store}, each pass its own values, no wait; every lane r polls the last word of box row r with "
+               "ld.relaxed.gpu (LDG.E.STRONG.GPU: L2, not L1) until all 32 lanes read the timed pass's values "
+               "(VOTE.ALL); cycles from the issue to the vote, pass 2 of 2 timed (the lines in L2 from pass 1); "
+               "each poll waits for the one before (one L2 round trip), so the region ends between half and one "
+               "and a half round trips after the last row is in L2; the stop read, waiting on every scoreboard, "
+               "also waits for the commit's source read (tma_2d_store_4k_source_read_cycles)"))
     return out
 
 

@@ -31,10 +31,12 @@ measured with these launches; only an arch without clusters would skip (specs_as
 * cluster_barrier_cluster<k>_cycles: barrier.cluster.arrive.relaxed + barrier.cluster.wait, 16 in a
   row, clusters of k (64 CTAs, as the chase); cluster_barrier_release_cluster2_cycles: the default
   (release) arrive, which puts MEMBAR.ALL.GPU before it, as cooperative_groups' cluster.sync() does.
-* tma_2d_store_4k_latency_cycles, tma_2d_store_4k_source_read_cycles: one TMA store
+* tma_2d_store_4k_source_read_cycles, tma_2d_store_4k_visible_cycles: one TMA store
   (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group, UTMASTG.2D) of the 4 KiB box from shared
-  memory, issued, committed and waited for by lane 0: until cp.async.bulk.wait_group 0 returns (the
-  writes done) or wait_group.read 0 (the shared source read, so it may be written again).
+  memory, issued and committed by lane 0: until lane 0's cp.async.bulk.wait_group.read 0 returns (the
+  shared source read, so it may be written again; wait_group 0, "the writes done", compiles on sm_90 to
+  the same wait and an L1 invalidation, so it is no fact of its own), or until every lane's
+  ld.relaxed.gpu polls read the stored values of all 32 rows in L2 (the writes visible to the GPU).
 * cp_async_bulk_<1k|4k>_latency_cycles, tma_1d_1k_latency_cycles, tma_2d_4k_latency_cycles: one bulk
   copy (cp.async.bulk; cp.async.bulk.tensor.1d / .2d through a tensor map) of 1 or 4 KiB from L2
   (warmed by a first pass) issued by lane 0, completed through the mbarrier it armed with

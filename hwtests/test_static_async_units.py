@@ -3,7 +3,8 @@ fact's build, as the GPU test launches it, is clean at both ends and holds its s
 opcodes in order, only its shape's glue beside them, its second pass timed, a try_wait's retries out of
 line and back into the region: pytest_gpuprops/factspec.py). Beside those rules, what one unit's
 facts rely on: the token wait reads the arrive's result, cp.async and the TMA store wait for their
-group, the DSMEM chase is a true chain, the bandwidth loop touches one pinned address per thread,
+group, the visible TMA store polls every row from pinned addresses and waits for its group only after
+the stop read, the DSMEM chase is a true chain, the bandwidth loop touches one pinned address per thread,
 and the cluster launches keep every CTA on its own SM. Every test takes one fact, by its name."""
 
 import re
@@ -63,7 +64,11 @@ def test_cp_async_waits_for_every_group(fact):
     assert depbar.control.write_barrier == 0 and wait.operands == ["SB0", "0x0"], (depbar.line(), wait.text)
 
 
-@pytest.mark.parametrize("fact", _facts(_kernel("tma_store")))
+def _store(visible: bool):
+    return lambda f: f.build().kernel == "tma_store" and bool(f.build().defines.get("STORE_VISIBLE")) == visible
+
+
+@pytest.mark.parametrize("fact", _facts(_store(visible=False)))
 def test_tma_store_waits_for_its_bulk_group(fact):
     """The store's commit (UTMACMDFLUSH) counts on scoreboard 0 (its read barrier; the store's own is 1)
     and the wait is a DEPBAR until that scoreboard is 0, inside the branch only lane 0 takes (lane 0's
@@ -74,6 +79,34 @@ def test_tma_store_waits_for_its_bulk_group(fact):
     assert flush.control.read_barrier == 0 and depbar.operands == ["SB0", "0x0"], (flush.line(), depbar.text)
     skip = next(i for i in ins if i.base_opcode == "BRA")
     assert skip.predicate and skip.offset < flush.offset < depbar.offset < _target(skip)
+
+
+@pytest.mark.parametrize("fact", _facts(_store(visible=True)))
+def test_tma_store_polls_every_row_from_pinned_addresses_and_waits_after_the_stop(fact):
+    """The visible store's poll: one strong load per lane (L2, not L1) from an address set before the
+    start read, compared with a value set before it (nothing computed in the loop), the warp's vote on
+    that compare, the branch back to the load while the vote is false; the store's bulk group is waited
+    for (DEPBAR on the commit's scoreboard) only after the stop read, on lane 0's path, before the
+    next pass writes the source again."""
+    instrs = list(ft.launched(fact))
+    start, _, stop = sass.timed_region(instrs)
+    ins = ft.region(fact)
+    load = next(i for i in ins if i.opcode == "LDG.E.STRONG.GPU")
+    compare = next(i for i in ins if i.base_opcode == "ISETP")
+    vote = next(i for i in ins if i.opcode == "VOTE.ALL")
+    written = {r for i in ins if i.operands for r in _REG.findall(i.operands[0])}
+    address = _REG.findall(next(o for o in load.operands if "[" in o))
+    assert address and not set(address) & written and int(address[0]) + 1 not in {int(r) for r in written}, load.text
+    loaded = _REG.findall(load.operands[0])[0]
+    others = [r for o in compare.operands[1:] for r in _REG.findall(o)]
+    assert loaded in others and not (set(others) - {loaded}) & written, compare.text
+    assert compare.operands[0] in vote.text
+    flush = next(i for i in ins if i.opcode == "UTMACMDFLUSH")
+    after = [i for i in instrs if i.offset > stop.offset]
+    depbar = next(i for i in after if i.opcode == "DEPBAR.LE")
+    assert depbar.operands == [f"SB{flush.control.read_barrier}", "0x0"], depbar.text
+    skip = next(i for i in after if i.base_opcode == "BRA")
+    assert skip.predicate and skip.offset < depbar.offset < _target(skip), (skip.text, depbar.text)
 
 
 @pytest.mark.parametrize("fact", _facts(_kernel("dsmem_chase")))

@@ -55,7 +55,8 @@ class Shape:
     """How ptxas lays a unit's instructions out in the timed region (sm_90, NVRTC 13): the order
     they must appear in (others may sit between), the kinds of glue that may sit beside them (base
     opcodes; ``uniform``: also uniform-datapath set-up, U* opcodes that do not touch memory) and at
-    most how many, and whether the last unit instruction is a try_wait whose retries run out of line.
+    most how many, whether the last unit instruction is a try_wait whose retries run out of line,
+    and whether the unit ends in a poll retried in the region until a warp vote says done.
     """
 
     name: str
@@ -66,6 +67,9 @@ class Shape:
     uniform: bool = False
     glue_max: int = 0
     wait_loop: bool = False
+    #: the unit's last two opcodes are a poll (a load) and a warp vote, retried in the region until
+    #: the vote is true
+    poll_loop: bool = False
     #: how many opcodes one step of the unit has (None: any)
     unit_len: int | None = None
 
@@ -97,7 +101,17 @@ ELECTED_COPY = Shape("elected_copy", "an elected lane arms the mbarrier and issu
 LANE0_BULK_GROUP = Shape("lane0_bulk_group", "lane 0 issues, commits and waits for its bulk group; the others branch round",
                          lambda u, n: list(u) * n + ["BSYNC"], BRANCHES, uniform=True, glue_max=6)
 
-SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP)}
+#: lane 0 alone issues and commits a store, the other lanes branch round it (BRA, BSYNC); then every
+#: lane polls (a load and a compare) until a warp vote says all of them read what was stored, the
+#: branch back to the poll inside the region, so every poll is timed. The store's uniform operands are
+#: set up in the region (4 with NVRTC 13.5), and ptxas opens the convergence region of what follows
+#: (BSSY) before the stop read: 9 beside the unit with NVRTC 13.5 for the TMA store
+LANE0_STORE_POLL = Shape("lane0_store_poll",
+                         "lane 0 issues and commits a store, the others branch round; every lane polls until a vote says all see it",
+                         lambda u, n: [u[0], u[1], "BSYNC", u[2], u[3], "BRA"], BRANCHES | {"ISETP"}, uniform=True,
+                         glue_max=9, poll_loop=True, unit_len=4)
+
+SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP, LANE0_STORE_POLL)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +187,8 @@ class Region:
         problems += _pass_problems(instrs, start, stop, defines)
         if self.shape.wait_loop:
             problems += _wait_loop_problems(instrs, between, start, stop, self.unit[-1])
+        if self.shape.poll_loop:
+            problems += _poll_loop_problems(body, *self.unit[-2:])
         return problems
 
     def _trailing_problems(self, body: list[sass.Instruction]) -> list[str]:
@@ -261,6 +277,30 @@ def _wait_loop_problems(instrs, between, start, stop, wait_opcode: str) -> list[
         problems.append("the retry loop does not retry until the wait is true")
     if not start.offset < (_target(loop[-1]) or -1) <= stop.offset:
         problems.append(f"the retry loop does not return into the region: {loop[-1].text}")
+    return problems
+
+
+def _poll_loop_problems(body: list[sass.Instruction], poll_opcode: str, vote_opcode: str) -> list[str]:
+    """The poll is retried inside the region: after the one vote, a branch on the vote's predicate
+    back to the one poll load, and between them only the load, its compare and the vote (nothing
+    else waits or polls in the loop). ``body``: the region, padding left out."""
+    votes = [i for i in body if i.opcode == vote_opcode]
+    polls = [i for i in body if i.opcode == poll_opcode]
+    if len(votes) != 1 or len(polls) != 1:
+        return [f"one {poll_opcode} and one {vote_opcode} expected in the region, found {len(polls)} and {len(votes)}"]
+    vote, poll = votes[0], polls[0]
+    after = [i for i in body if i.offset > vote.offset and i.base_opcode == "BRA"]
+    if not after or not after[0].predicate or _target(after[0]) != poll.offset:
+        return [f"{vote_opcode} is not followed by a predicated branch back to the poll ({poll.text}) in the region: "
+                f"{[i.text for i in after]}"]
+    back = after[0]
+    problems = []
+    if back.predicate.lstrip("@!") != (vote.operands[0] if vote.operands else None):
+        problems.append(f"the branch back ({back.text}) does not take the vote's predicate ({vote.text})")
+    loop = [i for i in body if poll.offset <= i.offset < back.offset]
+    others = [i.text for i in loop if i.opcode not in (poll_opcode, vote_opcode) and i.base_opcode != "ISETP"]
+    if others:
+        problems.append(f"the poll loop holds more than the poll, its compare and the vote: {others}")
     return problems
 
 

@@ -166,11 +166,12 @@ def test_the_gpu_models_facts_are_registered_and_no_others(monkeypatch):
     monkeypatch.setattr(gp_facts, "GPU_SCOPED", set())
     fs.register_scopes(sa.FACTS)
     assert gp_facts.GPU_SCOPED == {f.name for f in sa.FACTS if f.scope == "gpu"}
-    # the facts the asynchronous units' file registered by hand before the specs
+    # the facts the asynchronous units' file registered by hand before the specs, the store's written
+    # wait retired for the store seen in L2 (2026-11-26)
     assert gp_facts.GPU_SCOPED == {
         "cp_async_cg16_latency_cycles", "cp_async_bulk_1k_latency_cycles", "cp_async_bulk_4k_latency_cycles",
         "tma_1d_1k_latency_cycles", "tma_2d_4k_latency_cycles", "cluster_barrier_release_cluster2_cycles",
-        "tma_2d_store_4k_latency_cycles", "tma_2d_store_4k_source_read_cycles"}
+        "tma_2d_store_4k_source_read_cycles", "tma_2d_store_4k_visible_cycles"}
     monkeypatch.setattr(gp_facts, "GPU_SCOPED", set())
     fs.register_scopes(su.FACTS)
     # and those the synchronous units' file registered by hand: the global atomics' L2 latencies
@@ -183,7 +184,7 @@ def test_the_builds_are_one_per_code_not_per_fact():
     so are an atomic's two address patterns, but where a throughput shape runs more trips."""
     builds = fs.builds(sa.FACTS)
     keys = [(b.source, b.kernel, tuple(sorted(b.defines.items()))) for b in builds]
-    assert len(keys) == len(set(keys)) == 15 < len(sa.FACTS) == 23
+    assert len(keys) == len(set(keys)) == 15 < len(sa.FACTS) == 23  # the two store facts: two builds
     assert sum(b.kernel == "dsmem_chase" for b in builds) == 1
     sync = fs.builds(su.FACTS)
     assert len(sync) == 17 < len(su.FACTS) == 21  # 10 DPX, 1 constant, 2 atomic latency, 4 atomic throughput
@@ -233,9 +234,15 @@ def test_every_unit_fact_holds_its_rules_as_declared():
     # an elected copy said to be lane 0's bulk group: ELECT and PLOP3 are no glue of that shape
     ("tma_1d_1k_latency_cycles", dict(shape=fs.LANE0_BULK_GROUP),
      "nor the glue of a lane0_bulk_group region (BRA, BSSY, BSYNC, YIELD, uniform set-up): ELECT, PLOP3.LUT"),
-    # the written wait's L1 invalidation left out of the unit: a memory access the fact does not intend
-    ("tma_2d_store_4k_latency_cycles", dict(unit=("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE")),
-     "memory accesses the fact does not intend: CCTL.IVALL"),
+    # the visible store's poll said to be lane 0's bulk group: its compare is no glue of that shape
+    ("tma_2d_store_4k_visible_cycles", dict(shape=fs.LANE0_BULK_GROUP),
+     "nor the glue of a lane0_bulk_group region (BRA, BSSY, BSYNC, YIELD, uniform set-up): ISETP.NE.AND"),
+    # the visible store said to wait for its group in the region: there is no DEPBAR, and the poll is unintended
+    ("tma_2d_store_4k_visible_cycles", dict(unit=("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE", "VOTE.ALL")),
+     "memory accesses the fact does not intend: LDG.E.STRONG.GPU"),
+    # the source-read wait said to be a poll: no poll load, no vote
+    ("tma_2d_store_4k_source_read_cycles", dict(unit=sa.TMA_STORE_POLL_UNIT, shape=fs.LANE0_STORE_POLL),
+     "one LDG.E.STRONG.GPU and one VOTE.ALL expected in the region, found 0 and 0"),
     # a group wait said to be a try_wait loop: there is no try_wait to retry
     ("cp_async_ca16_latency_cycles", dict(shape=fs.WAIT_LOOP),
      "DEPBAR.LE is not followed by a predicated branch out of the region to its retry loop"),
@@ -257,6 +264,48 @@ def test_every_unit_fact_holds_its_rules_as_declared():
 def test_a_planted_wrong_region_is_refused(name, plant, wanted):
     problems = ft.region_problems(_planted(name, **plant))
     assert any(wanted in p for p in problems), problems
+
+
+def test_the_written_wait_is_the_source_read_wait_and_an_l1_invalidation():
+    """Why tma_2d_store_4k_latency_cycles was retired: the wait_group 0 build (WAIT_READ=0) holds the
+    source-read fact's region and CCTL.IVALL after it, nothing else; the rules refuse it for that fact."""
+    fact = FACTS["tma_2d_store_4k_source_read_cycles"]
+    base = fact.build()
+    written = dataclasses.replace(fact, launch=lambda: dataclasses.replace(base, defines={**base.defines, "WAIT_READ": 0}))
+    problems = ft.region_problems(written)
+    assert problems[0] == "memory accesses the fact does not intend: CCTL.IVALL" and len(problems) == 3, problems
+    assert problems[1].startswith("7 other instructions (") and problems[1].endswith("; at most 6 intended")
+    assert problems[2].endswith("lane0_bulk_group region (BRA, BSSY, BSYNC, YIELD, uniform set-up): CCTL.IVALL")
+    read, write = ([i.opcode for i in _split(c.instructions(k.kernel))[0] if not sass.is_filler(i)]
+                   for c, k in (ft.compiled(fact), ft.compiled(written)))
+    k = write.index("CCTL.IVALL")
+    assert write[:k] + write[k + 1:] == read and write[k - 1] == "DEPBAR.LE"
+
+
+def _poll(*rows):
+    """A region body from (offset, text) rows, as the poll rule reads it."""
+    out = []
+    for offset, text in rows:
+        pred, _, rest = text.partition(" ") if text.startswith("@") else (None, "", text)
+        opcode, _, ops = rest.partition(" ")
+        out.append(SimpleNamespace(offset=offset, text=text, opcode=opcode, base_opcode=opcode.split(".")[0],
+                                   predicate=pred, operands=[o.strip() for o in ops.split(",")] if ops else []))
+    return out
+
+
+def test_a_poll_must_be_retried_in_the_region_on_the_votes_predicate():
+    good = [(0x820, "LDG.E.STRONG.GPU R11, desc[UR6][R2.64]"), (0x830, "ISETP.NE.AND P0, PT, R11, R18, PT"),
+            (0x840, "VOTE.ALL P0, !P0"), (0x850, "@!P0 BRA 0x820")]
+    assert fs._poll_loop_problems(_poll(*good), "LDG.E.STRONG.GPU", "VOTE.ALL") == []
+    other_predicate = good[:3] + [(0x850, "@!P1 BRA 0x820")]
+    assert fs._poll_loop_problems(_poll(*other_predicate), "LDG.E.STRONG.GPU", "VOTE.ALL") == [
+        "the branch back (@!P1 BRA 0x820) does not take the vote's predicate (VOTE.ALL P0, !P0)"]
+    elsewhere = good[:3] + [(0x850, "@!P0 BRA 0x830")]
+    assert "is not followed by a predicated branch back to the poll" in \
+        fs._poll_loop_problems(_poll(*elsewhere), "LDG.E.STRONG.GPU", "VOTE.ALL")[0]
+    busy = good[:1] + [(0x824, "IADD3 R2, R2, 0x4, RZ")] + good[1:]
+    assert fs._poll_loop_problems(_poll(*busy), "LDG.E.STRONG.GPU", "VOTE.ALL") == [
+        "the poll loop holds more than the poll, its compare and the vote: ['IADD3 R2, R2, 0x4, RZ']"]
 
 
 def test_a_trailing_opcode_before_the_unit_or_more_often_than_allowed_is_refused():
