@@ -141,7 +141,7 @@ class SmemProbe:  # pragma: no mutate block  (GPU only)
     def attribute(self, name: str) -> int:
         """A device attribute (CU_DEVICE_ATTRIBUTE_<name>) of this GPU."""
         err, value = self.drv.cuDeviceGetAttribute(getattr(self.drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"),
-                                                   self.index)
+                                                   self.drv.CUdevice(self.index))
         if int(err) != 0:
             raise RuntimeError(f"cuDeviceGetAttribute({name}) failed: {self.dl.driver_error(self.drv, err)}")
         return int(value)
