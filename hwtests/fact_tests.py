@@ -16,6 +16,7 @@ static checks, nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -31,16 +32,17 @@ KERNELS = Path(__file__).parent.parent / "kernels"
 
 def gpu_params(facts: list[factspec.FactSpec]) -> list:
     """``facts`` as the ``fact`` parameter of a GPU test: id the fact's name, marked with its arch (a
-    GPU of another arch skips it, saying so). Registers the GPU model's facts (scope "gpu") for
-    record mode."""
+    GPU of another arch skips it, saying so; a fact of any arch runs where the GPU's facts hold it).
+    Registers the GPU model's facts (scope "gpu") for record mode."""
     factspec.by_name(facts)  # a name declared twice is refused here, at collection
     factspec.register_scopes(facts)
-    return [pytest.param(f, id=f.name, marks=pytest.mark.arch(f.arch)) for f in facts]
+    return [pytest.param(f, id=f.name, marks=[pytest.mark.arch(f.arch)] if f.arch else []) for f in facts]
 
 
 def static_params(facts: list[factspec.FactSpec]) -> list:
-    """``facts`` as the ``fact`` parameter of a static test, id the fact's name."""
-    return [pytest.param(f, id=f.name) for f in facts]
+    """``facts`` as the ``fact`` parameter of a static test, id the fact's name; a fact of any arch once
+    per arch of factspec.STATIC_ARCHES (id ``<fact>-<arch>``), pinned to it."""
+    return [pytest.param(g, id=f.name if f.arch else f"{f.name}-{g.arch}") for f in facts for g in f.on_each_arch()]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -53,8 +55,10 @@ def measure(gpuprops, fact: factspec.FactSpec):
     if fact.statistic.lines is not None:
         band = {"all_lines": {"band": ml.ALL_LINES}, "near_tier": {}}[fact.statistic.lines]
         return ml.near_tier_latency(gpuprops, fact.name, fact.kernel, divisor=fact.per(), **band)
+    stop = {} if fact.min_launches is None else \
+        {"stop": dataclasses.replace(gpuprops.runner.stop, min_samples=fact.min_launches)}
     return gpuprops.measure(fact.name, fact.kernel(), divisor=fact.per(), mode=fact.statistic.mode, unit=fact.unit,
-                            transform=fact.transform)
+                            transform=fact.transform, **stop)
 
 
 def measure_and_check(gpuprops, fact: factspec.FactSpec, benchmark=None):
@@ -100,7 +104,10 @@ def require_clusters(gpuprops, spec):
 
 @functools.lru_cache(maxsize=None)
 def compiled(fact: factspec.FactSpec) -> tuple[sass.Cubin, object]:
-    """(``fact``'s build compiled for its arch, the KernelSpec it is launched with)."""
+    """(``fact``'s build compiled for its arch, the KernelSpec it is launched with). A fact of any arch
+    is compiled once pinned to each (``fact.on_each_arch()``, as static_params hands them out)."""
+    if fact.arch is None:
+        raise ValueError(f"fact {fact.name} is defined for any arch: compile it pinned to one (fact.on_each_arch())")
     spec = fact.build()
     cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, fact.arch, spec.defines).cubin, fact.arch,
                        name=f"{spec.source} {spec.defines}")

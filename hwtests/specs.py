@@ -111,9 +111,9 @@ FFMA_RATE_LAUNCHES = 41
 
 
 def ffma(ilp: int, warps_per_smsp: int) -> KernelSpec:
+    """FFMA chains (the ALU facts' launch: specs_alu.py says what the region holds)."""
     return KernelSpec("ffma.cu", "ffma", {"ILP": ilp, "UNROLL": FFMA_UNROLL}, grid=1, block=128 * warps_per_smsp,
-                      args=lambda cp: (cp.full(16, 0.5, dtype=cp.float32), cp.zeros(512, dtype=cp.float32)),
-                      region={"FFMA": FFMA_UNROLL * ilp})
+                      args=lambda cp: (cp.full(16, 0.5, dtype=cp.float32), cp.zeros(512, dtype=cp.float32)))
 
 
 REGBANK_NFFMA, REGBANK_ITERS = 128, 64
@@ -141,8 +141,6 @@ def launched_by_file() -> dict[str, dict[str, KernelSpec]]:
     file not named here gets every launched build; a build a file's tests launch but this leaves out
     is compiled by the test itself, and the run's prefetch line counts it."""
     return {
-        "test_alu.py": {f"ffma_ilp{i}": ffma(i, 1) for i in (1, 8)},
-        "test_alu_ops.py": {f"alu_{op}_ilp{i}": alu(op, i, 1) for op in ALU_OPS for i in (1, 8)},
         "test_mma_dtypes.py": {f"mma_{d}_ilp{i}": mma(d, i, 1) for d in MMA_DTYPES for i in range(1, 9)},
         "test_tensorcore.py": {**{f"hmma_ilp{i}": hmma(i, 1) for i in range(1, 9)},
                                **{f"hmma_ncu_ilp{i}": hmma(i, 1, HMMA_NCU_ITERS) for i in (1, 2, 3)}},
@@ -197,13 +195,13 @@ def _alu_inputs(op: str, ilp: int):
 
 
 def alu(op: str, ilp: int, warps_per_smsp: int, unroll: int = ALU_UNROLL) -> KernelSpec:
-    code, dtype, opcodes = ALU_OPS[op]
+    """``op``'s chains (the ALU facts' launch: specs_alu.py says what the region holds)."""
+    code, dtype, _ = ALU_OPS[op]
     block = 128 * warps_per_smsp
     passes = ALU_LATENCY_PASSES if ilp == 1 else 1
     return KernelSpec("alu_chain.cu", "alu_chain", {"OP": code, "ILP": ilp, "UNROLL": unroll, "PASSES": passes},
                       grid=1, block=block,
-                      args=lambda cp: (cp.asarray(_alu_inputs(op, ilp)), cp.zeros(block, dtype=dtype)),
-                      region={o: unroll * ilp for o in opcodes})
+                      args=lambda cp: (cp.asarray(_alu_inputs(op, ilp)), cp.zeros(block, dtype=dtype)))
 
 
 MMA_UNROLL = 64

@@ -1,35 +1,19 @@
 """Warp shuffle, MUFU (ex2, rsqrt, sin), DFMA and IMAD: dependent latency and cycles per instruction
-per SM sub-partition (kernels/alu_chain.cu), the FFMA facts' method per op.
+per SM sub-partition (kernels/alu_chain.cu), the FFMA facts' method per op. Each fact is one spec of
+specs_alu.OP_FACTS and one test here; their timed regions are checked without a GPU, on every arch,
+by test_static_alu.py.
 
 sin.approx.f32 is FMUL.RZ (the argument times 1/(2 pi)) then MUFU.SIN on every arch here: its facts
 are named mufu_sin_fmul_* and count one FMUL.RZ + one MUFU.SIN per step."""
 
+import fact_tests
 import pytest
-import specs
+import specs_alu
 
 pytestmark = pytest.mark.gpu
-U = specs.ALU_UNROLL
-THROUGHPUT_ILP, THROUGHPUT_WARPS = 8, 4
-STEP = {op: " + ".join(opcodes) for op, (_, _, opcodes) in specs.ALU_OPS.items()}
 
 
-@pytest.mark.fact("{op}_latency_cycles")
-@pytest.mark.parametrize("op", sorted(specs.ALU_OPS))
-def test_alu_dependent_latency(gpuprops, op, benchmark):
-    name = gpuprops.fact_name
-    m = gpuprops.measure(name, specs.alu(op, 1, 1), divisor=U)
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"{U} dependent steps of {STEP[op]}, each reading only the previous result, one warp; "
-                          f"cycles per step, pass {specs.ALU_LATENCY_PASSES} of {specs.ALU_LATENCY_PASSES} timed "
-                          "(instruction caches warm)")
-
-
-@pytest.mark.fact("{op}_smsp_cycles")
-@pytest.mark.parametrize("op", sorted(specs.ALU_OPS))
-def test_alu_cycles_per_smsp(gpuprops, op, benchmark):
-    name = gpuprops.fact_name
-    m = gpuprops.measure(name, specs.alu(op, THROUGHPUT_ILP, THROUGHPUT_WARPS),
-                         divisor=U * THROUGHPUT_ILP * THROUGHPUT_WARPS, mode="span")
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"{THROUGHPUT_ILP} independent chains of {STEP[op]} x {THROUGHPUT_WARPS} warps per SM "
-                          f"sub-partition, one block; cycles per step per sub-partition over the block's span")
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.gpu_params(specs_alu.OP_FACTS))
+def test_fact(gpuprops, fact, benchmark):
+    fact_tests.measure_and_check(gpuprops, fact, benchmark)

@@ -41,6 +41,9 @@ from . import sass
 from .kernel_spec import KernelSpec
 
 SCOPES = ("arch", "gpu")
+#: where the static checks compile a fact defined for any arch (``FactSpec.arch`` None): the archs with
+#: facts files and the pre-Hopper data-centre one (nvdisasm 13 reads sm_75 and newer)
+STATIC_ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90")
 
 # ----------------------------------------------------------------------------------------------
 # shapes: how the compiler lays a unit's instructions out in the timed region
@@ -360,7 +363,10 @@ class FactSpec:
     at) returns the KernelSpec to compile and launch, without its region: :meth:`kernel` adds it.
     ``divisor``: None divides by the region's steps (cycles per step). ``plot(measurement) -> (plot,
     point)`` adds a report plot point. ``scope``: "arch" (the SM's) or "gpu" (the GPU model's memory
-    system: record mode writes it to the GPU's section)."""
+    system: record mode writes it to the GPU's section). ``arch``: the one arch the fact is defined
+    for (a GPU of another skips it), or None: any arch whose facts file holds it, its region checked
+    on every arch of :data:`STATIC_ARCHES`. ``min_launches``: at least this many launches before the
+    stop rule may end (where launches differ by where the code is fetched from)."""
 
     name: str
     launch: Callable[..., KernelSpec]
@@ -369,16 +375,24 @@ class FactSpec:
     divisor: float | None = None
     statistic: Statistic = MEDIAN_OVER_WARPS
     scope: str = "arch"
-    arch: str = "sm_90"
+    arch: str | None = "sm_90"
     unit: str = "cycles"
     transform: Callable[[float], float] | None = None
     plot: Callable | None = None
+    min_launches: int | None = None
 
     def __post_init__(self):
         if not gp_facts._NAME.match(self.name):
             raise ValueError(f"fact name {self.name!r} must be lower_snake_case")
         if self.scope not in SCOPES:
             raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")
+        if self.min_launches is not None and self.min_launches < 1:
+            raise ValueError(f"fact {self.name}: min_launches {self.min_launches}; expected a positive count or None")
+
+    def on_each_arch(self) -> list[FactSpec]:
+        """The spec as its static checks take it, one per arch they compile for: itself where it has
+        one arch, else pinned to each of :data:`STATIC_ARCHES`."""
+        return [self] if self.arch is not None else [dataclasses.replace(self, arch=a) for a in STATIC_ARCHES]
 
     def kernel(self, line: int | None = None) -> KernelSpec:
         """The launch, with what its region must hold: the unit's exact counts, the shape's glue (and
@@ -406,7 +420,7 @@ class FactSpec:
         k = self.build()
         defines = " ".join(f"{d}={v}" for d, v in k.defines.items())
         launch = f"{k.grid} x {k.block}" + (f", clusters of {k.cluster}" if k.cluster is not None else "")
-        return {"fact": self.name, "scope": self.scope, "arch": self.arch, "kernel": f"{k.source} {defines}".strip(),
+        return {"fact": self.name, "scope": self.scope, "arch": self.arch or "any", "kernel": f"{k.source} {defines}".strip(),
                 "launch": launch, "region": f"{self.region.text(k.defines)} ({self.region.shape.name})",
                 "statistic": self.statistic.text(), "divisor": f"{self.per():g}", "unit": self.unit}
 

@@ -21,6 +21,7 @@ from pytest_gpuprops.timing import UncleanRegion, build_for_timing
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "hwtests"))
 import fact_tests as ft  # noqa: E402
+import specs_alu as sl  # noqa: E402
 import specs_async as sa  # noqa: E402
 import specs_sync_units as su  # noqa: E402
 
@@ -155,6 +156,37 @@ def test_a_spec_with_a_bad_name_or_scope_is_refused(bad, match):
 def test_a_statistic_it_cannot_measure_is_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         fs.Statistic(**bad)
+
+
+def test_a_fact_of_any_arch_is_checked_on_each_and_launched_on_any():
+    """arch None: the GPU test carries no arch mark (the GPU's facts say whether it applies), the
+    static checks take it once per arch of STATIC_ARCHES, pinned to it, and it is never compiled
+    unpinned."""
+    anywhere = _spec(arch=None)
+    pinned = anywhere.on_each_arch()
+    assert [f.arch for f in pinned] == list(fs.STATIC_ARCHES) and all(f.name == "x_cycles" for f in pinned)
+    assert _spec().on_each_arch() == [_spec()] and anywhere.row()["arch"] == "any"
+    (one,) = ft.gpu_params([anywhere])
+    assert one.marks == [] and ft.gpu_params([_spec()])[0].marks[0].args == ("sm_90",)
+    assert [p.id for p in ft.static_params([anywhere, _spec(name="y_cycles")])] == \
+        [f"x_cycles-{a}" for a in fs.STATIC_ARCHES] + ["y_cycles"]
+    with pytest.raises(ValueError, match="fact x_cycles is defined for any arch: compile it pinned to one"):
+        ft.compiled(anywhere)
+    assert {f.arch for f in sl.FACTS} == {None}
+
+
+def test_min_launches_sets_the_stop_rules_floor_and_nothing_else(monkeypatch):
+    from pytest_gpuprops.stats import StopRule
+    asked = []
+    gpuprops = SimpleNamespace(runner=SimpleNamespace(stop=StopRule()),
+                               measure=lambda name, spec, **kw: asked.append(kw))
+    ft.measure(gpuprops, _spec(min_launches=41))
+    ft.measure(gpuprops, _spec())
+    assert asked[0]["stop"] == dataclasses.replace(StopRule(), min_samples=41) and "stop" not in asked[1]
+    assert {k: v for k, v in asked[0].items() if k != "stop"} == asked[1]
+    assert [f.min_launches for f in sl.FACTS if f.min_launches] == [41]  # ffma_smsp_cycles
+    with pytest.raises(ValueError, match="min_launches 0; expected a positive count or None"):
+        _spec(min_launches=0)
 
 
 def test_a_fact_declared_twice_is_refused():
@@ -404,10 +436,12 @@ def test_the_fact_list_tool_prints_every_spec_and_one_whole(capsys):
     tool = load_tool("fact_specs")
     assert tool.main([]) == 0
     out = capsys.readouterr().out
-    assert out == fs.markdown(tool.all_facts()) and all(f"| `{f.name}` |" in out for f in FACTS.values())
+    every = tool.all_facts()
+    assert out == fs.markdown(every) and all(f"| `{f.name}` |" in out for f in FACTS.values())
+    assert {f.name for f in every} >= {f.name for f in sa.FACTS + su.FACTS + sl.FACTS}
     assert tool.main(["--fact", "tma_2d_store_4k_source_read_cycles"]) == 0
     one = capsys.readouterr().out
     assert "region:    UTMASTG.2D + UTMACMDFLUSH + DEPBAR.LE (lane0_bulk_group)\n" in one
     assert one.endswith(f"method:    {FACTS['tma_2d_store_4k_source_read_cycles'].method}\n")
     assert tool.main(["--fact", "tma_2d_store"]) == 2
-    assert f"no fact spec 'tma_2d_store'; {len(sa.FACTS) + len(su.FACTS)} facts are specs" in capsys.readouterr().err
+    assert f"no fact spec 'tma_2d_store'; {len(every)} facts are specs" in capsys.readouterr().err

@@ -222,6 +222,7 @@ def _item(file: str, name: str = "test_x", **params):
 
 def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
     """hwtests/conftest.py's session prefetch: a selection compiles its own builds, nothing else."""
+    import specs_alu
     import specs_async
     import specs_sync_units
 
@@ -247,6 +248,11 @@ def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
     assert keys([_item("test_async_units.py", "test_fact", fact=specs_async.FACTS[0]),
                  _item("test_dpx_atomics_const.py", "test_fact", fact=specs_sync_units.FACTS[0])], "sm_86") == \
         {("sm_86", src, d) for _, src, d in always}
+    # a fact of any arch (the ALU facts): its build on whatever arch the GPU is
+    ffma = specs_alu.FFMA_FACTS[0]
+    for arch in ("sm_86", "sm_90"):
+        assert keys([_item("test_alu.py", "test_fact", fact=ffma)], arch) - keys([], arch) == \
+            {(arch, "ffma.cu", tuple(sorted(ffma.build().defines.items())))}
     # the stresses: the FFMA and stream kernels, and the wgmma stress for sm_90a on sm_90
     stresses = keys([_item("test_throughput_and_clocks.py")]) - always
     assert {src for _, src, _ in stresses} == {"stress_ffma.cu", "stream_bandwidth.cu"}
@@ -324,19 +330,22 @@ def test_the_builds_made_beside_the_tests_are_the_wgmma_files_own():
     assert gpu_builds(items, "sm_86", per_test_only=True) == []
 
 
-def test_the_static_prefetch_foresees_the_sm_90_units_builds_as_launched():
+def test_the_static_prefetch_foresees_each_fact_specs_build_as_launched():
     """hwtests/conftest.py's _static_builds: a static test of a fact spec (the asynchronous and
-    synchronous units) compiles its fact's build for sm_90 and patches it for timing; the prefetch
-    reads both in its batches instead of each test reading its own alone. A static test of those
+    synchronous units on sm_90, an ALU fact pinned to each arch) compiles its fact's build for the
+    fact's arch and patches it for timing; the prefetch reads both in its batches instead of each
+    test reading its own alone. A static test of those
     files that takes no fact is not foreseen (it compiles what it needs itself)."""
     import specs_async
     import specs_sync_units
     static_builds = _hwtests_conftest()._static_builds
+    import specs_alu
     for file, fact in (("test_static_async_units.py", specs_async.FACTS[-1]),
-                       ("test_static_dpx_atomics_const.py", specs_sync_units.FACTS[-1])):
+                       ("test_static_dpx_atomics_const.py", specs_sync_units.FACTS[-1]),
+                       ("test_static_alu.py", specs_alu.FACTS[-1].on_each_arch()[1])):
         spec = fact.build()
         (build, patched), = static_builds(_item(file, "test_region_holds_what_the_fact_measures", fact=fact), specs, {})
-        assert (build.source.name, build.arch, dict(build.defines)) == (spec.source, "sm_90", {k: str(v) for k, v in spec.defines.items()})
+        assert (build.source.name, build.arch, dict(build.defines)) == (spec.source, fact.arch, {k: str(v) for k, v in spec.defines.items()})
         assert (patched.kernel, patched.defines, patched.region, patched.region_check) == \
             (spec.kernel, spec.defines, spec.region, spec.region_check)
     assert static_builds(_item("test_static_dpx_atomics_const.py", "test_throughput_builds_run_their_trips_and_differ_only_in_them",
