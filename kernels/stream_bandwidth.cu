@@ -221,6 +221,7 @@ __device__ __forceinline__ uint4 tp_load_cg(const uint4* p) {
         _Pragma("unroll") for (int u = 0; u < UNROLL; ++u) {                               \
             const unsigned long long j = (I) + u * apart;                                  \
             if (!(CHECKED) || j < limit) v[u] = tp_load(src + j, policy);                  \
+            else if (GUARD == GUARD_TAIL) v[u] = make_uint4(0u, 0u, 0u, 0u);               \
         }                                                                                  \
         _Pragma("unroll") for (int u = 0; u < UNROLL; ++u) {                               \
             const unsigned long long j = (I) + u * apart;                                  \
