@@ -35,7 +35,7 @@ def _builds_of(item) -> list:
     params, name = getattr(getattr(item, "callspec", None), "params", {}), item.originalname
     if name == "test_stress_ffma_loop_is_the_counted_ffmas":
         return [("stress_ffma.cu", params["arch"], workloads.FFMA_DEFINES)]
-    if name == "test_stress_wgmma_loop_is_the_counted_gmma":
+    if name in ("test_stress_wgmma_loop_is_the_counted_gmma", "test_stress_wgmma_stamps_after_the_whole_block"):
         return [("stress_ffma.cu", "sm_90a", workloads.wgmma_defines(params["dtype"]))]
     if name == "test_stress_wgmma_fits_one_block_per_sm_with_all_its_warpgroups":
         return [("stress_ffma.cu", "sm_90a", workloads.wgmma_defines("bf16"))]
@@ -89,6 +89,34 @@ def test_stress_wgmma_loop_is_the_counted_gmma(dtype):
     assert {(i.operands[0], i.operands[2]) for i in gmma} == {(gmma[0].operands[0],) * 2}
     assert "serializ" not in compiled.log.lower(), compiled.log  # ptxas did not serialize the wgmma chain
     assert workloads.wgmma_flops(1, 1, 1, 1, 1, workloads.WGMMA_N, k) == 2 * 64 * 256 * k
+
+
+def stamps_without_a_barrier_first(instrs) -> list:
+    """The stamps (reads of %globaltimer) reached, going back from them, by tensor work (a GMMA or the
+    wait for one) before a block barrier: each interval they close left some warpgroup's work out."""
+    bad = []
+    for n, i in enumerate(instrs):
+        if "SR_GLOBALTIMERLO" not in i.text:
+            continue
+        for j in reversed(instrs[:n]):
+            if j.base_opcode == "BAR":
+                break
+            if "GMMA" in j.opcode or j.opcode.startswith("WARPGROUP"):
+                bad.append(i)
+                break
+    return bad
+
+
+@pytest.mark.parametrize("dtype", list(workloads.WGMMA_DTYPES))
+def test_stress_wgmma_stamps_after_the_whole_block(dtype):
+    """Thread 0 (warpgroup 0) stamps; a block barrier first makes the stamp wait for every warpgroup's
+    wgmma chain, so a launch's stamps bracket all its work (the span its rate is read over)."""
+    _, instrs = listing("stress_ffma.cu", "sm_90a", "stress_wgmma", workloads.wgmma_defines(dtype))
+    stamps = [i for i in instrs if "SR_GLOBALTIMERLO" in i.text]
+    assert len(stamps) == 2, [i.text for i in stamps]  # the start, and the one after each sample's loop
+    assert stamps_without_a_barrier_first(instrs) == []
+    # the check itself: the same listing without its barriers leaves the stamp after the loop unbracketed
+    assert stamps_without_a_barrier_first([i for i in instrs if i.base_opcode != "BAR"]) == stamps[1:]
 
 
 def test_stress_wgmma_fits_one_block_per_sm_with_all_its_warpgroups():

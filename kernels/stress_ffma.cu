@@ -11,6 +11,10 @@
 //                a wgmma.fence and a commit_group + wait_group 0. WGMMA_DTYPE 0: bf16 (k16,
 //                HGMMA.64x256x16.F32.BF16), 1: e4m3 (k32, QGMMA.64x256x32.F32.E4M3.E4M3). One
 //                warpgroup does SAMPLES * iters * UNROLL instructions of 2 * 64 * 256 * K FLOPs.
+//                A block barrier before each stamp: thread 0 (warpgroup 0) stamps only once every
+//                warpgroup has finished the sample's work, so each interval brackets the whole
+//                block's work and a launch's span (first stamp to last) covers all of it, the span
+//                the tensor stress's rate is read over (throughput.stress_reading).
 //
 // Launch arguments (both): stamps (u64, gridDim.x * (SAMPLES + 1) * 2), smids (u32, gridDim.x),
 // out (f32, never written in practice: keeps the arithmetic alive), iters (loop trips per sample).
@@ -50,6 +54,12 @@ __device__ __forceinline__ void tp_stamp(unsigned long long* stamps, int k) {
         p[0] = c;
         p[1] = g;
     }
+}
+
+// The whole block arrives, then thread 0 stamps: the stamp brackets every warp's work before it.
+__device__ __forceinline__ void tp_stamp_block(unsigned long long* stamps, int k) {
+    __syncthreads();
+    tp_stamp(stamps, k);
 }
 
 __device__ __forceinline__ void tp_smid(unsigned* smids) {
@@ -151,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(128 * WARPGROUPS, 1)
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0.f;
     tp_smid(smids);
-    tp_stamp(stamps, 0);
+    tp_stamp_block(stamps, 0);
 #pragma unroll 1
     for (int s = 0; s < SAMPLES; ++s) {
 #pragma unroll 1
@@ -164,7 +174,7 @@ extern "C" __global__ void __launch_bounds__(128 * WARPGROUPS, 1)
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         }
-        tp_stamp(stamps, s + 1);
+        tp_stamp_block(stamps, s + 1);
     }
     float sum = 0.f;
 #pragma unroll
