@@ -2,7 +2,9 @@
 load, and what all its SMs do per second (FFMA, dense bf16 and e4m3 wgmma, DRAM read and copy, L2
 read). pytest_gpuprops/throughput.py measures them (its docstring has the method); the kernels are
 kernels/stress_ffma.cu and kernels/stream_bandwidth.cu, and hwtests/test_static_throughput.py checks
-without a GPU that their loops hold what these facts count.
+without a GPU that their loops hold what these facts count. Every rate carries the SM clock of the same
+launches it counts, and a rate above its ceiling at that clock, or a clock above the GPU's maximum, is
+ERROR, not a pass (assertions.evaluate, ceilings.impossible_reading).
 
 They depend on the SKU (SM count, clocks, power limit, memory), not only on the arch: record mode
 files them under the GPU's section. `pytest hwtests -m validation` takes about 24 s on an H100 or
@@ -163,9 +165,10 @@ def test_ffma_tflops(gpuprops, gpu, device):
 @pytest.mark.arch("sm_90")
 @pytest.mark.fact(RATE_FACTS["wgmma_bf16"])
 def test_wgmma_bf16_dense_tflops_under_the_tensor_stress(gpuprops, gpu, device, tensor_stress):
-    """The tensor stress's own rate in its sustained windows: the same load the bf16 rate measured
-    apart after the cap settled (6.5 s more), and the same value within 0.75 % over eleven runs on
-    three units (docs/performance.md)."""
+    """The tensor stress's own rate in its sustained windows, at the clock of the median-rate window's
+    own launches (not the stress's sustained clock, a median of other windows): the same load the bf16
+    rate measured apart after the cap settled (6.5 s more), and the same value within 0.75 % over
+    eleven runs on three units (docs/performance.md)."""
     name = gpuprops.fact_name
     m = tp.stress_rate(tensor_stress, name)
     gpuprops.check(name, m, method=throughput_text.stress_rate_method(m, gpu.arch, gpu.sm_count, device.sheet))

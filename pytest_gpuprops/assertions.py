@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
+from .ceilings import IMPOSSIBLE_CLOCK, IMPOSSIBLE_RATE, impossible_reading
 from .facts import Fact
 from .measure import Measurement
 
 PASS, FAIL, NOISY, SCHEDULE_CHANGED, RECORDED = "PASS", "FAIL", "NOISY", "SCHEDULE CHANGED", "RECORDED"
 #: a failure that did not reproduce when measured again: the method, not the hardware, is in doubt
 UNSTABLE = "UNSTABLE"
-#: a test that failed or errored outside the verdict layer (a plain assert, a launch error)
+#: a test that failed or errored outside the verdict layer (a plain assert, a launch error), or a
+#: physically impossible reading (ceilings.impossible_reading: flagged, never passed or failed)
 ERROR = "ERROR"
 SKIPPED = "SKIPPED"
 #: a fact in time units (MHz, TFLOP/s, GB/s) that failed while NVML reported the clocks held down
@@ -53,6 +55,12 @@ class ScheduleChanged(AssertionError):
 
 class UnstableMeasurement(AssertionError):
     """A measurement failed its fact, but measuring again did not reproduce the failure."""
+
+
+class ImpossibleReading(AssertionError):
+    """A reading the hardware cannot give: a rate above its ceiling at the clock read beside it, or a
+    clock above the GPU's maximum. The method is at fault (the rate and the clock were read over
+    different work, or the clock64 / %globaltimer ratio is off), so it neither holds nor fails the fact."""
 
 
 @dataclasses.dataclass
@@ -113,8 +121,10 @@ class Verdict:
         return self.status + "".join(f" ({f})" for f in self.flags)
 
     def message(self) -> str:
+        impossible = any(f.startswith((IMPOSSIBLE_RATE, IMPOSSIBLE_CLOCK)) for f in self.flags)
         head = {FAIL: "does not hold", NOISY: "could not be measured reliably",
-                SCHEDULE_CHANGED: "compiler schedule changed", ERROR: "errored",
+                SCHEDULE_CHANGED: "compiler schedule changed",
+                ERROR: "gave a physically impossible reading" if impossible else "errored",
                 UNSTABLE: "failed once but did not fail again when measured again",
                 THROTTLED: "does not hold, measured while the GPU's clocks were held down"}.get(self.status, self.status)
         lines = [f"fact {self.fact} on {self.arch} {head}:"]
@@ -129,6 +139,8 @@ class Verdict:
         lines += [f"  method:   {self.method}", f"  source:   {self.source}"]
         if self.status in (FAIL, THROTTLED) and self.unit in CHECK_HINTS:
             lines.append(f"  check:    {CHECK_HINTS[self.unit]}")
+        elif impossible:
+            lines.append(f"  check:    {IMPOSSIBLE_HINT}")
         if self.reproduce:
             lines.append(f"  reproduce: {self.reproduce}")
         return "\n".join(lines)
@@ -143,6 +155,10 @@ class Verdict:
 BEYOND_UNITS = "beyond the units measured so far"
 #: the flag of a population fact's FAIL: the unit is outside the SKU's recorded population
 OFF_POPULATION = "outside the SKU's recorded population"
+#: what to look at when a reading is physically impossible
+IMPOSSIBLE_HINT = ("whether the rate and the SM clock beside it were read over the same launches (measurement.launch: "
+                   "kernel_mhz per repeat, rate_windows_mhz per stress window) and the clock64 / %globaltimer stamps "
+                   "they came from; a clock over the maximum: nvidia-smi -q -d CLOCK")
 #: an SM clock this far under the GPU's maximum has fallen (NVML's clock steps are 15 MHz, < 1 %)
 CLOCK_FELL = 0.01
 
@@ -163,7 +179,14 @@ def clock_fell(fact: Fact, m: Measurement, max_sm_clock_mhz: float | None) -> bo
 def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mhz: float | None = None) -> Verdict:
     """Compare a measurement's median with a measured fact. A fact in a time unit that fails is
     THROTTLED only where the clock it depends on fell (:func:`clock_fell`); otherwise it is a FAIL
-    that names the throttle reasons seen as context."""
+    that names the throttle reasons seen as context.
+
+    The guard: a reading that cannot be (ceilings.impossible_reading: a rate above SMs x its work per SM
+    per clock at the SM clock recorded beside it, or a clock, its own or a rate's, above
+    ``max_sm_clock_mhz`` + 0.5 MHz) is ERROR, flagged "physically impossible reading: ...", whatever
+    the tolerance says: such a rate passing its band would hide that it was not read at the clock it
+    states (H100 bf16 893.6 TFLOP/s beside 1617 MHz: 102.2 % of 874.3), and failing it would blame the
+    GPU for the method's fault. The SM count comes from the measurement (``launch["sm_count"]``)."""
     flags = []
     if m.throttle:
         flags.append("throttled: " + "+".join(m.throttle))
@@ -188,6 +211,10 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
         else:
             flags.append(f"{BEYOND_UNITS} ({lo:g} .. {hi:g}): inside the band, past every unit recorded; "
                          "tools/unit_values.py lists such readings")
+    impossible = impossible_reading(fact.name, fact.unit, m.median, arch=fact.arch, sms=m.launch.get("sm_count"),
+                                    clock_mhz=m.sm_clock_mhz, max_sm_clock_mhz=max_sm_clock_mhz)
+    if impossible:
+        status, flags[:0] = ERROR, impossible
     # a memory-system latency is fixed in ns: its cycles follow the SM clock, so the ns are said beside them
     ns = (f"; {m.median / m.sm_clock_mhz * 1e3:.1f} ns" if fact.scope == "gpu" and fact.unit == "cycles"
           and m.sm_clock_mhz else "")
@@ -271,6 +298,8 @@ def raise_for(v: Verdict) -> None:
         raise ScheduleChanged(v.message())
     if v.status == UNSTABLE:
         raise UnstableMeasurement(v.message())
+    if v.status == ERROR:
+        raise ImpossibleReading(v.message())
 
 
 # ----------------------------------------------------------------------------------------------

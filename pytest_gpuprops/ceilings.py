@@ -140,6 +140,6 @@ def impossible_reading(name: str, unit: str, value: float, *, arch: str, sms: in
     if ceiling is not None and value > ceiling:
         per = rate.per_sm_clk(arch)
         what = "B" if rate.work == BYTES else "FLOP"
-        flags.append(f"{IMPOSSIBLE_RATE}: {value:.4g} {unit} is {100 * value / ceiling:.2f} % of {ceiling:.6g}, the "
+        flags.append(f"{IMPOSSIBLE_RATE}: {value:g} {unit} is {100 * value / ceiling:.2f} % of {ceiling:.6g}, the "
                      f"ceiling of {sms} SMs x {per} {what}/clk at the {clock_mhz:g} MHz read beside it")
     return flags

@@ -235,8 +235,8 @@ class FactChecker:
                              value=round(m.median, 3), tolerance_abs=tol_abs, tolerance_rel=tol_rel)
         self._state.results.recorded[name] = fact
         _pending(self._request.node)["recorded"].append(dataclasses.asdict(fact))
-        v = assertions.evaluate(fact, m)
-        v.status = assertions.RECORDED if v.status != assertions.NOISY else v.status
+        v = assertions.evaluate(fact, m, max_sm_clock_mhz=info.max_sm_clock_mhz)
+        v.status = assertions.RECORDED if v.status not in (assertions.NOISY, assertions.ERROR) else v.status
         return v
 
     def check_model(self, name: str, cases, *, tolerance_rel: float, unit: str, method: str, source: str,

@@ -1,12 +1,13 @@
 """Rate arithmetic, no GPU in it: work over time in a fact's unit, one repeat's value from the L2
-read's windows and their spread, and a stress's own rate over its sustained part (whole and in
-windows) from its launches' %globaltimer spans.
+read's windows and their spread, a stress's own rate over its sustained part (whole and in windows)
+from its launches' %globaltimer spans, each window's rate paired with the clock of the same launches,
+and the median rate with its own clock.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .stats import relative_noise
 
@@ -69,23 +70,62 @@ def sustained_rate(spans: Sequence[tuple[int, int]], work_per_launch: float, uni
 RATE_WINDOWS = 5
 
 
-def window_rates(spans: Sequence[tuple[int, int]], work_per_launch: float, unit: str,
-                 windows: int = RATE_WINDOWS, from_s: float | None = None) -> list[float]:
-    """A stress's own rate in each of ``windows`` equal windows of its sustained part (the second half
-    of its launches' time, or from ``from_s`` on: where its sustained clock is read): the work of the
-    launches that started in a window over their span. ``spans`` as :func:`sustained_rate`'s; []
-    when a window holds no launch."""
+def window_launches(spans: Sequence[tuple[int, int]], windows: int = RATE_WINDOWS,
+                    from_s: float | None = None) -> list[list[int]]:
+    """Which launches make each of ``windows`` equal windows of a stress's sustained part (the second half
+    of its launches' time, or from ``from_s`` on): the indices of those that started in it. ``spans`` as
+    :func:`sustained_rate`'s; [] when a window holds no launch, or its launches span no time."""
     if len(spans) < 2:
         return []
     end = max(e for _, e in spans)
     half = _sustained_start(spans, from_s)
     width = (end - half) / windows
-    rates = []
+    members = []
     for k in range(windows):
         lo, hi = half + k * width, half + (k + 1) * width
-        inside = [sp for sp in spans if lo <= sp[0] < hi or (k == windows - 1 and sp[0] == hi)]
-        span_ns = max((e for _, e in inside), default=0) - min((s for s, _ in inside), default=0)
-        if not inside or span_ns <= 0:
+        inside = [i for i, sp in enumerate(spans) if lo <= sp[0] < hi or (k == windows - 1 and sp[0] == hi)]
+        if not inside or max(spans[i][1] for i in inside) <= min(spans[i][0] for i in inside):
             return []
-        rates.append(per_second(work_per_launch * len(inside), span_ns / 1e9, unit))
-    return rates
+        members.append(inside)
+    return members
+
+
+def launches_rate(spans: Sequence[tuple[int, int]], launches: Sequence[int], work_per_launch: float,
+                  unit: str) -> float:
+    """The rate of some of a stress's launches: their work over their span (first start to last end)."""
+    span_ns = max(spans[i][1] for i in launches) - min(spans[i][0] for i in launches)
+    return per_second(work_per_launch * len(launches), span_ns / 1e9, unit)
+
+
+def window_rates(spans: Sequence[tuple[int, int]], work_per_launch: float, unit: str,
+                 windows: int = RATE_WINDOWS, from_s: float | None = None) -> list[float]:
+    """A stress's own rate in each of ``windows`` equal windows of its sustained part (the second half
+    of its launches' time, or from ``from_s`` on: where its sustained clock is read): the work of the
+    launches that started in a window over their span (:func:`window_launches`); [] when a window
+    holds no launch."""
+    return [launches_rate(spans, w, work_per_launch, unit) for w in window_launches(spans, windows, from_s)]
+
+
+def window_pairs(spans: Sequence[tuple[int, int]], launches_clock: Callable[[Sequence[int]], float],
+                 work_per_launch: float, unit: str, windows: int = RATE_WINDOWS,
+                 from_s: float | None = None) -> list[tuple[float, float]]:
+    """Each window's (rate, SM clock), both of the same launches (:func:`window_launches`): the rate
+    as :func:`window_rates`, the clock ``launches_clock(indices)`` (clocks.launches_clock over those
+    launches' stamps). Reading the clock over other windows (equal time bins, split by count: the
+    sustained clock's) pairs a rate with a clock it did not run at; [] when a window holds no launch."""
+    return [(launches_rate(spans, w, work_per_launch, unit), float(launches_clock(w)))
+            for w in window_launches(spans, windows, from_s)]
+
+
+def median_pair(pairs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The median rate with the clock it was read at: the (rate, clock) of the median-rate window or
+    repeat; of an even count, the means of the two middle ones' rates and clocks (the ceiling is linear
+    in the clock, so a mean of two possible readings is possible at the mean clock)."""
+    if not pairs:
+        raise ValueError("no (rate, clock) pairs")
+    ranked = sorted(pairs, key=lambda p: p[0])
+    mid = len(ranked) // 2
+    if len(ranked) % 2:
+        return float(ranked[mid][0]), float(ranked[mid][1])
+    (r0, c0), (r1, c1) = ranked[mid - 1], ranked[mid]
+    return (r0 + r1) / 2, (c0 + c1) / 2

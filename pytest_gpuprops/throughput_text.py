@@ -81,6 +81,10 @@ def _placement_timing(m: Measurement) -> str:
     return text
 
 
+#: how the clock beside a median of an even count is taken (rates.median_pair)
+_EVEN = ", the mean of the middle two's for an even count"
+
+
 def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | None) -> str:
     """A throughput fact's method text: what one launch does, the timing, the clock, the datasheet fraction."""
     ln = m.launch
@@ -91,8 +95,10 @@ def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | Non
     else:
         timing = (f"{heat}launches of ~{ln['launch_s'] * 1e3:.1f} ms, {ln['launches']} back to back between CUDA "
                   f"events per repeat, median of {m.n} repeats")
+    timed = "timed launch" if ln.get("placements") else "launch"
     text = (f"{ln['kernel']} ({ln['source']}) on every SM: grid {ln['grid']} x {ln['block']} threads, {what}; "
-            f"{timing}; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block; NVML {ln.get('nvml_mhz')} MHz)")
+            f"{timing}; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block over every {timed} of the "
+            f"median-rate repeat{_EVEN if m.n % 2 == 0 else ''}; NVML {ln.get('nvml_mhz')} MHz)")
     frac = fraction_text(ln["kind"], m.median, arch, sm_count, m.sm_clock_mhz, sheet)
     return text + (f"; {frac}" if frac else "")
 
@@ -135,7 +141,8 @@ def stress_rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datashee
             f"{_WHAT[ln['kind']](ln)}; the load of the sustained-clock stress (launches of ~{ln['launch_s'] * 1e3:.0f} "
             f"ms two deep for {ln['duration_s']:g} s after {ln['idle_s']:g} s idle): its rate in each of the "
             f"{len(m.values)} windows of {sustained_part_text(ln)}, each the work of the launches that started in it over "
-            f"their %globaltimer span, median of the windows; SM clock {m.sm_clock_mhz} MHz (the stress's "
-            "sustained clock)")
+            f"their %globaltimer span, median of the windows; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer "
+            f"over the median-rate window's own launches{_EVEN if m.n % 2 == 0 else ''}; the stress's sustained clock "
+            f"{ln.get('stress_sustained_mhz')} MHz)")
     frac = fraction_text(ln["kind"], m.median, arch, sm_count, m.sm_clock_mhz, sheet)
     return text + (f"; {frac}" if frac else "")

@@ -139,3 +139,24 @@ def test_clock_sampler_keeps_samples_without_a_clock_for_their_reasons():
     with clocks.ClockSampler(lambda: (["sw_thermal_slowdown"], None), period_s=0.001) as s:
         time.sleep(0.005)
     assert s.series() == [] and s.reasons() == ["sw_thermal_slowdown"]
+
+
+def test_launches_clock_weights_each_launch_by_its_time():
+    # one launch of 1 ms at 1980 MHz and one of 3 ms at 1500 MHz: (1.98M + 4.5M) cycles over 4 ms
+    fast = [[(0, 0), (1_980_000, 1_000_000)]]
+    slow = [[(10_000_000, 2_000_000), (14_500_000, 5_000_000)]]
+    assert clocks.launches_clock([fast, slow]) == pytest.approx(1620.0)
+    assert clocks.launches_clock([fast]) == pytest.approx(1980.0)
+    with pytest.raises(ValueError, match="must be .launches, blocks, stamps, 2."):
+        clocks.launches_clock(fast)
+
+
+def test_launches_clock_reads_as_block_intervals_and_clock_mhz_do():
+    # STAMPS as two launches (the second one 5 ms later, at 1755 MHz), an interval without time left out in both
+    later = [[(c + 9_000_000 + (g - 10_000) * 1755 // 1000, g + 5_000_000) for c, g in block] for block in STAMPS]
+    by_lists = clocks.clock_mhz(clocks.block_intervals(STAMPS) + clocks.block_intervals(later))
+    assert clocks.launches_clock([STAMPS, later]) == pytest.approx(by_lists, rel=1e-12)
+    with pytest.raises(ValueError, match=r"launch 1, block 0: stamp 1 \(4, 200\) is before stamp 0 \(5, 100\)"):
+        clocks.launches_clock([[[(0, 0), (1, 1)]], [[(5, 100), (4, 200)]]])
+    with pytest.raises(ValueError, match="unknown"):
+        clocks.launches_clock([[[(0, 100), (1000, 100)]]])  # %globaltimer never moved

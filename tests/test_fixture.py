@@ -265,6 +265,17 @@ def test_a_noisy_measurement_in_record_mode_says_noisy_not_recorded():
     assert checker.verdicts[0].status == assertions.NOISY
 
 
+def test_an_impossible_reading_in_record_mode_is_an_error_not_a_recording():
+    """A clock above the GPU's maximum (NVML's 1980 MHz + 0.5) cannot be recorded as a fact silently."""
+    checker, _ = _checker(None, state=_State(record_path="r.toml"))
+    with pytest.raises(assertions.ImpossibleReading, match="gave a physically impossible reading"):
+        checker.check("sustained_sm_clock_ffma_mhz", _given([1995.08] * 5, unit="MHz"))
+    assert checker.verdicts[0].status == assertions.ERROR
+    assert checker.verdicts[0].flags == ["physically impossible reading: a clock above the GPU's maximum: 1995.1 MHz, "
+                                         "over the 1980 MHz NVML reports (+ 0.5 MHz reading)"]
+    assert checker.check("sustained_sm_clock_tensor_mhz", _given([1980.4] * 5, unit="MHz")).status == assertions.RECORDED
+
+
 def test_expected_reads_the_facts_file_outside_record_mode_even_after_a_recording():
     state = _State()
     state.results.recorded["lds"] = gp_facts.Fact(name="lds", arch="sm_99", unit="cycles", method="m", source="s",

@@ -70,3 +70,40 @@ def test_window_rates_split_the_second_half_into_equal_windows():
     assert rates.window_rates(spans, 1e12, "TFLOP/s", from_s=10.0) == pytest.approx([1.0, 3 / 4, 1 / 2, 2 / 4, 1 / 2])
     # a window no launch started in: no rates at all, rather than a median over fewer windows
     assert rates.window_rates([(0, 10**9), (10**9, 10 * 10**9)], 1e12, "TFLOP/s") == []
+
+
+def test_window_launches_are_the_launches_each_rate_window_counts():
+    spans = [(k * 10**9, (k + 1) * 10**9) for k in range(15)] + [(15 * 10**9 + 2 * k * 10**9, 17 * 10**9 + 2 * k * 10**9)
+                                                                  for k in range(5)]
+    # as in the test above: launches started at 13, 14 | 15, 17 | 19 | 21 | 23 s (indices 13, 14 | 15, 16 | ...)
+    assert rates.window_launches(spans) == [[13, 14], [15, 16], [17], [18], [19]]
+    assert rates.window_launches(spans, windows=1) == [[13, 14, 15, 16, 17, 18, 19]]
+    assert rates.window_launches(spans[:1]) == []
+    assert rates.window_launches([(0, 10**9), (10**9, 10 * 10**9)]) == []  # a window no launch started in
+    assert rates.launches_rate(spans, [15, 16], 1e12, "TFLOP/s") == pytest.approx(0.5)  # 2 launches over 15-19 s
+
+
+def test_window_pairs_read_each_windows_clock_over_its_own_launches():
+    # four launches of 1 s of work: the first two at 1500 MHz, the last two at 1900 (their clocks given per launch)
+    spans = [(k * 10**9, (k + 1) * 10**9) for k in range(4)]
+    launch_mhz = [1500.0, 1500.0, 1900.0, 1900.0]
+    asked = []
+
+    def launches_clock(launches):
+        asked.append(list(launches))
+        return sum(launch_mhz[i] for i in launches) / len(launches)  # equal-length launches: the plain mean
+
+    pairs = rates.window_pairs(spans, launches_clock, 1e12, "TFLOP/s", windows=2, from_s=0.0)
+    assert asked == [[0, 1], [2, 3]]  # the clock is asked of exactly the launches the rate counts
+    assert pairs == [(pytest.approx(1.0), 1500.0), (pytest.approx(1.0), 1900.0)]
+    assert rates.window_pairs(spans[:1], launches_clock, 1e12, "TFLOP/s") == []
+
+
+def test_median_pair_keeps_the_median_rate_with_its_own_clock():
+    # the median rate (860) ran at 1600 MHz; the median clock (1620) is another window's
+    pairs = [(860.0, 1600.0), (870.0, 1640.0), (850.0, 1620.0), (880.0, 1650.0), (840.0, 1617.0)]
+    assert rates.median_pair(pairs) == (860.0, 1600.0)
+    # an even count: the two middle rates' mean, at their clocks' mean
+    assert rates.median_pair([(10.0, 1000.0), (30.0, 1600.0), (20.0, 1400.0), (40.0, 1900.0)]) == (25.0, 1500.0)
+    with pytest.raises(ValueError):
+        rates.median_pair([])

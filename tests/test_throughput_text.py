@@ -32,7 +32,8 @@ def test_rate_method_states_shape_timing_clock_and_fractions():
     text = throughput_text.rate_method(_rate("wgmma_bf16", 900.0), "sm_90", 132, H100)
     for part in ("stress_wgmma (stress_ffma.cu) on every SM: grid 132 x 256 threads",
                  "wgmma m64n256k16 bf16", "launches of ~5.1 ms, 4 back to back", "median of 5 repeats",
-                 "SM clock 1755.0 MHz", "NVML 1755.0 MHz", "0.910 of the H100 SXM5 80GB datasheet's 989.4 TFLOP/s",
+                 "SM clock 1755.0 MHz (clock64 / %globaltimer per block over every launch of the median-rate repeat; "
+                 "NVML 1755.0 MHz)", "0.910 of the H100 SXM5 80GB datasheet's 989.4 TFLOP/s",
                  "0.948 of 132 SMs x 4096 FLOP/cycle at the 1755 MHz"):
         assert part in text, (part, text)
     mem = throughput_text.rate_method(_rate("dram_copy", 3000.0, buffer_bytes=2**30, kernel="stream_copy"), "sm_90", 132, H100)
@@ -73,8 +74,26 @@ def test_rate_method_of_a_placed_rate_states_the_windows_their_timing_and_spread
         "one untimed launch that reads it once, then 1 launch of ~1.0 ms between CUDA events; a repeat's value is "
         "the mean of the 64 windows' rates, median of 6 repeats; the windows' rates (each the median over repeats) "
         "7045.2-7446.8 GB/s, 5.53 % apart (relative std 1.21 %); SM clock 1980.0 MHz (clock64 / %globaltimer per "
-        "block; NVML 1980.0 MHz)")
+        "block over every timed launch of the median-rate repeat, the mean of the middle two's for an even count; "
+        "NVML 1980.0 MHz)")
     # without placements (a recording's older launch): the one buffer, as before
     one = throughput_text.rate_method(Measurement.given("l2_read_gbps", [7250.0] * 5, unit="GB/s", launch=dict(
         launch, placements=None, buffer_bytes=13_107_200)), "sm_90", 132, H100)
     assert "over a 12.5 MiB buffer (L2 / 4), read again and again; launches of ~1.0 ms, 1 back to back" in one
+
+
+def test_stress_rate_method_states_the_clock_of_the_median_rate_window():
+    launch = {"kind": "wgmma_bf16", "kernel": "stress_wgmma", "source": "stress_ffma.cu", "defines": {}, "grid": 132,
+              "block": 256, "launch_s": 0.0557, "duration_s": 6.0, "idle_s": 0.25, "sustained_from_s": 1.0,
+              "stress_sustained_mhz": 1588.9}
+    m = Measurement.given("wgmma_bf16_dense_tflops", [855.5, 850.0, 860.0, 858.0, 852.0], unit="TFLOP/s",
+                          sm_clock_mhz=1592.4, launch=launch)
+    text = throughput_text.stress_rate_method(m, "sm_90", 132, H100)
+    for part in ("its rate in each of the 5 windows of 1 s to 6 s", "median of the windows; SM clock 1592.4 MHz "
+                 "(clock64 / %globaltimer over the median-rate window's own launches; the stress's sustained clock "
+                 "1588.9 MHz)", "0.994 of 132 SMs x 4096 FLOP/cycle at the 1592 MHz it ran at (861.0 TFLOP/s)"):
+        assert part in text, (part, text)
+    even = Measurement.given("wgmma_bf16_dense_tflops", [855.5, 850.0, 860.0, 858.0], unit="TFLOP/s",
+                             sm_clock_mhz=1592.4, launch=launch)
+    assert "own launches, the mean of the middle two's for an even count; the stress's" in \
+        throughput_text.stress_rate_method(even, "sm_90", 132, H100)

@@ -1,0 +1,105 @@
+"""The physical ceilings (ceilings.py) and the guard assertions.evaluate applies with them: a rate above
+its ceiling at the clock read beside it, or a clock above the GPU's maximum, is ERROR, flagged as a
+physically impossible reading, whatever the fact's band says. The readings are the H100's that
+tests/test_physical_ceilings.py took out of sm_90.toml (pytest_gpuprops/facts/sm_90.toml sources)."""
+
+import pytest
+
+from pytest_gpuprops import assertions, ceilings
+from pytest_gpuprops.facts import Fact
+from pytest_gpuprops.measure import Measurement
+
+BF16 = "wgmma_bf16_dense_tflops"
+
+
+def _reading(name, unit, value, clock, *, sms=132, arch="sm_90", top=1980):
+    return ceilings.impossible_reading(name, unit, value, arch=arch, sms=sms, clock_mhz=clock, max_sm_clock_mhz=top)
+
+
+def test_a_rate_above_its_ceiling_at_its_own_clock_is_named_with_the_numbers():
+    # H100 GPU-7ebe9dba: 893.6 TFLOP/s of dense bf16 beside a 1617 MHz clock (132 x 4096 x 1617 MHz = 874.3)
+    assert _reading(BF16, "TFLOP/s", 893.6, 1617.0) == [
+        "physically impossible reading: the rate and its clock disagree: 893.6 TFLOP/s is 102.21 % of 874.267, the "
+        "ceiling of 132 SMs x 4096 FLOP/clk at the 1617 MHz read beside it"]
+    assert _reading(BF16, "TFLOP/s", 874.2, 1617.0) == []  # under the ceiling, by 0.1 TFLOP/s
+    # e4m3 at 8192 FLOP/clk: the sample run's 1691.8 TFLOP/s beside 1545 MHz (ceiling 1670.7)
+    assert "101.26 % of 1670.68" in _reading("wgmma_e4m3_dense_tflops", "TFLOP/s", 1691.8, 1545.0)[0]
+
+
+def test_the_ceiling_follows_the_arch_and_what_bounds_the_rate():
+    # FFMA: 256 FLOP/clk per SM on sm_90, 128 on sm_80: 35 TFLOP/s on 108 SMs at 1410 MHz passes one, not the other
+    assert _reading("ffma_fp32_tflops", "TFLOP/s", 35.0, 1410.0, sms=108) == []
+    assert "35 TFLOP/s is 179.56 % of 19.4918, the ceiling of 108 SMs x 128 FLOP/clk" in \
+        _reading("ffma_fp32_tflops", "TFLOP/s", 35.0, 1410.0, sms=108, arch="sm_80")[0]
+    # SM bytes: 128 B/clk per SM (33454.1 GB/s for 132 SMs at 1980 MHz); a DRAM rate is nowhere near it
+    assert _reading("l2_read_gbps", "GB/s", 34000.0, 1980.0)[0].endswith(
+        "34000 GB/s is 101.63 % of 33454.1, the ceiling of 132 SMs x 128 B/clk at the 1980 MHz read beside it")
+    assert _reading("dram_read_gbps", "GB/s", 3067.1, 1922.9) == []
+    # not bounded by SM work, or not known: nothing checked
+    assert _reading("p2p_ce_copy_gbps", "GB/s", 1e6, 1980.0) == []  # a copy engine's rate
+    assert _reading("a_new_rate_tflops", "TFLOP/s", 1e6, 1980.0) == []  # no RATES entry
+    assert _reading(BF16, "TFLOP/s", 1e6, 1980.0, arch="sm_75") == []  # no per-clock width for the arch
+    assert _reading(BF16, "TFLOP/s", 1e6, 1980.0, sms=None) == []
+    assert _reading(BF16, "TFLOP/s", 1e6, None) == []
+
+
+def test_a_clock_above_the_maximum_is_impossible_beyond_its_reading_width():
+    # the FFMA stress's 1995.08 MHz readings against the H100's 1980; 1980.1 is within the 0.5 MHz width
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.08, None) == [
+        "physically impossible reading: a clock above the GPU's maximum: 1995.1 MHz, over the 1980 MHz NVML reports "
+        "(+ 0.5 MHz reading)"]
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1980.5, None) == []
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1980.51, None) != []
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 5000.0, None, top=None) == []  # the maximum unknown
+    # a rate's own clock above the maximum: the sample run's DRAM read kernel clock of 2010 MHz
+    assert _reading("dram_read_gbps", "GB/s", 3067.1, 2010.0) == [
+        "physically impossible reading: a clock above the GPU's maximum: the SM clock read beside the rate, 2010.0 "
+        "MHz, is over the 1980 MHz NVML reports (+ 0.5 MHz reading)"]
+
+
+# -- the guard in assertions.evaluate ------------------------------------------------------------------
+
+#: the H100 bf16 fact as it stood before 2026-11-26: 869.9 +- 3.49 %, its population 846.2-893.6
+FACT = Fact(name=BF16, arch="sm_90", unit="TFLOP/s", method="m", source="s", value=869.9225, tolerance_rel=0.0349,
+            scope="gpu", units_range=(846.245, 893.6))
+
+
+def _rate(value, clock, sms=132):
+    m = Measurement.given(BF16, [value] * 5, unit="TFLOP/s", sm_clock_mhz=clock, launch={"sm_count": sms})
+    m.remeasure = lambda: pytest.fail("an impossible reading is not measured again: the method is at fault")
+    return m
+
+
+def test_an_impossible_rate_inside_its_band_is_an_error_not_a_pass():
+    v = assertions.evaluate(FACT, _rate(893.6, 1617.0), max_sm_clock_mhz=1980)
+    assert v.status == assertions.ERROR and v.status in assertions.NOT_OK
+    assert v.flags[0].startswith(assertions.IMPOSSIBLE_RATE + ": 893.6 TFLOP/s is 102.21 % of 874.267")
+    assert v.verdict_text.startswith("ERROR (physically impossible reading: the rate and its clock disagree")
+    text = v.message()
+    assert text.startswith(f"fact {BF16} on sm_90 gave a physically impossible reading:")
+    assert f"  check:    {assertions.IMPOSSIBLE_HINT}" in text
+    with pytest.raises(assertions.ImpossibleReading, match="gave a physically impossible reading"):
+        assertions.raise_for(v)
+    assert assertions.confirm(v, lambda: pytest.fail("measured again")) is v
+    # the same rate at the clock it could run at passes its band; the same clock with a possible rate too
+    assert assertions.evaluate(FACT, _rate(893.6, 1660.0), max_sm_clock_mhz=1980).status == assertions.PASS
+    assert assertions.evaluate(FACT, _rate(870.0, 1617.0), max_sm_clock_mhz=1980).status == assertions.PASS
+
+
+def test_an_impossible_rate_outside_its_band_is_an_error_too_and_keeps_its_other_flags():
+    m = _rate(960.0, 1617.0)
+    m.throttle = ["sw_power_cap"]
+    v = assertions.evaluate(FACT, m, max_sm_clock_mhz=1980)
+    assert v.status == assertions.ERROR
+    assert len(v.flags) == 3 and v.flags[0].startswith(assertions.IMPOSSIBLE_RATE + ": 960 TFLOP/s is 109.81 %")
+    assert v.flags[1] == "throttled: sw_power_cap" and v.flags[2].startswith(assertions.OFF_POPULATION)
+
+
+def test_a_clock_fact_above_the_maximum_is_an_error():
+    clock = Fact(name="sustained_sm_clock_ffma_mhz", arch="sm_90", unit="MHz", method="m", source="s", value=1987.4,
+                 tolerance_rel=0.03, scope="gpu")
+    m = Measurement.given(clock.name, [1995.08] * 5, unit="MHz", sm_clock_mhz=1995.1)
+    v = assertions.evaluate(clock, m, max_sm_clock_mhz=1980)
+    assert v.status == assertions.ERROR and v.flags[0].startswith(assertions.IMPOSSIBLE_CLOCK)
+    # without the maximum (a GPU NVML does not describe) there is nothing to hold it to: its band decides
+    assert assertions.evaluate(clock, m).status == assertions.PASS
