@@ -154,6 +154,7 @@ class Launcher:  # pragma: no mutate block  (GPU only)
 
     def graph_batch(self, n: int = BATCH) -> Batch:
         graph = self._graph(n)
+
         def replay(s):
             graph.launch(s)
             return n
