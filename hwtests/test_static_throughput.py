@@ -45,6 +45,8 @@ def _builds_of(item) -> list:
         return [(params["source"], params["arch"], params["defines"])]
     if name == "test_stream_loop_makes_the_counted_16_byte_accesses":
         return [("stream_bandwidth.cu", params["arch"], workloads.STREAM_DEFINES)]
+    if name == "test_dram_kernels_make_one_16_byte_access_per_thread_and_trip":
+        return [("stream_bandwidth.cu", params["arch"], workloads.DRAM_DEFINES)]
     return []
 
 
@@ -165,3 +167,27 @@ def test_stream_loop_makes_the_counted_16_byte_accesses(arch, kernel):
     unroll = workloads.STREAM_DEFINES["UNROLL"]
     kind = {v: k for k, v in workloads.STREAM_KERNELS.items()}[kernel]
     assert workloads.stream_bytes(kind, unroll, 1) == workloads.VEC_BYTES * sum(memory.values())
+
+
+DRAM = {  # kernel -> its global accesses as the DRAM facts build it (workloads.DRAM_DEFINES), sm_80 .. sm_90
+    "stream_read": {"LDG.E.128": 1},
+    "stream_copy": {"LDG.E.128": 1, "STG.E.128": 1},
+    "stream_write": {"STG.E.128": 1},
+}
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("kernel", sorted(DRAM))
+def test_dram_kernels_make_one_16_byte_access_per_thread_and_trip(arch, kernel):
+    """The DRAM facts' shape: a block per tile of BLOCK x UNROLL (= 1) vectors, so the unchecked trip
+    holds exactly one 16-byte access per thread (two for the copy), and no stamps (STAMPS=0) are
+    written (the read's one conditional store is its never-taken sink); stream_bytes counts what the
+    kernel moves."""
+    _, instrs = listing("stream_bandwidth.cu", arch, kernel, workloads.DRAM_DEFINES)
+    loop = workloads.innermost_loop(instrs, "STG" if kernel == "stream_write" else "LDG")
+    memory = memory_ops(workloads.opcode_counts(loop))
+    assert memory == DRAM[kernel], memory
+    every = memory_ops(workloads.opcode_counts(instrs))
+    kind = {v: k for k, v in workloads.STREAM_KERNELS.items()}[kernel]
+    assert workloads.stream_bytes(kind, 1, 1) == workloads.VEC_BYTES * sum(memory.values())
+    assert "STG.E.64" not in every, every  # the stamps' 64-bit (clock64, %globaltimer) stores are not built

@@ -176,7 +176,12 @@ def measure_rate(cp, wl: Workload, *, name: str, info: GpuInfo, target_launch_s:
     an H100 SXM: 1.98 GHz for the first ~0.1 s, then capped)."""
     read = read or nvml_reader(info)
     with gpu_lock(info.index):
-        scale = calibrate(cp, wl, target_launch_s)
+        if wl.fixed_scale:  # one pass a launch: as many launches as make target_launch_s, per launch counted
+            scale, stamps = 1, _new_stamps(cp, wl)
+            timed_launches(cp, wl, 1, 2, stamps)  # loads the module, warms the buffers
+            launches *= max(1, round(target_launch_s / (timed_launches(cp, wl, 1, 8, stamps) / 8)))
+        else:
+            scale = calibrate(cp, wl, target_launch_s)
         stamps = _new_stamps(cp, wl, launches)  # a row per launch of a repeat: its clock is over all of them
         timeout = max(30.0, 20 * target_launch_s * launches)
         timed_launches(cp, wl, scale, 1, stamps, timeout)  # warm-up at the calibrated length
@@ -187,13 +192,17 @@ def measure_rate(cp, wl: Workload, *, name: str, info: GpuInfo, target_launch_s:
         def repeat():
             seconds = timed_launches(cp, wl, scale, launches, stamps, timeout)
             return per_second(wl.work(scale) * launches, seconds, wl.unit), [seconds / launches]
+        stamped = wl.stamps_per_block > 0  # a kernel without stamps: the SM clock is NVML's over the repeats
         values, clocks, lengths, reason, nvml_mhz, throttle = _sampled_repeats(
-            repeat, lambda: launches_clock(_read_stamps(stamps, wl)), stop, read, period_s)
+            repeat, (lambda: launches_clock(_read_stamps(stamps, wl))) if stamped else (lambda: math.nan),
+            stop, read, period_s)
+    nvml_median = round(statistics.median(nvml_mhz), 1) if nvml_mhz else None
     launch = dict(wl.describe(), scale=scale, launches=launches, work_per_launch=wl.work(scale), preheat_s=preheat_s,
-                  launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
-                  nvml_mhz=round(statistics.median(nvml_mhz), 1) if nvml_mhz else None, sm_count=info.sm_count)
+                  launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks] if stamped else None,
+                  nvml_mhz=nvml_median, sm_count=info.sm_count)
+    sm_clock = round(median_pair(list(zip(values, clocks)))[1], 1) if stamped else nvml_median
     m = Measurement(name=name, unit=wl.unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
-                    overhead_cycles=0.0, sm_clock_mhz=round(median_pair(list(zip(values, clocks)))[1], 1),
+                    overhead_cycles=0.0, sm_clock_mhz=sm_clock,
                     throttle=throttle, kernel=wl.kernel, launch=launch)
     m.remeasure = lambda: measure_rate(cp, wl, name=name, info=info, target_launch_s=target_launch_s,
                                        launches=launches, stop=stop, period_s=period_s, preheat_s=preheat_s,

@@ -96,9 +96,14 @@ def rate_method(m: Measurement, arch: str, sm_count: int, sheet: Datasheet | Non
         timing = (f"{heat}launches of ~{ln['launch_s'] * 1e3:.1f} ms, {ln['launches']} back to back between CUDA "
                   f"events per repeat, median of {m.n} repeats")
     timed = "timed launch" if ln.get("placements") else "launch"
-    text = (f"{ln['kernel']} ({ln['source']}) on every SM: grid {ln['grid']} x {ln['block']} threads, {what}; "
-            f"{timing}; SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block over every {timed} of the "
-            f"median-rate repeat{_EVEN if m.n % 2 == 0 else ''}; NVML {ln.get('nvml_mhz')} MHz)")
+    if ln.get("kernel_mhz", ()) is None:  # a kernel without stamps (the DRAM kinds: a block per tile)
+        shape = f"a block of {ln['block']} threads per tile, {ln['grid']} blocks, one pass a launch"
+        clock = f"SM clock {m.sm_clock_mhz} MHz (NVML over the repeats)"
+    else:
+        shape = f"on every SM: grid {ln['grid']} x {ln['block']} threads"
+        clock = (f"SM clock {m.sm_clock_mhz} MHz (clock64 / %globaltimer per block over every {timed} of the "
+                 f"median-rate repeat{_EVEN if m.n % 2 == 0 else ''}; NVML {ln.get('nvml_mhz')} MHz)")
+    text = f"{ln['kernel']} ({ln['source']}) {shape}, {what}; {timing}; {clock}"
     frac = fraction_text(ln["kind"], m.median, arch, sm_count, m.sm_clock_mhz, sheet)
     return text + (f"; {frac}" if frac else "")
 

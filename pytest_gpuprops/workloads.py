@@ -32,6 +32,12 @@ STREAM_DEFINES = {"UNROLL": 4, "BLOCK": STREAM_BLOCK}
 VEC_BYTES = 16
 STREAM_KERNELS = {"dram_read": "stream_read", "l2_read": "stream_read_cg", "dram_copy": "stream_copy",
                   "dram_write": "stream_write"}
+#: The DRAM kernels' shape: one tile of BLOCK x UNROLL vectors per block (PyTorch's elementwise shape),
+#: one pass a launch over a grid of as many blocks as tiles, no stamps. A persistent grid of one wave
+#: (STREAM_DEFINES) spent its last 25-40 % of a launch on half its blocks and read 93.5 % of the driver's
+#: memcpy and 95.1 % of torch's fill_ on an H100; this shape read 100.7 % and 100.2 % (kernels/
+#: stream_bandwidth.cu's variants, docs/results.md).
+DRAM_DEFINES = {"UNROLL": 1, "BLOCK": STREAM_BLOCK, "LAYOUT": "LAYOUT_BLOCK_TILE", "GUARD": "GUARD_TAIL", "STAMPS": 0}
 
 
 def ffma_flops(grid: int, block: int, samples: int, iters: int, unroll: int, ilp: int) -> int:
@@ -141,6 +147,8 @@ class Workload:
     unit: str
     scale: int = 1  # the first guess; calibration replaces it
     smids: object | None = None  # the kernel writes each block's SM id here (the stresses)
+    #: one pass a launch (scale stays 1): a repeat's length is set by how many launches it holds
+    fixed_scale: bool = False
     extra: dict = dataclasses.field(default_factory=dict)  # buffer sizes and the like, for the record
 
     def describe(self) -> dict:
@@ -171,18 +179,22 @@ def wgmma_workload(cp, fn, dtype: str, *, sms: int) -> Workload:
 def stream_workload(cp, fn, kind: str, *, sms: int, max_threads_per_sm: int, nbytes: int, src=None, dst=None,
                     sink=None, extra: dict | None = None) -> Workload:
     """``src`` / ``dst``: CuPy buffers of at least ``nbytes`` to reuse (allocated, zeroed, when None);
-    ``sink``: the reads' never-written output, grid x block words (allocated when None)."""
+    ``sink``: the reads' never-written output, grid x block words (allocated when None). The DRAM kinds
+    take :data:`DRAM_DEFINES` (``fn`` built with them): a block per tile, one pass a launch
+    (``fixed_scale``: the number of launches sets a repeat's length, not a loop count)."""
     n16 = nbytes // VEC_BYTES
-    grid = sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK)
+    dram = kind.startswith("dram_")
+    tile = DRAM_DEFINES["BLOCK"] * DRAM_DEFINES["UNROLL"]
+    grid = -(-n16 // tile) if dram else sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK)
     src = src if src is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
     if kind in ("dram_copy", "dram_write"):
         dst = dst if dst is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
         third = dst
     else:
         third = sink if sink is not None else cp.zeros(grid * STREAM_BLOCK, dtype=cp.uint32)  # the never-written sink
-    return Workload(kind, STREAM_KERNELS[kind], "stream_bandwidth.cu", dict(STREAM_DEFINES), fn, grid, STREAM_BLOCK,
-                    2, lambda st, s: (st, src, third, cp.uint64(n16), cp.int32(s)),
-                    lambda s: stream_bytes(kind, n16, s), "GB/s", scale=1,
+    return Workload(kind, STREAM_KERNELS[kind], "stream_bandwidth.cu", dict(DRAM_DEFINES if dram else STREAM_DEFINES),
+                    fn, grid, STREAM_BLOCK, 0 if dram else 2, lambda st, s: (st, src, third, cp.uint64(n16), cp.int32(s)),
+                    lambda s: stream_bytes(kind, n16, s), "GB/s", scale=1, fixed_scale=dram,
                     extra={"buffer_bytes": n16 * VEC_BYTES, **(extra or {})})
 
 

@@ -129,6 +129,10 @@ class SimGpu:
             else:
                 dur = int(args[scale_arg]) * self.ns_per_scale
             n = stamps.shape[1]
+            if n == 0:  # a kernel without stamps (the DRAM kernels): only time passes
+                self.log.append((fixed or self.mhz, dur, None))
+                self.now_ns, self.launches = self.now_ns + dur, self.launches + 1
+                return
             t = [self.now_ns + dur * k / (n - 1) for k in range(n)]
             c = [self.cycles]
             for k in range(1, n):
@@ -209,13 +213,17 @@ def test_measure_rate_reads_its_clock_over_every_launch_of_a_repeat():
 
 
 def test_measure_rate_of_a_stream_kernel_counts_bytes():
+    """A DRAM kernel makes one pass a launch: a repeat holds as many launches as make the target
+    length (here 100 x 1 us, 8 groups), the loop count stays 1, and with no stamps the SM clock is
+    NVML's (none sampled here)."""
     gpu = SimGpu(2, 1980.0, 1_000.0)  # one pass over the buffer: 1 us
     wl = workloads.stream_workload(gpu, gpu.kernel(4, None), "dram_copy", sms=2, max_threads_per_sm=1024, nbytes=1_600_000)
-    m = tp.measure_rate(gpu, wl, name="dram_copy_gbps", info=INFO, target_launch_s=0.002, launches=8,
+    m = tp.measure_rate(gpu, wl, name="dram_copy_gbps", info=INFO, target_launch_s=0.0001, launches=8,
                         read=lambda: ([], None), period_s=0.001)
     assert m.median == pytest.approx(2 * 1_600_000 / 1e-6 / 1e9)  # read + written per microsecond
-    assert m.unit == "GB/s" and m.launch["scale"] == 2000 and m.launch["nvml_mhz"] is None
-    assert m.sm_clock_mhz == pytest.approx(1980.0)
+    assert m.unit == "GB/s" and m.launch["scale"] == 1 and m.launch["launches"] == 800
+    assert m.launch["nvml_mhz"] is None and m.launch["kernel_mhz"] is None and m.sm_clock_mhz is None
+    assert all(scale_dur == 1_000.0 for _, scale_dur, _ in gpu.log)  # every launch one pass, never a longer loop
 
 
 class PlacedSim(SimGpu):

@@ -123,7 +123,13 @@ def test_workloads_launch_what_they_count():
     w = workloads.wgmma_workload(np, None, "e4m3", sms=132)
     assert (w.grid, w.block, w.defines["WGMMA_DTYPE"], w.work(1)) == (132, 256, 1, workloads.wgmma_flops(132, 2, 8, 1, 16, 256, 32))
     c = workloads.stream_workload(np, None, "dram_copy", sms=132, max_threads_per_sm=2048, nbytes=16 * 1000 + 5)
-    assert (c.grid, c.block, c.stamps_per_block, c.work(2), c.describe()["buffer_bytes"]) == (1056, 256, 2, 64_000, 16_000)
+    # the DRAM kinds: a block per 256-vector tile (1000 vectors: 4 blocks), one pass a launch, no stamps
+    assert (c.grid, c.block, c.stamps_per_block, c.work(1), c.describe()["buffer_bytes"]) == (4, 256, 0, 32_000, 16_000)
+    assert c.fixed_scale and c.defines == workloads.DRAM_DEFINES
+    big = workloads.stream_workload(np, None, "dram_write", sms=132, max_threads_per_sm=2048, nbytes=1 << 30)
+    assert big.grid == (1 << 30) // 16 // 256 == 262_144
+    cg = workloads.stream_workload(np, None, "l2_read", sms=132, max_threads_per_sm=2048, nbytes=1 << 20)
+    assert (cg.grid, cg.stamps_per_block, cg.fixed_scale, cg.defines) == (1056, 2, False, workloads.STREAM_DEFINES)
     src, dst = np.zeros(4), np.ones(4)
     r = workloads.stream_workload(np, None, "l2_read", sms=2, max_threads_per_sm=1024, nbytes=64, src=src)
     assert r.kernel == "stream_read_cg" and r.args("st", 3)[1] is src and r.args("st", 3)[3] == 4
