@@ -183,7 +183,7 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
 
     The guard: a reading that cannot be (ceilings.impossible_reading: a rate above SMs x its work per SM
     per clock at the SM clock recorded beside it, or a clock, its own or a rate's, above
-    ``max_sm_clock_mhz`` + 0.5 MHz) is ERROR, flagged "physically impossible reading: ...", whatever
+    ``max_sm_clock_mhz`` + ceilings.CLOCK_ALLOWANCE_MHZ: one 15 MHz step and the reading width) is ERROR, flagged "physically impossible reading: ...", whatever
     the tolerance says: such a rate passing its band would hide that it was not read at the clock it
     states (H100 bf16 893.6 TFLOP/s beside 1617 MHz: 102.2 % of 874.3), and failing it would blame the
     GPU for the method's fault. The SM count comes from the measurement (``launch["sm_count"]``)."""

@@ -44,17 +44,18 @@ def test_the_ceiling_follows_the_arch_and_what_bounds_the_rate():
 
 
 def test_a_clock_above_the_maximum_is_impossible_beyond_its_reading_width():
-    # the FFMA stress's 1995.08 MHz readings against the H100's 1980; 1980.1 is within the 0.5 MHz width
-    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.08, None) == [
-        "physically impossible reading: a clock above the GPU's maximum: 1995.1 MHz, over the 1980 MHz NVML reports "
-        "(+ 0.5 MHz reading)"]
-    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1980.5, None) == []
-    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1980.51, None) != []
+    # two 15 MHz steps over the H100's 1980 cannot be; one step (1995.08, GPU-e146a6d1 against host time) can
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 2010.0, None) == [
+        "physically impossible reading: a clock above the GPU's maximum: 2010.0 MHz, over the 1980 MHz NVML reports "
+        "(+ 15.5 MHz: one clock step and the reading width)"]
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.08, None) == []
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.5, None) == []
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.51, None) != []
     assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 5000.0, None, top=None) == []  # the maximum unknown
     # a rate's own clock above the maximum: the sample run's DRAM read kernel clock of 2010 MHz
     assert _reading("dram_read_gbps", "GB/s", 3067.1, 2010.0) == [
         "physically impossible reading: a clock above the GPU's maximum: the SM clock read beside the rate, 2010.0 "
-        "MHz, is over the 1980 MHz NVML reports (+ 0.5 MHz reading)"]
+        "MHz, is over the 1980 MHz NVML reports (+ 15.5 MHz: one clock step and the reading width)"]
 
 
 # -- the guard in assertions.evaluate ------------------------------------------------------------------
@@ -98,7 +99,7 @@ def test_an_impossible_rate_outside_its_band_is_an_error_too_and_keeps_its_other
 def test_a_clock_fact_above_the_maximum_is_an_error():
     clock = Fact(name="sustained_sm_clock_ffma_mhz", arch="sm_90", unit="MHz", method="m", source="s", value=1987.4,
                  tolerance_rel=0.03, scope="gpu")
-    m = Measurement.given(clock.name, [1995.08] * 5, unit="MHz", sm_clock_mhz=1995.1)
+    m = Measurement.given(clock.name, [2010.0] * 5, unit="MHz", sm_clock_mhz=2010.0)
     v = assertions.evaluate(clock, m, max_sm_clock_mhz=1980)
     assert v.status == assertions.ERROR and v.flags[0].startswith(assertions.IMPOSSIBLE_CLOCK)
     # without the maximum (a GPU NVML does not describe) there is nothing to hold it to: its band decides

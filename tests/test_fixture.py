@@ -266,13 +266,15 @@ def test_a_noisy_measurement_in_record_mode_says_noisy_not_recorded():
 
 
 def test_an_impossible_reading_in_record_mode_is_an_error_not_a_recording():
-    """A clock above the GPU's maximum (NVML's 1980 MHz + 0.5) cannot be recorded as a fact silently."""
+    """A clock above the GPU's maximum (NVML's 1980 MHz + one 15 MHz step + 0.5) cannot be recorded as a fact
+    silently."""
     checker, _ = _checker(None, state=_State(record_path="r.toml"))
     with pytest.raises(assertions.ImpossibleReading, match="gave a physically impossible reading"):
-        checker.check("sustained_sm_clock_ffma_mhz", _given([1995.08] * 5, unit="MHz"))
+        checker.check("sustained_sm_clock_ffma_mhz", _given([2011.0] * 5, unit="MHz"))
     assert checker.verdicts[0].status == assertions.ERROR
-    assert checker.verdicts[0].flags == ["physically impossible reading: a clock above the GPU's maximum: 1995.1 MHz, "
-                                         "over the 1980 MHz NVML reports (+ 0.5 MHz reading)"]
+    assert checker.verdicts[0].flags == ["physically impossible reading: a clock above the GPU's maximum: 2011.0 MHz, "
+                                         "over the 1980 MHz NVML reports (+ 15.5 MHz: one clock step and the reading "
+                                         "width)"]
     assert checker.check("sustained_sm_clock_tensor_mhz", _given([1980.4] * 5, unit="MHz")).status == assertions.RECORDED
 
 

@@ -144,10 +144,10 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kern
     assert facts["dram_write_gbps"]["value"] == pytest.approx(16 * 2**20 / 20e-6 / 1e9, abs=1e-3)
     r = pytester.runpytest_inprocess(*common, "--gpuprops-facts", "rec.toml")
     r.assert_outcomes(passed=9)
-    # planted: the FFMA kernel reads 1995 MHz, over the 1980 MHz maximum (as some H100 FFMA stresses read), and
+    # planted: the FFMA kernel reads 2011 MHz, two clock steps over the 1980 MHz maximum (one, 1995, is real), and
     # the wgmma does 102 % of 4096 FLOP per SM per clock at its own clock: each reading that cannot be is
     # ERROR, flagged, and its test fails, whatever its band says; the rest pass as before
-    monkeypatch.setattr(SimCupy, "PLANTED", {"stress_ffma": {"mhz": 1995.0}, "stress_wgmma": {"efficiency": 1.02}})
+    monkeypatch.setattr(SimCupy, "PLANTED", {"stress_ffma": {"mhz": 2011.0}, "stress_wgmma": {"efficiency": 1.02}})
     r = pytester.runpytest_inprocess(*common, "--gpuprops-facts", "rec.toml", "--gpuprops-report", "planted.json")
     r.assert_outcomes(passed=5, failed=4)
     verdicts = {v["fact"]: v for v in json.loads((pytester.path / "planted.json").read_text())["facts"]}
@@ -157,5 +157,5 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kern
                        "wgmma_bf16_dense_tflops": ("ERROR", "the rate and its clock disagree"),
                        "wgmma_e4m3_dense_tflops": ("ERROR", "the rate and its clock disagree")}
     assert "102.00 % of" in verdicts["wgmma_bf16_dense_tflops"]["flags"][0]
-    assert "1995.0 MHz, over the 1980 MHz NVML reports" in verdicts["sustained_sm_clock_ffma_mhz"]["flags"][0]
+    assert "2011.0 MHz, over the 1980 MHz NVML reports" in verdicts["sustained_sm_clock_ffma_mhz"]["flags"][0]
     assert "gave a physically impossible reading" in r.stdout.str()
