@@ -274,8 +274,24 @@ def _run(pytester, monkeypatch, *args, **sim_kw):
     return pytester.runpytest_inprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-rs", *args)
 
 
-def test_without_facts_the_limits_skip_saying_how_to_record_them(pytester, monkeypatch):
+def _without(pytester, *names) -> str:
+    """A copy of the packaged sm_90 facts without the named tables (a GPU whose facts lack them)."""
+    import re
+    text = (KERNELS.parent / "pytest_gpuprops" / "facts" / "sm_90.toml").read_text()
+    for name in names:
+        text = re.sub(r"\[" + name + r"\]\n(?:[^\[\n].*\n)*\n?", "", text)
+    (pytester.path / "without.toml").write_text(text)
+    return str(pytester.path / "without.toml")
+
+
+def test_the_packaged_limits_hold_on_a_simulated_h100(pytester, monkeypatch):
     r = _run(pytester, monkeypatch)
+    r.assert_outcomes(passed=2)
+
+
+def test_without_facts_the_limits_skip_saying_how_to_record_them(pytester, monkeypatch):
+    facts = _without(pytester, "smem_max_per_block_bytes", "smem_max_per_sm_bytes")
+    r = _run(pytester, monkeypatch, "--gpuprops-facts", facts)
     r.assert_outcomes(skipped=2)
     r.stdout.fnmatch_lines(["*no fact 'smem_max_per_block_bytes' for sm_90 in *record it with --gpuprops-record PATH*"])
 
