@@ -18,9 +18,9 @@ suite launches it; "one_wave" the persistent grid it replaced (workloads.STREAM_
 4x; every other variant is one_wave's build with some defines changed, at every grid (tile_tail_u1
 at tiles is the suite's build again: the two rows differ by the noise). Grids: 1x, 2x, 4x = SMs x the
 variant's blocks that fit an SM at once (the driver's occupancy) x 1, 2, 4; tiles = one block per
-BLOCK x UNROLL vectors (PyTorch's elementwise shape), with the STAMPS=0 build. The stamped grids'
-1x rows give the SM clock (clock64 / %globaltimer) and the tail: the share of the launch after half
-of the blocks had finished (a one-wave grid whose SMs get unequal DRAM shares waits for its slowest).
+BLOCK x UNROLL vectors (PyTorch's elementwise shape), with the STAMPS=0 build. The stamped grids give
+the SM clock (clock64 / %globaltimer), their 1x rows the tail: the share of the launch after half of
+the blocks had finished (a one-wave grid whose SMs get unequal DRAM shares waits for its slowest).
 Each write and copy is checked after its timed launches: the buffer, poisoned first, must hold
 (j, reps - 1, 0, 0) in vector j (the write) or the source (the copy); a row that fails says WRONG,
 is never the best, and the exit status is 1.
