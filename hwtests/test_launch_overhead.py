@@ -4,9 +4,11 @@ and why the host is kept out of it):
 * launch_stream_back_to_back_us: empty-kernel launches queued on one stream, per launch;
 * launch_graph_node_us: the same kernels as one CUDA graph replayed, per kernel node.
 
-The graph node repeats within 0.3 % (H100 0.978-0.992 us, H200 0.707-0.709 us, 2026-11-26). The stream
-launch moved 5-9 % between processes on one unit (H100 1.87-2.04 us, H200 1.45-1.65 us), so no SKU
-value is recorded for it yet: it skips, saying how to record it, until a steadier method exists.
+Neither has a recorded SKU value yet (they skip, saying how to record them). Measured 2026-11-26: the
+graph node read 0.978-0.992 us on three H100s and 0.707-0.709 us on two H200s run one GPU at a time,
+but 0.531-0.736 us on one H200 of a second node between two whole-suite processes with the other GPU
+busy; the stream launch moved 5-9 % between processes on one unit (H100 1.87-2.04 us, H200 1.45-1.65
+us). What else on the host moves them is not yet known.
 
 Both are the GPU's facts, not the SM arch's: the GPU's front end, its driver and the host memory the
 driver's launch queues live in set them (record mode files them under the GPU's section, the driver

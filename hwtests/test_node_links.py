@@ -13,8 +13,10 @@ name both (the report's GPU x GPU matrix). Both GPUs' locks are held while a pai
 * p2p_ce_bidir_gbps: the same copy's own rate while a dst -> src copy of 1 GiB runs;
 * p2p_sm_<load|store>_gbps: every SM of src copies 1 GiB with dst's buffer as the source (load:
   the data crosses dst -> src) or the destination (store); stream_copy of stream_bandwidth.cu;
-* p2p_latency_ns, p2p_latency_cycles: one thread of src chases a random cycle of 128-byte lines
-  (4 MiB, warm in dst's L2) in dst's memory: one link round trip and dst's L2 hit per hop;
+* p2p_latency_<near|far>_<ns|cycles>: one thread on each of 8 SMs of src in turn chases a random cycle
+  of 128-byte lines (4 MiB, warm in dst's L2) in dst's memory: one link round trip and dst's L2 hit per
+  hop; the SMs fall in two groups ~6 % apart (which SMs are near differs by unit), so the nearest and
+  the farthest sampled SM are the facts;
 * host_to_device_gbps, device_to_host_gbps: 256 MiB pinned-memory copies, each way on its own;
   device_to_host_bidir_gbps: a 1 GiB GPU -> host copy's own rate while host -> GPU copies run
   (nvbandwidth's bidirectional definition; host -> GPU under load is too unsteady to be a fact yet);
@@ -31,7 +33,7 @@ from pytest_gpuprops import devices, links
 pytestmark = [pytest.mark.gpu, pytest.mark.node]
 # the links are the node's (the SKU's and its topology: NV18 between SXM H100s), not the SM arch's
 _PAIR_FACTS = ("p2p_peer_access", "p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps",
-               "p2p_latency_ns", "p2p_latency_cycles")
+               "p2p_latency_near_ns", "p2p_latency_near_cycles", "p2p_latency_far_ns", "p2p_latency_far_cycles")
 _GPU_FACTS = ("host_to_device_gbps", "device_to_host_gbps", "device_to_host_bidir_gbps", "nvlink_links_up",
               "nvlink_version")
 VISIBLE = devices.visible_gpu_count()
@@ -131,8 +133,9 @@ def test_sm_kernel_rate(gpuprops, node, peer, mode):
                f"median of {links.REPEATS} after {links.WARMUP}")
 
 
-@pytest.mark.fact("p2p_latency_ns", "p2p_latency_cycles")
-def test_peer_latency(gpuprops, node, peer):
+@pytest.mark.fact(lambda side: f"p2p_latency_{side}_ns", lambda side: f"p2p_latency_{side}_cycles")
+@pytest.mark.parametrize("side", ["near", "far"])
+def test_peer_latency(gpuprops, node, peer, side):
     src, gpu = gpuprops.gpu.index, gpuprops.gpu
 
     def chase():
@@ -144,18 +147,23 @@ def test_peer_latency(gpuprops, node, peer):
     what = (f"one thread on each of {links.CHASE_SMS} SMs of the source GPU in turn (spread over its SMs) chases a random "
             f"cycle of {links.CHASE_FOOTPRINT >> 20} MiB of 128-byte lines in the peer's memory (warm in its L2; "
             f"link_chase.cu, ld.global.cg), {links.CHASE_HOPS} hops a launch timed in the kernel by %globaltimer and "
-            f"clock64; each SM's median over {links.CHASE_LAUNCHES - 1} launches after one; the value is the median "
-            "over the SMs")
-    for k, (name, unit) in enumerate((("p2p_latency_ns", "ns"), ("p2p_latency_cycles", "cycles"))):
-        def once(k=k, name=name, unit=unit):
-            per_sm = links.chase_per_sm(chase(), k)
-            m = links.rate_measurement(name, list(per_sm.values()), what="link_chase",
-                                       launch={"src": src, "dst": peer, "per_sm": {str(s): round(v, 2) for s, v in
-                                                                                   per_sm.items()}},
-                                       remeasure=once, noise_target=links.CHASE_NOISE_TARGET)
-            m.unit, m.stop_reason = unit, f"{len(per_sm)} SMs"
+            f"clock64, {links.CHASE_LAUNCHES - 1} launches per SM after one; the value is the median of the "
+            + ("nearest SM's launches (the lowest SM median)" if side == "near" else
+               "farthest SM's launches (the highest SM median)"))
+    first = chase()
+    for k, unit in enumerate(("ns", "cycles")):
+        name = f"p2p_latency_{side}_{unit}"
+
+        def once(per_sm=None, k=k, name=name, unit=unit):
+            per_sm = per_sm if per_sm is not None else chase()
+            sm, values = links.chase_extreme(per_sm, k, side)
+            medians = links.chase_per_sm(per_sm, k)
+            m = links.rate_measurement(name, values, what="link_chase", remeasure=once,
+                                       launch={"src": src, "dst": peer, "sm": sm,
+                                               "per_sm": {str(s): round(v, 2) for s, v in medians.items()}})
+            m.unit, m.stop_reason = unit, f"SM {sm} of {len(per_sm)} sampled"
             return m
-        gpuprops.check(name, once(), method=_pair_method(what, src, peer))
+        gpuprops.check(name, once(first), method=_pair_method(what, src, peer))
 
 
 @pytest.mark.fact(lambda direction: {"h2d": "host_to_device_gbps", "d2h": "device_to_host_gbps"}[direction])

@@ -44,8 +44,6 @@ CHASE_FOOTPRINT = 4 << 20  # bytes: warm in the peer's L2 (50 MB on an H100), 32
 CHASE_LAUNCHES = 4  # per sampled SM; the first is the warm-up (brings the cycle into the peer's L2)
 #: SMs the latency is sampled on, spread over the GPU (an SM's place moves it by up to ~6 %)
 CHASE_SMS = 8
-#: the spread of the sampled SMs' latencies is the SMs', not noise: up to ~6 % apart
-CHASE_NOISE_TARGET = 0.05
 #: test-only: a node whose pair facts must fail as a pair forced through the host does
 #: (peer access not enabled: copies are staged through host memory, SM kernels cannot reach the peer)
 NO_PEER_ENV = "GPUPROPS_PLANT_NO_PEER"
@@ -102,6 +100,17 @@ def chase_per_sm(per_sm: dict[int, tuple[list[float], list[float]]], which: int)
     """Each sampled SM's median (which 0: ns, 1: cycles) over its launches."""
     import statistics
     return {sm: statistics.median(values[which]) for sm, values in sorted(per_sm.items())}
+
+
+def chase_extreme(per_sm: dict[int, tuple[list[float], list[float]]], which: int, side: str) -> tuple[int, list[float]]:
+    """The sampled SM nearest the link ('near': the lowest median) or farthest ('far': the highest), and its
+    launches' values (which 0: ns, 1: cycles). An H100's or H200's SMs fall in two groups ~6 % apart
+    (~800 and ~850 ns to the peer's L2), and which SM numbers are near differs by unit (floorsweeping):
+    the median over a sample moves with that, the two groups' ends do not."""
+    medians = chase_per_sm(per_sm, which)
+    pick = min if side == "near" else max
+    sm = pick(medians, key=lambda s: (medians[s], s))
+    return sm, list(per_sm[sm][which])
 
 
 def chase_layout(base: int, lines: int, seed: int = 1, stride: int = 128):

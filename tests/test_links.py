@@ -377,11 +377,27 @@ def test_the_h100_link_facts_say_the_method_links_py_runs():
         assert f"{links.PEER_BYTES >> 30} GiB" in f[name].method, name
     for name in ("host_to_device_gbps", "device_to_host_gbps"):
         assert f"{links.HOST_BYTES >> 20} MiB" in f[name].method, name
-    for name in ("p2p_latency_ns", "p2p_latency_cycles"):
+    for name in ("p2p_latency_near_ns", "p2p_latency_near_cycles", "p2p_latency_far_ns", "p2p_latency_far_cycles"):
         method = f[name].method
         assert f"{links.CHASE_HOPS} hops" in method and f"{links.CHASE_FOOTPRINT >> 20} MiB" in method
         assert f"{links.CHASE_SMS} SMs" in method
-        assert f"over {links.CHASE_LAUNCHES - 1} launches after one" in method
+        assert f"{links.CHASE_LAUNCHES - 1} launches per SM after one" in method
+        assert ("nearest SM" if "near" in name else "farthest SM") in method
+    sms = ", ".join(str(sm) for sm in links.sampled_sms(132))
+    assert all(f"SMs {sms} of 132" in f[n].method for n in ("p2p_latency_near_ns", "p2p_latency_far_ns"))
+
+
+def test_the_nearest_and_farthest_sampled_sm_are_the_latency_facts():
+    """H200 GPU-d74fea8f (2026-11-26): six of its eight sampled SMs near the link, so the median over them
+    read 803 where its neighbour read 849; the nearest and farthest SM's launches do not move with that."""
+    per_sm_ns = {0: 799.5, 16: 803.4, 33: 807.9, 49: 797.2, 66: 852.3, 82: 803.1, 99: 847.6, 115: 798.2}
+    per_sm = {sm: ([ns, ns + 0.1, ns - 0.1], [ns * 1.98, ns * 1.98, ns * 1.98]) for sm, ns in per_sm_ns.items()}
+    sm, ns = links.chase_extreme(per_sm, 0, "near")
+    assert sm == 49 and ns == pytest.approx([797.2, 797.3, 797.1])
+    sm, cycles = links.chase_extreme(per_sm, 1, "far")
+    assert sm == 66 and cycles == pytest.approx([852.3 * 1.98] * 3)
+    # a tie goes to the lower SM number, so a repeat picks the same SM
+    assert links.chase_extreme({3: ([800.0], [1.0]), 1: ([800.0], [1.0])}, 0, "near")[0] == 1
 
 
 def _planted_copy(tmp_path, name, value, *, drop_units_range=False):

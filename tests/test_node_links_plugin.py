@@ -16,7 +16,7 @@ from pytest_gpuprops import links, report_schema, session
 
 HWTESTS = Path(__file__).parent.parent / "hwtests"
 PAIR_FACTS = ("p2p_peer_access, p2p_ce_copy_gbps, p2p_ce_bidir_gbps, p2p_sm_load_gbps, p2p_sm_store_gbps, "
-              "p2p_latency_ns, p2p_latency_cycles")
+              "p2p_latency_near_ns, p2p_latency_near_cycles, p2p_latency_far_ns, p2p_latency_far_cycles")
 PAIR_TESTS = "peer_access or copy_engine or sm_kernel or peer_latency or errors_steady"
 
 
@@ -56,13 +56,13 @@ def _run(pytester, monkeypatch, count, *args):
 
 def test_on_one_gpu_the_pair_tests_skip_saying_they_need_two(pytester, monkeypatch):
     r = _run(pytester, monkeypatch, 1, "-rs", "-k", PAIR_TESTS)
-    r.assert_outcomes(skipped=7)  # peer access, CE copy, CE both ways, SM load + store, latency; NVLink errors
+    r.assert_outcomes(skipped=8)  # peer access, CE copy, CE both ways, SM load + store, latency near + far; NVLink errors
     reasons = {}
     for line in r.stdout.lines:  # "SKIPPED [2] test_links_of_the_node.py:115: <reason>"
         m = re.fullmatch(r"SKIPPED \[(\d+)\] test_links_of_the_node\.py:\d+: (.*)", line)
         if m:
             reasons[m.group(2)] = reasons.get(m.group(2), 0) + int(m.group(1))
-    assert reasons == {f"this node has 1 GPU(s): the pair facts ({PAIR_FACTS}) need two; not run": 6,
+    assert reasons == {f"this node has 1 GPU(s): the pair facts ({PAIR_FACTS}) need two; not run": 7,
                        "this node has 1 GPU: no peer to load the NVLinks with": 1}
     assert GivenNode.asked == []  # nothing measured
     # the pair tests' one parameter on such a node says what it is
@@ -70,7 +70,8 @@ def test_on_one_gpu_the_pair_tests_skip_saying_they_need_two(pytester, monkeypat
     assert [line for line in ids.stdout.lines if "::test_" in line] == [
         f"test_links_of_the_node.py::{name}" for name in (
             "test_peer_access[one-gpu]", "test_copy_engine_rate[one-gpu]", "test_copy_engine_rate_both_ways[one-gpu]",
-            "test_sm_kernel_rate[one-gpu-load]", "test_sm_kernel_rate[one-gpu-store]", "test_peer_latency[one-gpu]",
+            "test_sm_kernel_rate[one-gpu-load]", "test_sm_kernel_rate[one-gpu-store]", "test_peer_latency[one-gpu-near]",
+            "test_peer_latency[one-gpu-far]",
             "test_nvlink_errors_steady")]
 
 
