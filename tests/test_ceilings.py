@@ -47,15 +47,17 @@ def test_a_clock_above_the_maximum_is_impossible_beyond_its_reading_width():
     # two 15 MHz steps over the H100's 1980 cannot be; one step (1995.08, GPU-e146a6d1 against host time) can
     assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 2010.0, None) == [
         "physically impossible reading: a clock above the GPU's maximum: 2010.0 MHz, over the 1980 MHz NVML reports "
-        "(+ 15.5 MHz: one clock step and the reading width)"]
+        "(+ 16.0 MHz: one clock step and the reading width)"]
     assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.08, None) == []
-    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.5, None) == []
-    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1995.51, None) != []
+    # the FFMA rate's own launches read the 1995 state as 1995.5-1995.6 (H100 GPU-88a21ba7, 2026-11-26)
+    assert _reading("ffma_fp32_tflops", "TFLOP/s", 66.51, 1995.6) == []
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1996.0, None) == []
+    assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 1996.01, None) != []
     assert _reading("sustained_sm_clock_ffma_mhz", "MHz", 5000.0, None, top=None) == []  # the maximum unknown
     # a rate's own clock above the maximum: the sample run's DRAM read kernel clock of 2010 MHz
     assert _reading("dram_read_gbps", "GB/s", 3067.1, 2010.0) == [
         "physically impossible reading: a clock above the GPU's maximum: the SM clock read beside the rate, 2010.0 "
-        "MHz, is over the 1980 MHz NVML reports (+ 15.5 MHz: one clock step and the reading width)"]
+        "MHz, is over the 1980 MHz NVML reports (+ 16.0 MHz: one clock step and the reading width)"]
 
 
 # -- the guard in assertions.evaluate ------------------------------------------------------------------

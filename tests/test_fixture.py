@@ -273,7 +273,7 @@ def test_an_impossible_reading_in_record_mode_is_an_error_not_a_recording():
         checker.check("sustained_sm_clock_ffma_mhz", _given([2011.0] * 5, unit="MHz"))
     assert checker.verdicts[0].status == assertions.ERROR
     assert checker.verdicts[0].flags == ["physically impossible reading: a clock above the GPU's maximum: 2011.0 MHz, "
-                                         "over the 1980 MHz NVML reports (+ 15.5 MHz: one clock step and the reading "
+                                         "over the 1980 MHz NVML reports (+ 16.0 MHz: one clock step and the reading "
                                          "width)"]
     assert checker.check("sustained_sm_clock_tensor_mhz", _given([1980.4] * 5, unit="MHz")).status == assertions.RECORDED
 

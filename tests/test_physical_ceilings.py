@@ -234,9 +234,9 @@ H200 = '[gpus."NVIDIA H200".'
     # an H100 FFMA clock two 15 MHz steps over the 1980 MHz maximum (one step, 1995, is real on some units)
     (H100 + "sustained_sm_clock_ffma_mhz]", {"value": "1997.5", "units_range": "[1979.6518031416115, 2015.0]"},
      ["NVIDIA H100 80GB HBM3 sustained_sm_clock_ffma_mhz: value 1997.5 MHz is over the GPU's maximum SM clock, "
-      "1980 MHz (+ 15.5 MHz: one clock step and the reading width)",
+      "1980 MHz (+ 16.0 MHz: one clock step and the reading width)",
       "NVIDIA H100 80GB HBM3 sustained_sm_clock_ffma_mhz: highest reading 2015 MHz is over the GPU's maximum "
-      "SM clock, 1980 MHz (+ 15.5 MHz: one clock step and the reading width)"]),
+      "SM clock, 1980 MHz (+ 16.0 MHz: one clock step and the reading width)"]),
     (H200 + "wgmma_e4m3_dense_tflops]", {"value": "1730.0", "units_range": "[1700.0, 1760.0]"},
      ["NVIDIA H200 wgmma_e4m3_dense_tflops: value 1730 TFLOP/s is over 1719.17, the ceiling at "
       "sustained_sm_clock_tensor_mhz = 1589.85 MHz (100.63 %)",
