@@ -28,7 +28,7 @@ name both (the report's GPU x GPU matrix). Both GPUs' locks are held while a pai
 
 import pytest
 
-from pytest_gpuprops import devices, links
+from pytest_gpuprops import devices, links, nvlink
 
 pytestmark = [pytest.mark.gpu, pytest.mark.node]
 # the links are the node's (the SKU's and its topology: NV18 between SXM H100s), not the SM arch's
@@ -208,7 +208,7 @@ def _reading(name, value, unit, remeasure):
 
 
 def _nvlinks(gpu):
-    state = links.nvlink_state(gpu)
+    state = nvlink.nvlink_state(gpu)
     if state is None:
         pytest.skip(f"NVML cannot be read for GPU {gpu.index}: install nvidia-ml-py and check nvidia-smi")
     return state
@@ -226,7 +226,7 @@ def test_nvlink_state(gpuprops, gpu, what):
     m = once()
     state = _nvlinks(gpu)
     gpuprops.check(name, m, method=(
-        f"NVML nvmlDeviceGetNvLinkState over links 0..{links.MAX_NVLINKS - 1}: {state.count} up"
+        f"NVML nvmlDeviceGetNvLinkState over links 0..{nvlink.MAX_NVLINKS - 1}: {state.count} up"
         + (f" (down: {state.links_down})" if state.links_down else "")
         + (f", {sorted(set(state.speed_gbps.values()))} GB/s per link" if state.speed_gbps else "")
         if what == "links_up" else "NVML nvmlDeviceGetNvLinkVersion of the links up (6 = NVLink 4.0)"))
@@ -246,8 +246,8 @@ def test_nvlink_errors_steady(gpuprops, gpu, node):
                 return False, "no NVLink up"
             node.ce_bidir(src, dst)
             after = _nvlinks(gpu)
-        grown = links.error_growth(before, after, links.JUDGED_COUNTERS)
-        data = sum(links.error_growth(before, after, ("crc_data",)).values())
+        grown = nvlink.error_growth(before, after, nvlink.JUDGED_COUNTERS)
+        data = sum(nvlink.error_growth(before, after, ("crc_data",)).values())
         text = ("no replay, recovery or flit CRC count grew" if not grown else
                 "grew: " + ", ".join(f"{k} +{d}" for k, d in grown.items()))
         return not grown, text + f"; data CRC count (not judged): +{data} over {len(after.links_up)} links"

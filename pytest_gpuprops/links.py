@@ -17,12 +17,11 @@ These are measured per ordered GPU pair (``src`` issues, ``dst`` is the peer) an
 
 Each rate is the median of :data:`REPEATS` timed copies after :data:`WARMUP`, in GB/s (10^9 B/s). While a
 pair is measured both GPUs' locks are held (lower index first), so no other process of the suite
-loads either end of the link. Link state (links up, version, speed, error counters) is read from NVML.
+loads either end of the link. The NVLink state NVML reports is pytest_gpuprops/nvlink.py's.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from . import compile as gp_compile
-from . import devices, gpulock, measure
+from . import gpulock, measure
 
 PEER_BYTES = 1 << 30
 HOST_BYTES = 256 << 20
@@ -47,17 +46,8 @@ CHASE_SMS = 8
 #: test-only: a node whose pair facts must fail as a pair forced through the host does
 #: (peer access not enabled: copies are staged through host memory, SM kernels cannot reach the peer)
 NO_PEER_ENV = "GPUPROPS_PLANT_NO_PEER"
-#: NVML's nvmlNvlinkVersion_t -> the NVLink generation it names
-NVLINK_VERSIONS = {1: 1.0, 2: 2.0, 3: 2.2, 4: 3.0, 5: 3.1, 6: 4.0, 7: 5.0}
-NVLINK_ERROR_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
-#: the counters whose growth under load fails a link: DCGM's hardware limits allow less than one
-#: NVLink replay or recovery (DCGM_LIMIT_MAX_LWLINK_ERROR = 1), and a healthy link's flit CRC stays 0.
-#: The data CRC counter is reported, not judged: on the H100 nodes measured (2026-11-26) it grew by
-#: 1-8 per link under 14 GiB of copies each way while `nvidia-smi nvlink -e` read "CRC Errors: 0".
-JUDGED_COUNTERS = ("replay", "recovery", "crc_flit")
 #: the host link is shared with the host's memory system: one copy in twelve may run ~15 % slow
 HOST_NOISE_TARGET = 0.05
-MAX_NVLINKS = 18
 
 
 class PeerAccessOff(Exception):
@@ -123,80 +113,6 @@ def chase_layout(base: int, lines: int, seed: int = 1, stride: int = 128):
     words = numpy.zeros(lines * stride // 8, dtype=numpy.uint64)
     words[numpy.arange(lines) * (stride // 8)] = base + after * stride
     return words
-
-
-# ----------------------------------------------------------------------------------------------
-# NVML: the link state
-
-
-@dataclasses.dataclass
-class NvLinkState:
-    """One GPU's NVLinks as NVML reports them: which are up, their version and speed, and their error
-    counters (cumulative since the driver loaded; what matters is their growth during a run)."""
-
-    links_up: list[int]
-    links_down: list[int]
-    version: float | None  # NVLink generation (4.0 on Hopper)
-    speed_gbps: dict[int, float]  # per link, where NVML reports it
-    errors: dict[int, dict[str, int]]
-
-    @property
-    def count(self) -> int:
-        return len(self.links_up)
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def error_growth(before: NvLinkState, after: NvLinkState, counters: Sequence[str] = NVLINK_ERROR_COUNTERS
-                 ) -> dict[str, int]:
-    """Per 'link <k> <counter>': how much each of ``counters`` grew between two readings (only those
-    that grew)."""
-    grown = {}
-    for link, values in sorted(after.errors.items()):
-        for name, value in values.items():
-            if name not in counters:
-                continue
-            delta = value - before.errors.get(link, {}).get(name, value)
-            if delta > 0:  # a counter that fell was reset (by the driver or nvidia-smi), not grown
-                grown[f"link {link} {name}"] = delta
-    return grown
-
-
-def nvlink_state(info: devices.GpuInfo) -> NvLinkState | None:  # pragma: no mutate block  (GPU only)
-    """What NVML says of GPU ``info``'s NVLinks; None where NVML cannot be read."""
-    nv, handle = devices._nvml_handle(info.pci_bus_id)
-    if handle is None:
-        return None
-    counters = {"replay": nv.NVML_NVLINK_ERROR_DL_REPLAY, "recovery": nv.NVML_NVLINK_ERROR_DL_RECOVERY,
-                "crc_flit": nv.NVML_NVLINK_ERROR_DL_CRC_FLIT, "crc_data": nv.NVML_NVLINK_ERROR_DL_CRC_DATA}
-    up, down, versions, speeds, errors = [], [], set(), {}, {}
-    for link in range(MAX_NVLINKS):
-        try:
-            active = nv.nvmlDeviceGetNvLinkState(handle, link)
-        except nv.NVMLError:
-            continue  # no such link on this GPU
-        (up if active else down).append(link)
-        if not active:
-            continue
-        try:
-            versions.add(nv.nvmlDeviceGetNvLinkVersion(handle, link))
-        except nv.NVMLError:
-            pass
-        errors[link] = {}
-        for name, counter in counters.items():
-            try:
-                errors[link][name] = int(nv.nvmlDeviceGetNvLinkErrorCounter(handle, link, counter))
-            except nv.NVMLError:
-                pass
-        try:
-            (field,) = nv.nvmlDeviceGetFieldValues(handle, [(nv.NVML_FI_DEV_NVLINK_GET_SPEED, link)])
-            if field.nvmlReturn == 0 and field.value.uiVal:
-                speeds[link] = field.value.uiVal / 1000.0  # MB/s -> GB/s
-        except (nv.NVMLError, AttributeError, TypeError):
-            pass
-    version = NVLINK_VERSIONS.get(max(versions)) if versions else None
-    return NvLinkState(links_up=up, links_down=down, version=version, speed_gbps=speeds, errors=errors)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from filelock import FileLock, Timeout
 
-from pytest_gpuprops import assertions, devices, gpulock, inputs, links, measure
+from pytest_gpuprops import assertions, devices, gpulock, inputs, links, measure, nvlink
 from pytest_gpuprops import facts as gp_facts
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -162,7 +162,7 @@ def test_chase_per_sm_is_each_sm_s_median_ns_or_cycles():
 
 
 def _state(errors):
-    return links.NvLinkState(links_up=sorted(errors), links_down=[], version=4.0, speed_gbps={}, errors=errors)
+    return nvlink.NvLinkState(links_up=sorted(errors), links_down=[], version=4.0, speed_gbps={}, errors=errors)
 
 
 BEFORE = _state({0: {"replay": 5, "recovery": 0, "crc_flit": 0, "crc_data": 10},
@@ -174,32 +174,32 @@ def test_error_growth_names_the_counters_that_grew_and_by_how_much():
     after = _state({0: {"replay": 7, "recovery": 0, "crc_flit": 0, "crc_data": 14},
                     1: {"replay": 0, "recovery": 2, "crc_flit": 1, "crc_data": 3},
                     10: {"replay": 4}})
-    assert links.error_growth(BEFORE, after, links.JUDGED_COUNTERS) == {
+    assert nvlink.error_growth(BEFORE, after, nvlink.JUDGED_COUNTERS) == {
         "link 0 replay": 2, "link 1 crc_flit": 1, "link 10 replay": 3}
     # by link number, not as text (link 10 after link 1)
-    assert list(links.error_growth(BEFORE, after, links.JUDGED_COUNTERS)) == [
+    assert list(nvlink.error_growth(BEFORE, after, nvlink.JUDGED_COUNTERS)) == [
         "link 0 replay", "link 1 crc_flit", "link 10 replay"]
     # only the counters named: the data CRC is reported apart from the judged ones
-    assert links.error_growth(BEFORE, after, ("crc_data",)) == {"link 0 crc_data": 4}
-    assert links.error_growth(BEFORE, after) == {"link 0 replay": 2, "link 0 crc_data": 4, "link 1 crc_flit": 1,
+    assert nvlink.error_growth(BEFORE, after, ("crc_data",)) == {"link 0 crc_data": 4}
+    assert nvlink.error_growth(BEFORE, after) == {"link 0 replay": 2, "link 0 crc_data": 4, "link 1 crc_flit": 1,
                                                  "link 10 replay": 3}
-    assert links.JUDGED_COUNTERS == ("replay", "recovery", "crc_flit")
+    assert nvlink.JUDGED_COUNTERS == ("replay", "recovery", "crc_flit")
 
 
 def test_no_growth_is_an_empty_answer():
-    assert links.error_growth(BEFORE, BEFORE) == {}
+    assert nvlink.error_growth(BEFORE, BEFORE) == {}
 
 
 def test_a_link_or_counter_without_an_earlier_reading_has_no_growth():
     """A link that came up during the run (or a counter NVML answered only the second time) has no
     earlier reading: what its counter holds is since the driver loaded, not growth in the run."""
     after = _state({**BEFORE.errors, 2: {"replay": 9, "crc_flit": 4}, 1: {**BEFORE.errors[1], "crc_data": 6}})
-    assert links.error_growth(BEFORE, after) == {}
+    assert nvlink.error_growth(BEFORE, after) == {}
 
 
 def test_a_counter_that_fell_was_reset_not_grown():
     after = _state({**BEFORE.errors, 0: {**BEFORE.errors[0], "replay": 0}})
-    assert links.error_growth(BEFORE, after) == {}
+    assert nvlink.error_growth(BEFORE, after) == {}
 
 
 # -- NVML's link state, through a stand-in NVML ---------------------------------------------------
@@ -261,7 +261,7 @@ def test_nvlink_state_of_an_h100_with_one_link_down(monkeypatch):
     table[5] = {**link, "active": False}
     table[3] = {**link, "errors": {0: 1, 1: 0, 2: 0}}
     _nvml(monkeypatch, table)
-    state = links.nvlink_state(GPU)
+    state = nvlink.nvlink_state(GPU)
     assert state.links_up == [k for k in range(18) if k != 5] and state.links_down == [5] and state.count == 17
     assert state.version == 4.0
     assert state.speed_gbps == {k: 26.562 for k in range(18) if k != 5}
@@ -272,26 +272,26 @@ def test_nvlink_state_of_an_h100_with_one_link_down(monkeypatch):
 
 def test_nvlink_state_without_nvlinks_or_nvml(monkeypatch):
     _nvml(monkeypatch, {})  # a PCIe GPU: NVML has no link 0..17
-    state = links.nvlink_state(GPU)
+    state = nvlink.nvlink_state(GPU)
     assert (state.links_up, state.links_down, state.version, state.count) == ([], [], None, 0)
     monkeypatch.setattr(devices, "_nvml_handle", lambda pci: (None, None))
-    assert links.nvlink_state(GPU) is None
+    assert nvlink.nvlink_state(GPU) is None
 
 
 def test_nvlink_state_names_the_newest_version_of_its_links(monkeypatch):
     link = {"active": True, "speed_mbps": 0, "errors": {}}
     _nvml(monkeypatch, {0: {**link, "version": 4}, 1: {**link, "version": 6}})
-    state = links.nvlink_state(GPU)
+    state = nvlink.nvlink_state(GPU)
     assert state.version == 4.0 and state.speed_gbps == {}  # a speed of 0 is not reported
     _nvml(monkeypatch, {0: {**link, "version": 99}})
-    assert links.nvlink_state(GPU).version is None  # a version NVML added since: unnamed, not guessed
+    assert nvlink.nvlink_state(GPU).version is None  # a version NVML added since: unnamed, not guessed
 
 
 def test_nvml_versions_name_the_nvlink_generations():
     """nvml.h's nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0 (Hopper), 7 = 5.0."""
-    assert links.NVLINK_VERSIONS == {1: 1.0, 2: 2.0, 3: 2.2, 4: 3.0, 5: 3.1, 6: 4.0, 7: 5.0}
+    assert nvlink.NVLINK_VERSIONS == {1: 1.0, 2: 2.0, 3: 2.2, 4: 3.0, 5: 3.1, 6: 4.0, 7: 5.0}
     h100 = gp_facts.load_facts("sm_90", gpu_name=H100)["nvlink_version"]
-    assert h100.value == links.NVLINK_VERSIONS[6]
+    assert h100.value == nvlink.NVLINK_VERSIONS[6]
 
 
 # -- the test-only plant: a pair forced through the host ------------------------------------------
