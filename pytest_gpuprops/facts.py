@@ -17,8 +17,9 @@ Static schedule facts hold what a compiler does, so they carry values per compil
     by_compiler = { "nvrtc 13.5" = 24 }
 
 Every problem in a file (a missing or negative tolerance, a non-finite value, an unknown key) is
-refused with the file, the fact and what is expected; the plugin checks ``--gpuprops-facts`` once at
-start-up, so a bad file is one usage error, not a failure per test.
+refused with the file, the fact and what is expected (facts_schema.py says what a table may hold);
+the plugin checks ``--gpuprops-facts`` once at start-up, so a bad file is one usage error, not a
+failure per test.
 
 Memory latencies and bandwidths belong to the GPU, not to its SM's arch (an H100 and an H200 share
 the SM, not the memory system). Per-GPU sections, selected by the GPU's name, add to or override the
@@ -29,20 +30,17 @@ arch's facts (see :func:`select_gpu`)::
     ...
 
 An arch-level table may say ``scope = "gpu"``: a memory-system fact measured on the file's ``gpu``;
-it is not applied to another GPU. Record mode writes such facts, and the names registered with
-:func:`register_gpu_scoped`, to the recording GPU's section.
+it is not applied to another GPU. Record mode (facts_record.py) writes such facts, and the names
+registered with :func:`register_gpu_scoped`, to the recording GPU's section.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import math
-import os
-import re
 from pathlib import Path
 
 from .compile import ArchError, parse_arch
+from .facts_schema import NAME, SCHEMA_HINT, fact_problems
 
 try:
     import tomllib  # Python 3.11+
@@ -50,7 +48,6 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore
 
 PACKAGED_DIR = Path(__file__).parent / "facts"
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class FactsError(Exception):
@@ -133,96 +130,6 @@ class Facts(dict):
         return self[name]
 
 
-#: What a fact table may hold; anything else (a misspelt ``tolerence_abs``) is refused, not ignored.
-_KEYS = {"measured": ("value", "tolerance_abs", "tolerance_rel", "unit", "method", "source", "kind", "scope",
-                      "units_range", "same_unit_tolerance_rel"),
-         "static": ("kind", "by_compiler", "unit", "method", "source")}
-SCHEMA_HINT = "see the facts TOML schema in docs/reference.md"
-#: the units the facts and the tests use; a unit that is not one of these but nearly is (``cyles``,
-#: ``Mhz``, ``GB/sec``) is a misspelling and refused; a unit unlike all of them is a new one
-UNITS = ("cycles", "B/clk", "GB/s", "MHz", "TFLOP/s", "banks", "%", "ns", "bytes/cycle", "cycles/FFMA",
-         "cycles/access", "cycles/MMA/SMSP", "cycles/HMMA/SMSP", "FLOP/clk/SM")
-
-
-def misspelt_unit(unit: str) -> str | None:
-    """The known unit ``unit`` is a misspelling of (a different case, or nearly the same letters), or None."""
-    import difflib
-    if unit in UNITS:
-        return None
-    same = [u for u in UNITS if u.casefold() == unit.strip().casefold()]
-    near = same or difflib.get_close_matches(unit.strip(), UNITS, n=1, cutoff=0.75)
-    return near[0] if near else None
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _fact_problems(name: str, t: dict) -> list[str]:
-    """Everything wrong with one fact table, each as 'what is wrong; what is expected'."""
-    kind = t.get("kind", "measured")
-    if kind not in _KEYS:
-        return [f'kind = {kind!r}: expected "measured" (the default) or "static"']
-    problems = []
-    unknown = sorted(set(t) - set(_KEYS[kind]))
-    if unknown:
-        problems.append(f"unknown key(s) {', '.join(unknown)} for a {kind} fact; allowed: {', '.join(_KEYS[kind])}")
-    missing = [k for k in ("value", "unit", "method", "source") if k not in t and (k != "value" or kind == "measured")]
-    if missing:
-        problems.append(f"lacks {', '.join(missing)}; every fact needs a value, unit, method and source")
-    for k in ("unit", "method", "source"):
-        if k in t and (not isinstance(t[k], str) or not t[k].strip()):
-            problems.append(f"{k} must be a non-empty string, not {t[k]!r}")
-    if isinstance(t.get("unit"), str) and t["unit"].strip() and misspelt_unit(t["unit"]):
-        problems.append(f"unit = {t['unit']!r}: did you mean {misspelt_unit(t['unit'])!r}? (units in use: "
-                        f"{', '.join(UNITS)})")
-    if kind == "measured":
-        if "value" in t and (not _number(t["value"]) or not math.isfinite(t["value"])):
-            problems.append(f"value = {t['value']!r}: expected a finite number")
-        if "tolerance_abs" not in t and "tolerance_rel" not in t:
-            problems.append("has no tolerance: give tolerance_abs (in its unit) and/or tolerance_rel (a fraction, "
-                            "0.02 = 2 %); write tolerance_abs = 0 for a fact that must hold exactly")
-        for k in ("tolerance_abs", "tolerance_rel"):
-            if k in t and (not _number(t[k]) or not math.isfinite(t[k]) or t[k] < 0):
-                problems.append(f"{k} = {t[k]!r}: expected a finite number >= 0")
-        if "same_unit_tolerance_rel" in t:
-            r = t["same_unit_tolerance_rel"]
-            if not _number(r) or not math.isfinite(r) or not 0 < r < 1:
-                problems.append(f"same_unit_tolerance_rel = {r!r}: expected a fraction between 0 and 1 (0.01 = 1 %), "
-                                "the band one unit repeats the fact within (tools/same_unit_bands.py)")
-        if "units_range" in t and not problems:
-            problems += _units_range_problems(t)
-    else:
-        table = t.get("by_compiler")
-        if not isinstance(table, dict) or not table:
-            problems.append('lacks by_compiler, a table of compiler -> value: by_compiler = { "nvrtc 13.5" = 24 }')
-        else:
-            for c, v in table.items():
-                if not _number(v) or not math.isfinite(v):
-                    problems.append(f"by_compiler[{c!r}] = {v!r}: expected a finite number")
-    return problems
-
-
-def table_tolerance(t: dict) -> float:
-    """A fact table's tolerance in its unit, as :attr:`Fact.tolerance` reads it: the wider of
-    tolerance_abs and tolerance_rel x |value|."""
-    return max(float(t.get("tolerance_abs", 0.0)), abs(float(t["value"])) * float(t.get("tolerance_rel", 0.0)))
-
-
-def _units_range_problems(t: dict) -> list[str]:
-    """A population fact's units_range must be [lowest, highest] and lie inside value +- tolerance: a
-    tolerance that leaves out a unit already measured is wrong arithmetic, not a strict fact."""
-    r = t["units_range"]
-    if (not isinstance(r, list) or len(r) != 2 or not all(_number(v) and math.isfinite(v) for v in r)
-            or r[0] > r[1]):
-        return [f"units_range = {r!r}: expected [lowest, highest], the values the units measured so far read"]
-    value, tol = float(t["value"]), table_tolerance(t)
-    if r[0] < value - tol - 1e-9 or r[1] > value + tol + 1e-9:
-        return [f"units_range = {r!r} reaches outside value +- tolerance ({value - tol:g} .. {value + tol:g}): "
-                "the tolerance must cover every unit measured; recompute the entry with tools/population_fact.py"]
-    return []
-
-
 def _validate(data: dict, path: Path) -> Facts:
     """A parsed TOML document as Facts, or FactsError naming the file, the fact and every problem."""
     arch = data.get("arch")
@@ -237,10 +144,10 @@ def _validate(data: dict, path: Path) -> Facts:
     for name, t in data.items():
         if not isinstance(t, dict) or name == GPUS_KEY:
             continue
-        if not _NAME.match(name):
+        if not NAME.match(name):
             problems.append(f"fact name {name!r} must be lower_snake_case (a-z, 0-9, _)")
             continue
-        mine = _fact_problems(name, t)
+        mine = fact_problems(name, t)
         if mine:
             problems += [f"fact [{name}] {p}" for p in mine]
             continue
@@ -285,7 +192,7 @@ GPU_SCOPED: set[str] = set()
 def register_gpu_scoped(*names: str) -> None:
     """Mark facts as the GPU's (memory latencies, bandwidths), not the arch's."""
     for n in names:
-        if not _NAME.match(n):
+        if not NAME.match(n):
             raise FactsError(f"fact name {n!r} must be lower_snake_case")
     GPU_SCOPED.update(names)
 
@@ -316,7 +223,7 @@ def _parse_gpu_sections(path: Path, arch: str, data) -> dict[str, dict[str, Fact
         if any(_gpu_key(gpu) == _gpu_key(g) for g in out):
             raise FactsError(f"{path}: two sections name the GPU {gpu!r}")
         problems = [f"fact [{GPUS_KEY}.\"{gpu}\".{name}] {p}" for name, t in section.items()
-                    for p in (_fact_problems(name, t) if _NAME.match(name) else
+                    for p in (fact_problems(name, t) if NAME.match(name) else
                               ["name must be lower_snake_case (a-z, 0-9, _)"])]
         if problems:
             raise FactsError(f"{path}: " + "\n  ".join(problems) + f"\n  ({SCHEMA_HINT})")
@@ -446,86 +353,11 @@ def load_facts(arch: str, path: str | Path | None = None, gpu_name: str | None =
     return _parse(p)
 
 
-# ----------------------------------------------------------------------------------------------
-# record mode
-
-
-def provenance(gpu_name: str, driver: str, cuda: str, date: _dt.date | None = None) -> str:
-    date = date or _dt.date.today()
-    return f"measured on {gpu_name}, driver {driver}, CUDA {cuda}, {date.isoformat()}"
-
-
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
-        v = v.item()
-    if isinstance(v, (int, float)):
-        if isinstance(v, float) and not math.isfinite(v):
-            raise FactsError(f"cannot record a non-finite value {v}")
-        return repr(round(v, 4) if isinstance(v, float) else v)
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_toml_value(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    s = str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
-    return f'"{s}"'
-
-
-def dumps(arch: str, facts: list[Fact], meta: dict | None = None) -> str:
-    lines = [f"arch = {_toml_value(arch)}"]
-    for k, v in (meta or {}).items():
-        lines.append(f"{k} = {_toml_value(v)}")
-    arch_facts, by_gpu = split_by_scope(facts, (meta or {}).get("gpu"))
-    tables = [(f"[{f.name}]", f, f.scope == "gpu") for f in arch_facts]
-    tables += [(f"[{GPUS_KEY}.{_toml_value(g)}.{f.name}]", f, False) for g, fs in by_gpu.items() for f in fs]
-    for header, f, mark_scope in tables:
-        lines += ["", header]
-        if mark_scope:  # a GPU's fact with no GPU name to file it under
-            lines.append('scope = "gpu"')
-        if f.kind != "measured":
-            lines.append(f"kind = {_toml_value(f.kind)}")
-        if f.value is not None:
-            lines.append(f"value = {_toml_value(f.value)}")
-        if f.tolerance_abs or (f.kind == "measured" and not f.tolerance_rel):
-            lines.append(f"tolerance_abs = {_toml_value(f.tolerance_abs)}")
-        if f.tolerance_rel:
-            lines.append(f"tolerance_rel = {_toml_value(f.tolerance_rel)}")
-        if f.by_compiler:
-            lines.append(f"by_compiler = {_toml_value(f.by_compiler)}")
-        if f.units_range:
-            lines.append(f"units_range = [{', '.join(_toml_value(v) for v in f.units_range)}]")
-        if f.same_unit_tolerance_rel:
-            lines.append(f"same_unit_tolerance_rel = {_toml_value(f.same_unit_tolerance_rel)}")
-        for k in ("unit", "method", "source"):
-            lines.append(f"{k} = {_toml_value(getattr(f, k))}")
-    return "\n".join(lines) + "\n"
-
-
-def write_facts(path: str | Path, arch: str, facts: list[Fact], *, force: bool = False, meta: dict | None = None) -> Path:
-    """Write a facts file from recorded facts; refuses to overwrite unless ``force``."""
-    p = Path(path)
-    if p.exists() and not force:
-        raise FactsError(f"{p} exists; pass --force to overwrite it (or choose another path)")
-    text = dumps(arch, facts, meta)
-    _parse_text_check(text, p)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, p)
-    return p
-
-
-def _parse_text_check(text: str, p: Path) -> None:
+def loads(text: str, path: Path) -> Facts:
+    """A facts document held as text (a record about to be written to ``path``), validated as a file
+    is: what is written must load again."""
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:  # pragma: no cover - our emitter is small and tested
-        raise FactsError(f"internal error: record for {p} is not valid TOML: {exc}") from exc
-    _validate(data, p)  # what is written must load again
-
-
-def default_tolerance(unit: str, value: float, noise: float) -> tuple[float, float]:
-    """Tolerance for a recorded fact: a latency in cycles within 0.5 cycle or 3 noise spreads,
-    other quantities within 3 % or 3 noise spreads, whichever is wider."""
-    spread = 3 * noise * abs(value)
-    if unit == "cycles":
-        return max(0.5, round(spread, 3)), 0.0
-    return 0.0, max(0.03, round(3 * noise, 4))
+    except tomllib.TOMLDecodeError as exc:
+        raise FactsError(f"internal error: record for {path} is not valid TOML: {exc}") from exc
+    return _validate(data, path)

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from . import facts as gp_facts
-from . import sass
+from . import facts_schema, sass
 from .kernel_spec import KernelSpec
 
 SCOPES = ("arch", "gpu")
@@ -382,7 +382,7 @@ class FactSpec:
     min_launches: int | None = None
 
     def __post_init__(self):
-        if not gp_facts._NAME.match(self.name):
+        if not facts_schema.NAME.match(self.name):
             raise ValueError(f"fact name {self.name!r} must be lower_snake_case")
         if self.scope not in SCOPES:
             raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")

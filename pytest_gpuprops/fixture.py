@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import assertions, devices, driver_launch, measure, nsight, timing
+from . import assertions, devices, driver_launch, facts_record, measure, nsight, timing
 from . import facts as gp_facts
 from .kernel_spec import KernelSpec
 
@@ -226,12 +226,12 @@ class FactChecker:
             if again else None))
 
     def _record(self, name, m, method, unit, old):
-        tol_abs, tol_rel = gp_facts.default_tolerance(unit, m.median, m.noise)
+        tol_abs, tol_rel = facts_record.default_tolerance(unit, m.median, m.noise)
         if old is not None:  # keep the reviewed tolerance and method of an existing fact
             tol_abs, tol_rel, method = old.tolerance_abs, old.tolerance_rel, old.method
         info = self.gpu
         fact = gp_facts.Fact(name=name, arch=info.arch, unit=unit, method=method or f"{m.kernel} {m.launch}",
-                             source=gp_facts.provenance(info.name, info.driver_version, info.cuda_driver_version),
+                             source=facts_record.provenance(info.name, info.driver_version, info.cuda_driver_version),
                              value=round(m.median, 3), tolerance_abs=tol_abs, tolerance_rel=tol_rel)
         self._state.results.recorded[name] = fact
         _pending(self._request.node)["recorded"].append(dataclasses.asdict(fact))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import baselines, devices, inputs, measure, nsight, report, results
+from . import baselines, devices, facts_record, inputs, measure, nsight, report, results
 from . import facts as gp_facts
 from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     _PART,
@@ -647,7 +647,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         if state.results.recorded:
             arch = next(iter(state.results.recorded.values())).arch
             try:
-                p = gp_facts.write_facts(state.record_path, arch, list(state.results.recorded.values()),
+                p = facts_record.write_facts(state.record_path, arch, list(state.results.recorded.values()),
                                          force=state.force, meta={"gpu": info.name if info else meta.get("gpu", {}).get("name", "?")})
                 tr.write_line(f"gpuprops recorded {len(state.results.recorded)} facts to {p}")
             except gp_facts.FactsError as exc:

@@ -20,7 +20,7 @@ from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftes
 
 from pytest_gpuprops import baselines as B
 from pytest_gpuprops import compile as gp_compile
-from pytest_gpuprops import devices, inputs, report, results, sass
+from pytest_gpuprops import devices, facts_record, facts_schema, inputs, report, results, sass
 from pytest_gpuprops import facts as F
 from pytest_gpuprops import report_schema as RS
 from pytest_gpuprops.cli import _offset, cubin_arch, main
@@ -302,7 +302,7 @@ def test_exact_fact_says_so_and_records_round_trip(tmp_path):
     p.write_text(_toml({**GOOD, "tolerance_abs": 0}))
     assert F.load_file(p)["lds_latency_cycles"].tolerance == 0
     exact = F.Fact(name="register_bank_count", arch="sm_90", unit="banks", method="m", source="s", value=2.0)
-    F.write_facts(tmp_path / "rec.toml", "sm_90", [exact])
+    facts_record.write_facts(tmp_path / "rec.toml", "sm_90", [exact])
     assert "tolerance_abs = 0.0" in (tmp_path / "rec.toml").read_text()
     assert F.load_file(tmp_path / "rec.toml")["register_bank_count"].accepts(2.0)
 
@@ -536,7 +536,7 @@ def test_regbank_without_a_gpu_reports_the_skipped_facts(pytester, no_gpu):
 
 # ==============================================================================================
 # Every input surface, by kind: a table of malformed values per surface, generated from the report
-# schema (pytest_gpuprops/report_schema.py), the facts schema (facts._KEYS, facts.UNITS), the options'
+# schema (pytest_gpuprops/report_schema.py), the facts schema (facts_schema.KEYS, facts_schema.UNITS), the options'
 # and commands' own types, the variables of docs/reference.md and what the cache holds. Each bad
 # value must give one clear line and a non-zero exit, write nothing and never a traceback.
 # ==============================================================================================
@@ -1002,7 +1002,7 @@ def test_an_unknown_hypothesis_profile_stops_the_repositorys_conftest_in_one_lin
 
 
 # ----------------------------------------------------------------------------------------------
-# facts TOML, generated from the schema (facts._KEYS) and the units in use (facts.UNITS)
+# facts TOML, generated from the schema (facts_schema.KEYS) and the units in use (facts_schema.UNITS)
 
 #: each key a fact table may hold, by the kind of value it takes
 FACT_KEY_KINDS = {"value": "number", "tolerance_abs": "amount", "tolerance_rel": "amount", "unit": "text",
@@ -1022,11 +1022,11 @@ MEASURED_BASE = {"value": "23.0", "tolerance_abs": "0.25", "unit": '"cycles"', "
 
 
 def test_every_fact_key_has_a_kind_and_malformed_values():
-    assert set(FACT_KEY_KINDS) == set(F._KEYS["measured"]) | set(F._KEYS["static"])
+    assert set(FACT_KEY_KINDS) == set(facts_schema.KEYS["measured"]) | set(facts_schema.KEYS["static"])
     assert set(FACT_KEY_KINDS.values()) == set(BAD_TOML)
 
 
-FACT_CASES = [(kind, key, bad) for kind, keys in F._KEYS.items() for key in keys
+FACT_CASES = [(kind, key, bad) for kind, keys in facts_schema.KEYS.items() for key in keys
               for bad in BAD_TOML[FACT_KEY_KINDS[key]] if not (key == "kind" and kind == "static")]
 
 
@@ -1041,8 +1041,8 @@ def test_a_fact_key_of_the_wrong_kind_is_refused_naming_file_fact_and_key(tmp_pa
 
 
 #: every unit in use, misspelt as people do: another case, a letter dropped, a letter doubled
-MISSPELT = sorted({(v, u) for u in F.UNITS if len(u) > 2
-                   for v in (u.upper(), u.lower(), u[:-1], u + u[-1]) if v not in F.UNITS})
+MISSPELT = sorted({(v, u) for u in facts_schema.UNITS if len(u) > 2
+                   for v in (u.upper(), u.lower(), u[:-1], u + u[-1]) if v not in facts_schema.UNITS})
 
 
 @pytest.mark.parametrize("unit, meant", MISSPELT, ids=[v for v, _ in MISSPELT])
@@ -1051,13 +1051,13 @@ def test_a_misspelt_unit_is_refused_with_the_one_meant(tmp_path, unit, meant):
     p.write_text(_toml({**GOOD, "unit": unit}))
     with pytest.raises(F.FactsError, match=re.escape(f"unit = {unit!r}: did you mean ")):
         F.load_file(p)
-    assert F.misspelt_unit(unit) == meant
+    assert facts_schema.misspelt_unit(unit) == meant
 
 
 def test_the_misspellings_real_users_make_are_caught_and_new_units_are_not():
-    assert [F.misspelt_unit(u) for u in ("cyles", "cycle", "Cycles", "Mhz", "GB/sec", "TFLOPS", "b/clk")] == \
+    assert [facts_schema.misspelt_unit(u) for u in ("cyles", "cycle", "Cycles", "Mhz", "GB/sec", "TFLOPS", "b/clk")] == \
         ["cycles", "cycles", "cycles", "MHz", "GB/s", "TFLOP/s", "B/clk"]
-    assert [F.misspelt_unit(u) for u in F.UNITS + ("widgets", "warps", "c", "u")] == [None] * (len(F.UNITS) + 4)
+    assert [facts_schema.misspelt_unit(u) for u in facts_schema.UNITS + ("widgets", "warps", "c", "u")] == [None] * (len(facts_schema.UNITS) + 4)
 
 
 #: whole facts files that cannot be checked against, what each says

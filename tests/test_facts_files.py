@@ -4,13 +4,11 @@ malformed, to the last character."""
 
 from __future__ import annotations
 
-import datetime
-import os
 import pathlib
 
 import pytest
 
-from pytest_gpuprops import facts
+from pytest_gpuprops import facts, facts_record
 from pytest_gpuprops import facts as F
 
 
@@ -198,104 +196,6 @@ def test_need_names_the_fact_the_arch_and_the_file(tmp_path):
         F.Facts("sm_80", None, {}, {}).need("x")
 
 
-# ----------------------------------------------------------------------------------------------
-# record mode
-
-
-def test_provenance():
-    assert F.provenance("NVIDIA H200", "580.1", "13.0", datetime.date(2026, 1, 2)) == \
-        "measured on NVIDIA H200, driver 580.1, CUDA 13.0, 2026-01-02"
-    assert F.provenance("G", "d", "c").endswith(datetime.date.today().isoformat())
-
-
-class _Scalar:
-    """Looks like a numpy scalar: has item()."""
-
-    def __init__(self, v):
-        self.v = v
-
-    def item(self):
-        return self.v
-
-
-@pytest.mark.parametrize("value, text", [
-    (True, "true"), (False, "false"), (3, "3"), (1.23456, "1.2346"), (2.0, "2.0"), (-0.5, "-0.5"),
-    ("plain", '"plain"'), ('say "hi"', '"say \\"hi\\""'), ("a\\b", '"a\\\\b"'), ("two\nlines", '"two lines"'),
-    ({"nvrtc 13.5": 24}, '{ "nvrtc 13.5" = 24 }'), ({"a": 1, "b": 2.5}, '{ "a" = 1, "b" = 2.5 }'),
-    (_Scalar(7), "7"), (_Scalar(0.123456), "0.1235"),
-])
-def test_toml_values(value, text):
-    assert F._toml_value(value) == text
-
-
-@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
-def test_non_finite_values_are_not_recorded(bad):
-    with pytest.raises(F.FactsError, match="non-finite"):
-        F._toml_value(bad)
-
-
-def test_dumps_by_hand():
-    measured = _fact(name="lds", tolerance_abs=0.25, tolerance_rel=0.02, source='on "G"')
-    static = F.Fact(name="dep", arch="sm_90", unit="cycles", method="m", source="s", kind="static",
-                    by_compiler={"nvrtc 13.5": 24})
-    bare = _fact(name="bare")  # no tolerance: written as tolerance_abs = 0.0 (must hold exactly), as the schema asks
-    text = F.dumps("sm_90", [measured, static, bare], meta={"gpu": "G", "n": 2})
-    assert text == '''arch = "sm_90"
-gpu = "G"
-n = 2
-
-[lds]
-value = 23.0
-tolerance_abs = 0.25
-tolerance_rel = 0.02
-unit = "cycles"
-method = "m"
-source = "on \\"G\\""
-
-[dep]
-kind = "static"
-by_compiler = { "nvrtc 13.5" = 24 }
-unit = "cycles"
-method = "m"
-source = "s"
-
-[bare]
-value = 23.0
-tolerance_abs = 0.0
-unit = "cycles"
-method = "m"
-source = "s"
-'''
-    assert F.dumps("sm_80", []) == 'arch = "sm_80"\n'
-
-
-def test_write_facts_round_trip_force_and_folders(tmp_path):
-    p = tmp_path / "new" / "dir" / "sm_90.toml"
-    facts = [_fact(tolerance_abs=0.5)]
-    assert F.write_facts(p, "sm_90", facts, meta={"gpu": "G"}) == p
-    assert F.load_facts("sm_90", p)["lds"] == facts[0] and F.load_facts("sm_90", p).meta["gpu"] == "G"
-    with pytest.raises(F.FactsError, match="exists; pass --force"):
-        F.write_facts(p, "sm_90", [_fact(value=99.0)])
-    assert F.load_facts("sm_90", p)["lds"].value == 23.0  # untouched
-    F.write_facts(p, "sm_90", [_fact(value=99.0)], force=True)
-    assert F.load_facts("sm_90", p)["lds"].value == 99.0
-    assert sorted(os.listdir(p.parent)) == ["sm_90.toml"]  # no temporary file left behind
-
-
-@pytest.mark.parametrize("unit, value, noise, tol", [
-    ("cycles", 10.0, 0.001, (0.5, 0.0)),      # 3 * 0.001 * 10 = 0.03 < 0.5
-    ("cycles", 10.0, 0.05, (1.5, 0.0)),       # 3 * 0.05 * 10 = 1.5
-    ("cycles", -10.0, 0.05, (1.5, 0.0)),
-    ("cycles", 1000.0, 0.0001234, (0.5, 0.0)),
-    ("cycles", 1000.0, 0.0004321, (1.296, 0.0)),  # 1.2963 rounded to 3 places
-    ("B/clk", 128.0, 0.001, (0.0, 0.03)),     # 3 * 0.001 < 3 %
-    ("B/clk", 128.0, 0.02, (0.0, 0.06)),
-    ("B/clk", 128.0, 0.012345, (0.0, 0.037)),  # 0.037035 rounded to 4 places
-])
-def test_default_tolerance(unit, value, noise, tol):
-    assert F.default_tolerance(unit, value, noise) == pytest.approx(tol)
-
-
 def test_unrecorded_arch_message_exactly():
     with pytest.raises(F.MissingFacts) as e:
         F.load_facts("sm_75")
@@ -323,13 +223,13 @@ def test_unknown_arch_says_how_to_record():
 def test_record_round_trip_and_refusal_to_overwrite(tmp_path):
     p = tmp_path / "sm_90.toml"
     fact = F.Fact(name="lds_latency_cycles", arch="sm_90", unit="cycles", method='chase "x"', value=23.0,
-                  source=F.provenance("NVIDIA H200", "580.159.04", "13.0"), tolerance_abs=0.25)
-    F.write_facts(p, "sm_90", [fact], meta={"gpu": "NVIDIA H200"})
+                  source=facts_record.provenance("NVIDIA H200", "580.159.04", "13.0"), tolerance_abs=0.25)
+    facts_record.write_facts(p, "sm_90", [fact], meta={"gpu": "NVIDIA H200"})
     back = F.load_facts("sm_90", p)
     assert back["lds_latency_cycles"] == fact and back.meta["gpu"] == "NVIDIA H200"
     with pytest.raises(F.FactsError, match="--force"):
-        F.write_facts(p, "sm_90", [fact])
-    F.write_facts(p, "sm_90", [fact], force=True)
+        facts_record.write_facts(p, "sm_90", [fact])
+    facts_record.write_facts(p, "sm_90", [fact], force=True)
 
 
 def test_malformed_facts_name_the_file_and_key(tmp_path):
@@ -438,10 +338,10 @@ def test_a_gpu_with_no_section_gets_the_arch_facts_and_a_message_naming_it(facts
 def test_record_writes_memory_facts_to_the_gpu_section(tmp_path, monkeypatch):
     monkeypatch.setattr(F, "GPU_SCOPED", set())
     F.register_gpu_scoped("dram_latency_cycles")
-    src = F.provenance("NVIDIA H100 80GB HBM3", "580.159.04", "13.0")
+    src = facts_record.provenance("NVIDIA H100 80GB HBM3", "580.159.04", "13.0")
     sm = F.Fact(name="lds_latency_cycles", arch="sm_90", unit="cycles", method="chase", source=src, value=23.0)
     mem = F.Fact(name="dram_latency_cycles", arch="sm_90", unit="cycles", method="cold chase", source=src, value=801.5)
-    p = F.write_facts(tmp_path / "rec.toml", "sm_90", [sm, mem], meta={"gpu": "NVIDIA H100 80GB HBM3"})
+    p = facts_record.write_facts(tmp_path / "rec.toml", "sm_90", [sm, mem], meta={"gpu": "NVIDIA H100 80GB HBM3"})
     text = p.read_text()
     assert '[gpus."NVIDIA H100 80GB HBM3".dram_latency_cycles]' in text and "\n[lds_latency_cycles]" in text
     plain = F.load_facts("sm_90", p)
@@ -454,7 +354,7 @@ def test_record_writes_memory_facts_to_the_gpu_section(tmp_path, monkeypatch):
 def test_a_gpu_fact_with_no_gpu_to_file_it_under_keeps_its_scope(tmp_path):
     f = F.Fact(name="dram_latency_cycles", arch="sm_90", unit="cycles", method="m", source="s", value=1.0,
                scope="gpu")
-    p = F.write_facts(tmp_path / "x.toml", "sm_90", [f])
+    p = facts_record.write_facts(tmp_path / "x.toml", "sm_90", [f])
     assert F.load_facts("sm_90", p)["dram_latency_cycles"].scope == "gpu"
 
 
@@ -646,68 +546,14 @@ def test_accepts_at_the_exact_edge(value, tol, measured, ok):
     assert _named_fact("x", value=value, tolerance_abs=tol).accepts(measured) is ok
 
 
-# ----------------------------------------------------------------------------------------------
-# record mode: text written
 
-
-def test_dumps_files_gpu_facts_under_their_gpu_without_a_scope_line(none_registered):
-    F.register_gpu_scoped("dram_latency_cycles")
-    facts = [_named_fact("lds_latency_cycles"), _named_fact("dram_latency_cycles", value=801.5, tolerance_abs=5.0,
-                                                method="cold chase")]
-    assert F.dumps("sm_90", facts, meta={"gpu": "NVIDIA H100 80GB HBM3"}) == '''arch = "sm_90"
-gpu = "NVIDIA H100 80GB HBM3"
-
-[lds_latency_cycles]
-value = 23.0
-tolerance_abs = 0.25
-unit = "cycles"
-method = "chase"
-source = "s"
-
-[gpus."NVIDIA H100 80GB HBM3".dram_latency_cycles]
-value = 801.5
-tolerance_abs = 5.0
-unit = "cycles"
-method = "cold chase"
-source = "s"
-'''
-    assert F.dumps("sm_90", [_named_fact("dram", scope="gpu", tolerance_abs=0.0, tolerance_rel=0.02)]) == '''arch = "sm_90"
-
-[dram]
-scope = "gpu"
-value = 23.0
-tolerance_rel = 0.02
-unit = "cycles"
-method = "chase"
-source = "s"
-'''
-
-
-def test_write_facts_text_and_a_refused_record(tmp_path, none_registered):
-    p = F.write_facts(tmp_path / "rec.toml", "sm_90", [_named_fact("old", scope="gpu", gpu="H100", value=7)])
-    assert p.read_text() == '''arch = "sm_90"
-
-[gpus."H100".old]
-value = 7
-tolerance_abs = 0.25
-unit = "cycles"
-method = "chase"
-source = "s"
-'''
-    bad = tmp_path / "new" / "bad.toml"
-    with pytest.raises(F.FactsError) as e:
-        F.write_facts(bad, "sm_90", [_named_fact("x", unit="")])
-    assert str(e.value) == f"{bad}: fact [x] unit must be a non-empty string, not ''\n  (see the facts TOML schema in docs/reference.md)"
-    assert not bad.parent.exists()
-
-
-def test_parse_text_check_names_the_record(tmp_path):
+def test_a_document_held_as_text_is_validated_naming_its_record(tmp_path):
     p = tmp_path / "rec.toml"
     with pytest.raises(F.FactsError) as e:
-        F._parse_text_check("x = \n", p)
+        F.loads("x = \n", p)
     assert str(e.value) == f"internal error: record for {p} is not valid TOML: Invalid value (at line 1, column 5)"
     with pytest.raises(F.FactsError) as e:
-        F._parse_text_check('gpu = "G"\n', p)
+        F.loads('gpu = "G"\n', p)
     assert str(e.value) == f'{p}: top-level key arch = "sm_XX" is missing (see the facts TOML schema in docs/reference.md)'
 
 
@@ -830,7 +676,7 @@ def test_units_range_is_read_and_written_back(tmp_path):
     f = F.load_facts("sm_90", path)["cluster_barrier_cluster8_cycles"]
     assert f.units_range == (66.9375, 70.9375)
     again = tmp_path / "again.toml"
-    again.write_text(F.dumps("sm_90", [f]))
+    again.write_text(facts_record.dumps("sm_90", [f]))
     assert "units_range = [66.9375, 70.9375]" in again.read_text()
     assert F.load_facts("sm_90", again)["cluster_barrier_cluster8_cycles"] == f
 

@@ -16,6 +16,7 @@ import re
 import sys
 
 from pytest_gpuprops import facts as F
+from pytest_gpuprops import facts_record
 
 
 def merge(base: F.Facts, recorded: F.Facts | None, replace: str | None, drop: str | None = None) -> list[F.Fact]:
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     recorded = F._parse(F.Path(a.recorded)) if a.recorded else None
     facts = merge(base, recorded, a.replace, a.drop)
     meta = {k: v for k, v in base.meta.items() if k != "arch"}
-    F.write_facts(a.out, base.arch, facts, force=True, meta=meta)
+    facts_record.write_facts(a.out, base.arch, facts, force=True, meta=meta)
     F._parse(F.Path(a.out))
     added = len(facts) - len(base) - sum(len(s) for s in base.gpu_sections.values())
     print(f"{a.out}: {len(facts)} facts ({added:+d} against {a.base}{f', from {a.recorded}' if a.recorded else ''})")

@@ -39,7 +39,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from pytest_gpuprops import assertions, facts
+from pytest_gpuprops import assertions, facts, facts_schema
 from pytest_gpuprops.facts import tomllib  # the standard library's from Python 3.11, tomli before
 
 CYCLES_FLOOR = 0.5
@@ -95,7 +95,7 @@ def source_sentence(units: dict[str, list[float]], noise_rel: float, p: Populati
 def entry_covers(entry: dict, units: dict[str, list[float]], *, floor: float | None = None) -> list[str]:
     """What in a facts ``entry`` (its value and tolerance) leaves a unit value outside, or closer to the
     band's edge than ``floor`` (cycles: 0.5 by default); [] when every value is covered."""
-    value, tol = float(entry["value"]), facts.table_tolerance(entry)
+    value, tol = float(entry["value"]), facts_schema.table_tolerance(entry)
     margin = floor if floor is not None else CYCLES_FLOOR if "tolerance_abs" in entry else 0.0
     problems = []
     for label, values in units.items():
