@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import baselines, devices, facts_record, inputs, measure, nsight, report, results
+from . import baselines, devices, facts_record, inputs, measure, nsight, plots, report, report_files, results
 from . import facts as gp_facts
 from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
     _PART,
@@ -300,8 +300,8 @@ def pytest_configure(config: pytest.Config) -> None:
                             "sustained clocks, throughput in time units); `pytest hwtests -m validation`")
     if config.option.gpuprops_plots:
         try:
-            report._plt()
-        except report.PlotsUnavailable as exc:
+            plots._plt()
+        except plots.PlotsUnavailable as exc:
             raise pytest.UsageError(str(exc)) from exc
     _check_options(config)
     state = GpuPropsState(config)
@@ -311,7 +311,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _interrupt_on_sigterm(config)
         if state.report_path:
             try:
-                report.write_running(state.report_path, {"date": _dt.datetime.now().isoformat(timespec="seconds")})
+                report_files.write_running(state.report_path, {"date": _dt.datetime.now().isoformat(timespec="seconds")})
             except OSError as exc:
                 raise pytest.UsageError(f"--gpuprops-report {state.report_path} cannot be written: "
                                         f"{exc.strerror or exc}; choose a path you can write") from None
@@ -637,7 +637,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
                          "stored": [{"uuid": u, "path": str(p), "accepted": a, "why": w} for u, p, a, w in state.stored]}
     if state.report_path:
         try:
-            for p in report.write_reports(state.report_path, state.results, state.fleet, meta):
+            for p in report_files.write_reports(state.report_path, state.results, state.fleet, meta):
                 tr.write_line(f"gpuprops report: {p}")
         except OSError as exc:
             tr.write_line(f"gpuprops report: could not write {state.report_path} ({exc.strerror or exc}); this run's "
@@ -660,4 +660,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 
 
 def write_plots(state: GpuPropsState, meta: dict) -> list[Path]:
-    return report.write_plots(state.results.plot_points, state.plots_dir, meta)
+    return plots.write_plots(state.results.plot_points, state.plots_dir, meta)

@@ -20,11 +20,12 @@ from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftes
 
 from pytest_gpuprops import baselines as B
 from pytest_gpuprops import compile as gp_compile
-from pytest_gpuprops import devices, facts_record, facts_schema, inputs, report, results, sass
+from pytest_gpuprops import devices, facts_record, facts_schema, inputs, report, report_files, results, sass
 from pytest_gpuprops import facts as F
 from pytest_gpuprops import report_schema as RS
-from pytest_gpuprops.cli import _offset, cubin_arch, main
+from pytest_gpuprops.cli import _offset, main
 from pytest_gpuprops.cli import build_parser as cli_build_parser
+from pytest_gpuprops.cli_sass import cubin_arch
 
 REPO = KERNELS.parent
 
@@ -360,10 +361,10 @@ def usage_error(pytester, *args, says):
 def plots():
     """matplotlib imported before pytester starts: pytester drops the modules imported after it
     starts, and matplotlib's C extensions cannot be imported twice in one process."""
-    from pytest_gpuprops import report
+    from pytest_gpuprops import plots as gp_plots
     try:
-        report._plt()
-    except report.PlotsUnavailable:
+        gp_plots._plt()
+    except gp_plots.PlotsUnavailable:
         pytest.skip("needs matplotlib")
 
 
@@ -810,7 +811,7 @@ def test_an_earlier_report_is_replaced_without_force(pytester, no_gpu):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     assert pytester.runpytest_inprocess("--gpuprops-report", "r.json").ret == pytest.ExitCode.OK
     first = (pytester.path / "r.json").read_text()
-    assert report.markdown([], {}).startswith(inputs.MARKDOWN_HEAD)  # what tells the twin apart
+    assert report_files.markdown([], {}).startswith(inputs.MARKDOWN_HEAD)  # what tells the twin apart
     assert pytester.runpytest_inprocess("--gpuprops-report", "r.json").ret == pytest.ExitCode.OK
     assert json.loads((pytester.path / "r.json").read_text())["meta"]["date"] >= json.loads(first)["meta"]["date"]
     assert inputs.is_report_json(pytester.path / "r.json") and inputs.is_report_markdown(pytester.path / "r.md")
@@ -840,13 +841,13 @@ def test_the_files_one_run_writes_are_different_files(pytester, no_gpu, args, sa
 def test_a_report_that_cannot_be_written_at_the_end_is_a_message_not_internalerror(pytester, no_gpu, monkeypatch):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
 
-    real = report.write_reports
+    real = report_files.write_reports
 
     def disk_full(path, res, fleet, meta):
         if meta["run"]["status"] == "running":  # the report written at the start of the run goes in
             return real(path, res, fleet, meta)
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(report, "write_reports", disk_full)
+    monkeypatch.setattr(report_files, "write_reports", disk_full)
     r = pytester.runpytest_inprocess("--gpuprops-report", "r.json")
     assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
     r.stdout.fnmatch_lines(["gpuprops report: could not write r.json (No space left on device); this run's "
@@ -858,7 +859,7 @@ def test_a_report_that_cannot_be_started_is_a_usage_error(pytester, no_gpu, monk
 
     def refuse(*a, **k):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(report, "write_running", refuse)
+    monkeypatch.setattr(report_files, "write_running", refuse)
     usage_error(pytester, "--gpuprops-report", "r.json", says="--gpuprops-report r.json cannot be written: "
                 "Permission denied; choose a path you can write")
 

@@ -18,7 +18,7 @@ import pytest
 from gp_testing import FAKE_GPU, Terminal, fake_gpu_conftest, ncu_stand_in
 from test_trust import FLAKY_FACT, _on
 
-from pytest_gpuprops import facts, plugin, report, results
+from pytest_gpuprops import facts, plots, plugin, results
 from pytest_gpuprops.measure import Measurement
 
 # ----------------------------------------------------------------------------------------------
@@ -296,9 +296,9 @@ def test_benchmark_json_carries_cycles_and_gpu(pytester, monkeypatch):
 
 def test_write_plots_picks_the_points(tmp_path, monkeypatch):
     calls = {}
-    monkeypatch.setattr(report, "plot_hmma", lambda pts, path, title: calls.setdefault("hmma", (pts, path, title)))
-    monkeypatch.setattr(report, "plot_regbank", lambda cells, rc, path, title: calls.setdefault("rb", (cells, rc, path)))
-    monkeypatch.setattr(report, "plot_bandwidth", lambda vals, peak, path, title: calls.setdefault("bw", (vals, peak,
+    monkeypatch.setattr(plots, "plot_hmma", lambda pts, path, title: calls.setdefault("hmma", (pts, path, title)))
+    monkeypatch.setattr(plots, "plot_regbank", lambda cells, rc, path, title: calls.setdefault("rb", (cells, rc, path)))
+    monkeypatch.setattr(plots, "plot_bandwidth", lambda vals, peak, path, title: calls.setdefault("bw", (vals, peak,
                                                                                                          path)))
     hmma = [{"ilp": 1, "warps": 1, "cycles": 24.0, "model": 24.0}, {"ilp": 2, "warps": 1, "cycles": 12.0, "model": 12.0}]
     regbank = [{"ra": 8, "rb": 10, "rc": 16, "cycles": 3.0}, {"ra": 8, "rb": 10, "rc": 17, "cycles": 2.0},
@@ -351,7 +351,7 @@ def test_state_reads_the_options(pytester, tmp_path):
 
 FAKE_RUNNER = FAKE_GPU + '''
 from pathlib import Path
-from pytest_gpuprops import driver_launch, report
+from pytest_gpuprops import driver_launch, plots
 
 class FakeRunner:
     def __init__(self, info, kernels_dir, *, stop, cache_dir=None):
@@ -366,7 +366,7 @@ class FakeRunner:
 
 def pytest_sessionstart(session):
     _mp.setattr(measure, "Runner", FakeRunner)
-    _mp.setattr(report, "plot_bandwidth", lambda vals, peak, path, title: (Path(path).write_text(repr(vals)), path)[1])
+    _mp.setattr(plots, "plot_bandwidth", lambda vals, peak, path, title: (Path(path).write_text(repr(vals)), path)[1])
 '''
 
 FACTS = '''arch = "sm_90"
@@ -905,10 +905,10 @@ def test_an_xdist_worker_writes_no_terminal_summary(pytester):
 @pytest.fixture
 def plot_calls(monkeypatch):
     calls = {}
-    monkeypatch.setattr(report, "plot_hmma", lambda pts, path, title: calls.setdefault("hmma", (path, title)) and path)
-    monkeypatch.setattr(report, "plot_regbank",
+    monkeypatch.setattr(plots, "plot_hmma", lambda pts, path, title: calls.setdefault("hmma", (path, title)) and path)
+    monkeypatch.setattr(plots, "plot_regbank",
                         lambda cells, rc, path, title: calls.setdefault("regbank", (cells, rc, path, title)) and path)
-    monkeypatch.setattr(report, "plot_bandwidth",
+    monkeypatch.setattr(plots, "plot_bandwidth",
                         lambda vals, peak, path, title: calls.setdefault("bw", (vals, peak, path, title)) and path)
     return calls
 

@@ -1,20 +1,16 @@
-"""The report layer (report.py) read back: the terminal and Markdown tables parsed into rows
-and compared cell by cell, whole table lines (per GPU, terminal, Markdown) against hand-written
-expectations, JSON field by field, and plots by what was drawn, not by their file header."""
+"""The terminal's tables (report.py) read back: the whole table parsed into rows and compared cell
+by cell, whole table lines (per GPU, terminal, compact, GPU x GPU links) against hand-written
+expectations; and a pair verdict named and compared across a fleet."""
 
 import dataclasses
-import json
-import sys
 
 import pytest
 from test_results import STATIC
 
-from pytest_gpuprops import facts as F
 from pytest_gpuprops import report
 from pytest_gpuprops.assertions import FAIL, NOISY, PASS, Verdict, evaluate
 from pytest_gpuprops.facts import Fact
 from pytest_gpuprops.measure import Measurement
-from pytest_gpuprops.results import SessionResults
 
 LDS = Fact(name="lds_latency_cycles", arch="sm_90", unit="cycles", method="chase", source="seeds", value=23.0,
            tolerance_abs=0.25)
@@ -77,283 +73,10 @@ def test_numbers_are_not_reformatted():
     assert rows == [["f", "sm_90", "0.10", "1.50", "PASS"]]
 
 
-def test_markdown_table_reads_back_cell_by_cell():
-    md = report.markdown(_verdicts(), {"arch": "sm_90", "gpu": {"name": "NVIDIA H200"}})
-    header, rows = _parse_github(md)
-    assert header == report.HEADERS and rows == EXPECTED_ROWS
-
-
-def test_markdown_head_and_the_not_passing_section():
-    vs = _verdicts()
-    meta = {"arch": "sm_90", "date": "2026-01-02", "nvdisasm": "13.5", "compiler": "nvrtc 13.5",
-            "gpu": {"name": "NVIDIA H200", "driver_version": "580.1", "pci_bus_id": "0000:01:00.0", "sm_count": 132,
-                    "cuda_driver_version": "13.0", "cuda_runtime_version": "13.1", "max_sm_clock_mhz": 1980}}
-    lines = report.markdown(vs, meta).splitlines()
-    assert lines[:6] == [
-        "# gpuprops report: NVIDIA H200 (sm_90)",
-        "",
-        "- gpu: name=NVIDIA H200, driver_version=580.1, sm_count=132, cuda_driver_version=13.0, "
-        "cuda_runtime_version=13.1, max_sm_clock_mhz=1980",
-        "- compiler: nvrtc 13.5",
-        "- nvdisasm: 13.5",
-        "- date: 2026-01-02",
-    ]
-    text = "\n".join(lines)
-    tail = text[text.index("## Not passing"):]
-    assert tail.count("```") == 4  # the FAIL and the NOISY verdict, each in a code block
-    assert vs[1].message() in tail and vs[3].message() in tail and vs[0].message() not in tail
-
-
-def test_markdown_without_gpu_or_failures():
-    md = report.markdown(_verdicts()[:1], {})
-    assert md.splitlines()[0] == "# gpuprops report: no GPU (?)"
-    assert "## Not passing" not in md and "- gpu" not in md
-
-
-def test_json_summary_and_facts():
-    # the JSON form is the results layer's now (report.to_json became SessionResults.to_json)
-    vs = _verdicts()
-    data = SessionResults(vs).to_json({"arch": "sm_90"})
-    assert list(data) == ["schema", "meta", "summary", "facts", "recorded", "plot_points"]
-    assert data["schema"] == "gpuprops-results/1" and data["recorded"] == [] and data["plot_points"] == {}
-    assert data["meta"] == {"arch": "sm_90"}
-    assert data["summary"] == {"FAIL": 1, "NOISY": 1, "PASS": 2}
-    assert list(data["summary"]) == ["FAIL", "NOISY", "PASS"]
-    assert [f["fact"] for f in data["facts"]] == [v.fact for v in vs]
-    assert data["facts"][1]["verdict"] == FAIL and data["facts"][1]["measured"] == 30.0
-    assert data["facts"][1]["measurement"]["values"] == [30.0, 30.0, 30.0]
-    assert SessionResults().to_json({})["summary"] == {}
-
-
-def _outlier():
-    """A fleet verdict as the results layer makes them (hand-written here)."""
-    return Verdict("lds_latency_cycles", "sm_90", "OUTLIER", "peer median 23.000 ± 0.25 cycles", 30.0,
-                   "30.000 cycles on node1:gpu1 G; peers: 23.000, 23.000", "cycles", "chase", "seeds", kind="fleet",
-                   flags=["3 GPUs compared"], gpu={"index": 1, "name": "G", "host": "node1"}, tolerance=0.25)
-
-
-def test_write_reports(tmp_path):
-    out = tmp_path / "deep" / "r.json"
-    vs, fleet = _verdicts(), [_outlier()]
-    paths = report.write_reports(out, SessionResults(vs), fleet, {"arch": "sm_90"})
-    assert paths == [out, tmp_path / "deep" / "r.md"]
-    expected = SessionResults(vs).to_json({"arch": "sm_90"})
-    expected["fleet"] = [fleet[0].as_dict()]
-    expected["links"] = {}  # no pair fact among them
-    assert json.loads(out.read_text()) == json.loads(json.dumps(expected, default=str))
-    written = json.loads(out.read_text())["fleet"][0]
-    assert (written["status"], written["verdict"], written["gpu"]) == ("OUTLIER", "OUTLIER (3 GPUs compared)",
-                                                                       {"index": 1, "name": "G", "host": "node1"})
-    md = paths[1].read_text()
-    assert md == report.markdown(vs, {"arch": "sm_90"}, fleet)
-    # the fleet verdict is counted and listed among what is not passing, but not in the facts table
-    assert "gpuprops: 1 FAIL, 1 NOISY, 1 OUTLIER, 2 PASS" in md.splitlines()
-    assert fleet[0].message() in md and "| OUTLIER" not in md
-
-
-# ----------------------------------------------------------------------------------------------
-# plots: what was drawn
-
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Keep every figure the plot functions make (they close them after saving)."""
-    plt = pytest.importorskip("matplotlib.pyplot")
-    figures = []
-    real_close = plt.close
-
-    def keep(fig=None):
-        figures.append(fig)
-
-    monkeypatch.setattr(plt, "close", keep)
-    yield figures
-    for f in figures:
-        real_close(f)
-
-
-MODEL_LABEL = "model max(L/(ILP·W), i/W, p)"
-
-
-def test_hmma_plot_draws_one_line_per_warp_count(tmp_path, drawn):
-    # points carry the issue model's value; each warp count gets its measured line and its model's
-    # curve, dashed in the same colour (the floor argument is gone: the model includes the pipe)
-    pts = [{"ilp": i, "warps": w, "cycles": 24.0 / (i * w), "model": max(24.0 / (i * w), 2.0)}
-           for i in (4, 1, 2) for w in (4, 1)]
-    p = report.plot_hmma(pts, tmp_path / "h.png", "title")
-    (fig,) = drawn
-    ax = fig.axes[0]
-    one, one_model, four, four_model, key = ax.get_lines()
-    assert (one.get_label(), four.get_label(), key.get_label()) == ("1 warp(s)/SMSP", "4 warp(s)/SMSP", MODEL_LABEL)
-    assert list(one.get_xdata()) == [1, 2, 4]  # sorted by ILP
-    assert list(one.get_ydata()) == [24.0, 12.0, 6.0]
-    assert list(four.get_ydata()) == [6.0, 3.0, 1.5]
-    assert list(one_model.get_xdata()) == [1, 2, 4] and list(one_model.get_ydata()) == [24.0, 12.0, 6.0]
-    assert list(four_model.get_ydata()) == [6.0, 3.0, 2.0]
-    assert one_model.get_color() == one.get_color() == "C0" and four_model.get_color() == four.get_color() == "C1"
-    assert list(key.get_xdata()) == [] and list(key.get_ydata()) == []  # the legend's entry only
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 warp(s)/SMSP", "4 warp(s)/SMSP", MODEL_LABEL]
-    assert ax.get_yscale() == "log" and ax.get_title() == "title"
-    assert ax.get_xlabel() == "independent HMMA chains per warp (ILP)"
-    assert p.read_bytes()[:4] == b"\x89PNG"
-
-
-def test_hmma_plot_without_a_floor(tmp_path, drawn):
-    # without the model's values (or with one missing) no model curve is drawn; the legend's model
-    # entry stays
-    report.plot_hmma([{"ilp": 1, "warps": 1, "cycles": 24.0}, {"ilp": 2, "warps": 1, "cycles": 12.0, "model": 12.0}],
-                     tmp_path / "h.png", "t")
-    data, key = drawn[0].axes[0].get_lines()
-    assert (data.get_label(), key.get_label()) == ("1 warp(s)/SMSP", MODEL_LABEL)
-    assert list(data.get_ydata()) == [24.0, 12.0] and list(key.get_ydata()) == []
-
-
-def test_regbank_plot_is_the_grid_with_holes(tmp_path, drawn):
-    cells = {(8, 10): 3.0, (8, 11): 2.0, (9, 10): 2.0}
-    report.plot_regbank(cells, 16, tmp_path / "r.png", "t")
-    ax = drawn[0].axes[0]
-    grid = ax.get_images()[0].get_array()
-    assert grid.shape == (2, 2)
-    assert grid[0][0] == 3.0 and grid[0][1] == 2.0 and grid[1][0] == 2.0 and grid.mask[1][1]  # (9, 11) missing
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["R8", "R9"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["R10", "R11"]
-    assert ax.get_xlabel() == "Rb" and ax.get_ylabel() == "Ra" and "FFMA Rd, Ra, Rb, R16" in ax.get_title()
-
-
-def test_bandwidth_plot_bars_and_peak(tmp_path, drawn):
-    report.plot_bandwidth({"STS float": 127.0, "STS float4": 64.0}, 128.0, tmp_path / "b.png", "t")
-    ax = drawn[0].axes[0]
-    assert [b.get_height() for b in ax.patches] == [127.0, 64.0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["STS float", "STS float4"]
-    (peak,) = ax.get_lines()
-    assert list(peak.get_ydata()) == [128.0, 128.0] and peak.get_label() == "theory 128 B/clk"
-
-
-def test_plots_need_matplotlib(monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(report.PlotsUnavailable, match=r"^--gpuprops-plots needs matplotlib: pip install "
-                                                      r"'pytest-gpuprops\[plots\]'$"):
-        report._plt()
-
-
-def _png_size(path):
-    import struct
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
-    return struct.unpack(">II", data[16:24])
-
-
-def test_hmma_plot_style(tmp_path, drawn):
-    import matplotlib.colors as mcolors
-    p = report.plot_hmma([{"ilp": 1, "warps": 1, "cycles": 24.0, "model": 23.0}], tmp_path / "h.png", "t")
-    ax = drawn[0].axes[0]
-    assert _png_size(p) == (704, 462)  # 6.4 x 4.2 inches at 110 dpi
-    data, model, key = ax.get_lines()
-    assert data.get_marker() == "o" and mcolors.to_hex(data.get_color()) == "#1f77b4"  # C0
-    assert (model.get_linestyle(), model.get_linewidth(), mcolors.to_hex(model.get_color())) == ("--", 1.0, "#1f77b4")
-    assert (key.get_linestyle(), key.get_linewidth(), mcolors.to_hex(key.get_color())) == ("--", 1.0, "#000000")
-    assert ax.get_ylabel() == "cycles per HMMA.16816.F32 per SMSP"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 warp(s)/SMSP", MODEL_LABEL]
-    assert ax.get_legend().get_texts()[0].get_fontsize() == 8.0
-    assert ax.xaxis.get_gridlines()[0].get_visible() and ax.xaxis.get_gridlines()[0].get_alpha() == 0.3
-
-
-def test_regbank_plot_style(tmp_path, drawn):
-    p = report.plot_regbank({(8, 10): 3.0, (9, 11): 2.0}, 16, tmp_path / "r.png", "title")
-    fig = drawn[0]
-    ax = fig.axes[0]
-    assert _png_size(p) == (704, 594)  # 6.4 x 5.4 inches at 110 dpi
-    im = ax.get_images()[0]
-    assert im.origin == "lower" and im.get_cmap().name == "viridis"
-    assert len(fig.axes) == 2 and fig.axes[1].get_label() == "<colorbar>"  # the colour bar beside the map
-    assert [t.get_rotation() for t in ax.get_xticklabels()] == [90.0, 90.0]
-    assert {t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels()} == {7.0}
-    assert ax.get_title() == "title\nFFMA Rd, Ra, Rb, R16 (no reuse): cycles per FFMA"
-
-
-def test_bandwidth_plot_style(tmp_path, drawn):
-    import matplotlib.colors as mcolors
-    p = report.plot_bandwidth({"STS float": 127.0}, 128.0, tmp_path / "b.png", "title")
-    ax = drawn[0].axes[0]
-    assert _png_size(p) == (704, 440)  # 6.4 x 4.0 inches at 110 dpi
-    assert mcolors.to_hex(ax.patches[0].get_facecolor()) == mcolors.to_hex("tab:blue")
-    (peak,) = ax.get_lines()
-    assert (peak.get_linestyle(), peak.get_linewidth(), mcolors.to_hex(peak.get_color())) == ("--", 1.0, "#000000")
-    assert ax.get_ylabel() == "bytes per cycle per SM" and ax.get_title() == "title"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["theory 128 B/clk"]
-
-
-def test_markdown_document_exactly():
-    v = Verdict("lds", "sm_90", FAIL, "23 ± 0.5 cycles", 30.0, "30.000 cycles", "cycles", "chase", "seeds")
-    md = report.markdown([v], {"arch": "sm_90", "gpu": {"name": "G"}})
-    assert md == "\n".join([
-        "# gpuprops report: G (sm_90)",
-        "",
-        "- gpu: name=G",
-        "",
-        "gpuprops: 1 FAIL",  # the summary line, as the terminal prints it
-        "",
-        report.table([v], fmt="github"),
-        "",
-        "## Not passing",
-        "",
-        "```",
-        v.message(),
-        "```",
-        "",
-    ])
-
-
 def test_table_default_format_is_simple():
     vs = _verdicts()
     assert report.table(vs) == report.table(vs, fmt="simple")
     assert report.table(vs, fmt="github").startswith("| fact")
-
-
-def test_write_reports_exact_json_and_deep_folders(tmp_path):
-    import datetime
-    out = tmp_path / "a" / "b" / "r.json"
-    meta = {"date": datetime.date(2026, 1, 2), "arch": "sm_90"}
-    report.write_reports(out, SessionResults(_verdicts()[:1]), [], meta)
-    expected = SessionResults(_verdicts()[:1]).to_json(meta)
-    expected["fleet"] = []
-    expected["links"] = {}
-    assert out.read_text() == json.dumps(expected, indent=1, default=str)
-    assert list(json.loads(out.read_text())) == ["schema", "meta", "summary", "facts", "recorded", "plot_points",
-                                                 "fleet", "links"]
-    assert json.loads(out.read_text())["meta"]["date"] == "2026-01-02"
-    assert out.with_suffix(".md").read_text() == report.markdown(_verdicts()[:1], meta)
-
-
-# ----------------------------------------------------------------------------------------------
-# the packaged facts through the tables and plots
-
-
-def _packaged_verdicts():
-    fact = F.load_facts("sm_90")["lds_latency_cycles"]
-    return [evaluate(fact, Measurement.given("lds", [23.0, 23.0, 23.01])),
-            evaluate(fact, Measurement.given("lds", [30.0, 30.0, 30.0]))]
-
-
-def test_table_json_and_markdown(tmp_path):
-    vs = _packaged_verdicts()
-    t = report.table(vs)
-    assert "lds_latency_cycles" in t and "PASS" in t and "FAIL" in t and "23 ± 0.25 cycles" in t
-    paths = report.write_reports(tmp_path / "r.json", SessionResults(vs), [],
-                                 {"arch": "sm_90", "gpu": {"name": "NVIDIA H200"}})
-    data = json.loads(paths[0].read_text())
-    assert data["summary"] == {"FAIL": 1, "PASS": 1} and data["facts"][1]["measured"] == 30.0
-    md = paths[1].read_text()
-    assert "| lds_latency_cycles" in md and "## Not passing" in md and "30.000 cycles" in md
-
-
-def test_plots_are_written(tmp_path):
-    pytest.importorskip("matplotlib")
-    p1 = report.plot_hmma([{"ilp": i, "warps": w, "cycles": max(24 / (i * w), 6), "model": max(24 / (i * w), 6)}
-                           for i in (1, 2, 4) for w in (1, 4)], tmp_path / "h.png", "t")
-    p2 = report.plot_regbank({(a, b): 1 + (a % 2 == b % 2) for a in range(4) for b in range(4)}, 9,
-                             tmp_path / "r.png", "t")
-    p3 = report.plot_bandwidth({"STS float": 127.0}, 128, tmp_path / "b.png", "t")
-    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in (p1, p2, p3))
 
 
 # -- the measured cell, the terminal table ---------------------------------------------------
@@ -410,7 +133,7 @@ def test_terminal_table_exactly():
     ]
 
 
-# -- the per-GPU table and the Markdown report -----------------------------------------------
+# -- the per-GPU table ------------------------------------------------------------------------
 
 
 def _on(gpu, fact, node, measured, status="PASS", flags=(), text="x"):
@@ -432,81 +155,6 @@ def test_gpu_table_exactly():
         "l2_hit_rate         test_hit      5.000 PASS      -",
         "dram_bw             test_bw       -               ERROR",
     ]
-
-
-MD_HEAD = [
-    "# gpuprops report: H100 (sm_90)",
-    "",
-    "- gpu: name=H100",
-    "",
-]
-
-
-def test_markdown_with_two_gpus_has_the_per_gpu_table():
-    vs = [_on(G0, "lds_latency_cycles", "hwtests/test_smem.py::test_lds[gpu0]", 23.0, text="23.000 cycles"),
-          _on(G1, "lds_latency_cycles", "hwtests/test_smem.py::test_lds[gpu1]", 23.1, text="23.100 cycles")]
-    assert report.markdown(vs, {"arch": "sm_90", "gpu": {"name": "H100"}}).split("\n") == MD_HEAD + [
-        "gpuprops: 2 PASS",
-        "",
-        "| fact               | arch   | expected         | measured      | verdict   |",
-        "|--------------------|--------|------------------|---------------|-----------|",
-        "| lds_latency_cycles | sm_90  | 23 ± 0.25 cycles | 23.000 cycles | PASS      |",
-        "| lds_latency_cycles | sm_90  | 23 ± 0.25 cycles | 23.100 cycles | PASS      |",
-        "",
-        "## Per GPU",
-        "",
-        "| fact               | test     | n7:gpu0 H100   | n7:gpu1 H100   |",
-        "|--------------------|----------|----------------|----------------|",
-        "| lds_latency_cycles | test_lds | 23.000 PASS    | 23.100 PASS    |",
-        "",
-    ]
-
-
-def test_markdown_with_one_gpu_has_no_per_gpu_table():
-    vs = [_on(G0, "lds_latency_cycles", "hwtests/test_smem.py::test_lds[gpu0]", 23.0, text="23.000 cycles"),
-          _on(G0, "l2_hit_rate", "hwtests/test_l2.py::test_hit[gpu0]", 5.0, text="5.000 %")]
-    assert report.markdown(vs, {"arch": "sm_90", "gpu": {"name": "H100"}}).split("\n") == MD_HEAD + [
-        "gpuprops: 2 PASS",
-        "",
-        "| fact               | arch   | expected         | measured      | verdict   |",
-        "|--------------------|--------|------------------|---------------|-----------|",
-        "| lds_latency_cycles | sm_90  | 23 ± 0.25 cycles | 23.000 cycles | PASS      |",
-        "| l2_hit_rate        | sm_90  | 23 ± 0.25 cycles | 5.000 %       | PASS      |",
-        "",
-    ]
-
-
-# -- plots: what the default style does not decide -------------------------------------------
-
-
-def test_regbank_colour_bar_spans_the_measured_cycles(tmp_path, drawn):  # noqa: F811
-    path = tmp_path / "r.png"
-    assert report.plot_regbank({(8, 10): 3.0, (8, 11): 2.0, (9, 10): 2.5}, 16, path, "t") == path
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    fig = drawn[0]
-    ax, bar = fig.axes
-    assert bar.get_ylim() == (2.0, 3.0)  # the colour scale is the cycles', not 0..1
-    assert ax.get_images()[0].get_clim() == (2.0, 3.0)
-
-
-def test_regbank_is_viridis_whatever_the_default_colour_map(tmp_path, drawn):  # noqa: F811
-    matplotlib = pytest.importorskip("matplotlib")
-    with matplotlib.rc_context({"image.cmap": "gray"}):
-        report.plot_regbank({(8, 10): 3.0, (9, 11): 2.0}, 16, tmp_path / "r.png", "t")
-    assert drawn[0].axes[0].get_images()[0].get_cmap().name == "viridis"
-
-
-def test_bandwidth_bars_are_tab_blue_whatever_the_colour_cycle(tmp_path, drawn):  # noqa: F811
-    matplotlib = pytest.importorskip("matplotlib")
-    cycler = pytest.importorskip("cycler").cycler
-    mcolors = pytest.importorskip("matplotlib.colors")
-    path = tmp_path / "b.png"
-    with matplotlib.rc_context({"axes.prop_cycle": cycler(color=["#ff0000", "#00ff00"])}):
-        assert report.plot_bandwidth({"STS float": 127.0, "STS float4": 64.0}, 128.0, path, "t") == path
-    ax = drawn[0].axes[0]
-    assert [mcolors.to_hex(b.get_facecolor()) for b in ax.patches] == ["#1f77b4", "#1f77b4"]  # tab:blue
-    assert [b.get_height() for b in ax.patches] == [127.0, 64.0]
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # -- the terminal's default table: grouped, attention first, within 120 columns -----------------
@@ -762,64 +410,6 @@ def test_link_matrices_order_gpus_by_host_then_index():
     vs = [_pair(b1, b0, 397.0), _pair(_n7(1), _n7(0), 397.5), _pair({"index": 3, "name": "H100"}, b0, 396.0)]
     assert report.link_matrices(vs)["p2p_ce_copy_gbps"]["gpus"] == ["gpu3", "n7:gpu0", "n7:gpu1", "n8:gpu0",
                                                                      "n8:gpu1"]
-
-
-def test_markdown_has_the_node_links_section_only_with_pair_verdicts():
-    meta = {"arch": "sm_90", "gpu": {"name": "H100"}}
-    vs = _three_gpus()
-    lines = report.markdown(vs, meta).split("\n")
-    at = lines.index("## Node links: GPU x GPU")
-    tables = report.link_tables(report.link_matrices(vs), fmt="github")
-    assert lines[at + 1] == "" and "\n".join(lines[at + 2:]).startswith(tables + "\n")
-    assert "| n7:gpu10 | -         | 357.8 FAIL | x          |" in tables.split("\n")
-    assert "## Node links: GPU x GPU" not in report.markdown(_verdicts(), meta)
-
-
-def test_write_reports_carries_the_links_and_the_schema_accepts_them(tmp_path):
-    from pytest_gpuprops import report_schema, results
-    vs = [_pair(P0, P1, 397.69), _pair(P1, P0, 357.8, FAIL)]
-    json_path, md_path = report.write_reports(tmp_path / "r.json", SessionResults(vs), [], {"arch": "sm_90"})
-    data = json.loads(json_path.read_text())
-    assert data["links"] == json.loads(json.dumps(report.link_matrices(vs)))
-    assert data["links"]["p2p_ce_copy_gbps"]["cells"][1][0] == {"value": 357.8, "status": "FAIL"}
-    assert [f["peer"] for f in data["facts"]] == [P1, P0]
-    report_schema.check_report(data, "r.json")
-    # read back, each verdict still names its pair
-    back, _ = results.load(json_path)
-    assert [(v.gpu["index"], v.peer["index"]) for v in back.verdicts] == [(0, 1), (1, 0)]
-    assert "## Node links: GPU x GPU" in md_path.read_text()
-
-
-@pytest.mark.parametrize("links, problem", [
-    ({"p2p_ce_copy_gbps": {"unit": "GB/s", "gpus": ["a", "b"], "cells": "x"}},
-     "links.p2p_ce_copy_gbps.cells is the string 'x'; expected a list of rows"),
-    ({"p2p_ce_copy_gbps": {"unit": "GB/s", "gpus": ["a"], "cells": [[None], "row"]}},
-     "links.p2p_ce_copy_gbps.cells[1] is the string 'row'; expected a row"),
-    ({"p2p_ce_copy_gbps": {"gpus": [], "cells": []}},
-     "links.p2p_ce_copy_gbps lacks 'unit'; a GPU x GPU matrix (unit, gpus, cells) has unit, gpus, cells"),
-    ({"p2p_ce_copy_gbps": {"unit": "GB/s", "gpus": [0], "cells": []}},
-     "links.p2p_ce_copy_gbps.gpus[0] is the number 0; expected a string"),
-    ([], "links is a list of 0; expected an object of pair fact -> GPU x GPU matrix"),
-])
-def test_the_schema_refuses_malformed_links(tmp_path, links, problem):
-    from pytest_gpuprops import report_schema
-    json_path, _ = report.write_reports(tmp_path / "r.json", SessionResults([_pair(P0, P1, 397.69)]), [],
-                                        {"arch": "sm_90"})
-    data = json.loads(json_path.read_text())
-    data["links"] = links
-    with pytest.raises(report_schema.SchemaError) as exc:
-        report_schema.check_report(data, "r.json")
-    assert str(exc.value).startswith(f"r.json: {problem}; pass a report written by pytest --gpuprops-report")
-
-
-def test_the_schema_refuses_a_peer_that_is_not_a_gpu(tmp_path):
-    from pytest_gpuprops import report_schema
-    data = SessionResults([_pair(P0, P1, 397.69)]).to_json({})
-    data["facts"][0]["peer"] = "gpu1"
-    with pytest.raises(report_schema.SchemaError) as exc:
-        report_schema.check_report(data, "r.json")
-    assert str(exc.value).startswith("r.json: facts[0] (fact p2p_ce_copy_gbps).peer is the string 'gpu1'; expected "
-                                     "an object naming the GPU")
 
 
 def test_a_pair_verdict_names_both_gpus():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprops import cli
+from pytest_gpuprops import cli, cli_facts
 from pytest_gpuprops import facts as gp_facts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -46,9 +46,9 @@ def test_a_unit_shifted_by_the_detection_shift_leaves_the_band_and_a_smaller_shi
 
 def test_every_packaged_fact_catches_a_ten_percent_shift_on_every_unit_it_was_set_from(capsys):
     sets = [gp_facts.load_facts(a) for a in gp_facts.packaged_archs()]
-    rows = cli.detection_rows(sets)
+    rows = cli_facts.detection_rows(sets)
     assert len(rows) > 250
-    print(cli.detection_table(sets))  # the report: `pytest -s -k ten_percent` or `gpuprops facts --detection`
+    print(cli_facts.detection_table(sets))  # the report: `pytest -s -k ten_percent` or `gpuprops facts --detection`
     weak = [f"{sec} {name}: {d:.1%}" for sec, name, d, _ in rows if d > MOST_A_BAND_MAY_MISS]
     assert not weak, ("these SKU bands let a shift over 10 % pass on a unit they were set from; fix the method "
                       "or set the band from the units (tools/population_fact.py):\n  " + "\n  ".join(weak))
