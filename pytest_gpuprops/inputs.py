@@ -29,7 +29,7 @@ class InputError(Exception):
 # ----------------------------------------------------------------------------------------------
 # files the run writes
 
-#: the first line of every Markdown report (report.markdown)
+#: the first line of every Markdown report (report_files.markdown)
 MARKDOWN_HEAD = "# gpuprops report:"
 
 

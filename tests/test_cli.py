@@ -1,20 +1,16 @@
 """The ``gpuprops`` command (cli.py: parsing and dispatch) and its user contract, each expected value
-written out by hand; each command's own tests are beside its module (test_cli_sass.py, test_cli_facts.py,
-test_cli_runs.py, test_cli_files.py), with the helpers and fixtures here.
+written out by hand. Each command's own tests are beside its module (test_cli_sass.py,
+test_cli_facts.py, test_cli_runs.py, test_cli_files.py); the helpers and fixtures they share are here.
 
-Oracles:
+Oracles here:
 
 * the help of ``gpuprops`` and of each command: a golden text file, ``tests/golden/cli_help.txt``
   (the help is the CLI's documentation; how to regenerate it is in the test's docstring);
 * refusals: the whole message line on stderr (exit status 2), compared for equality;
-* boundaries: the last accepted and the first refused value of every bounded option, the oldest arch
-  ``gpuprops sass`` reads (sm_75; an older cubin is made by editing the ELF flags of an sm_75 one),
-  the arch range ``cubin_arch`` reads from the flags, and the truncation of nvdisasm's messages after
-  three lines;
-* outputs: ``--version``, ``gpuprops facts`` and ``gpuprops merge`` compared line by line with
-  tables written here; ``gpuprops sass``/``patch`` on a two-kernel cubin checked against kernels
-  whose code is told apart by a constant written in each (0x1111, 0x2222); the README's commands
-  run as written.
+* boundaries: the last accepted and the first refused value of every bounded option (the patcher
+  replaced by a recorder, so each option is read as the edit it becomes);
+* outputs: ``--version`` compared line by line; the README's commands run as written; a reader that
+  stops reading (``gpuprops facts | head``) ends the command quietly.
 
 Where a test replaces a part (the patcher, nvdisasm's version, stdout), it says what it plants; the
 CLI's own code always runs."""
