@@ -267,7 +267,7 @@ class FactChecker:
 
 def parse_plant_shift(text: str | None) -> tuple[int, str, float] | None:
     """``GPUPROPS_PLANT_SHIFT``'s value as (gpu index, fact, delta); None when unset. Checked at
-    start-up (plugin._check_options), so a typo is one usage error, not an error in every test."""
+    start-up (startup.check_options), so a typo is one usage error, not an error in every test."""
     if not text:
         return None
     parts = text.split(":")

@@ -1,30 +1,20 @@
-"""pytest wiring: options, markers, fixtures and hooks. The work is done by the layer modules."""
+"""pytest wiring: options, markers, fixtures and hooks. The work is done by the layer modules: the
+options' start-up checks in startup.py, the session's state and its end in session.py, the test's
+checkers in fixture.py, the end-of-run summary and files in summary.py."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
 import math
-import os
-from pathlib import Path
 
 import pytest
 
-from . import baselines, devices, facts_record, inputs, measure, nsight, plots, report, report_files, results
+from . import devices, measure, nsight, plots, report_files, startup, summary
 from . import facts as gp_facts
-from .fixture import (  # noqa: F401 (re-exported: the plugin's public names)
-    _PART,
-    FactChecker,
-    StaticChecker,
-    _pending,
-    declared_facts,
-    parse_plant_shift,
-    planted_shift,
-    reproduce_command,
-    store_in_benchmark,
-)
+from .fixture import _PART, FactChecker, StaticChecker, declared_facts
 from .kernel_spec import KernelSpec
-from .session import GpuPropsState, GpuSlot, _outside_verdict, parse_gpus  # noqa: F401
+from .session import GpuPropsState, compile_only
 
 _STATE = pytest.StashKey["GpuPropsState"]()
 
@@ -101,172 +91,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="cubin cache folder (default $GPUPROPS_CACHE_DIR or ~/.cache/gpuprops/cubins)")
 
 
-def _writable_file(option: str, path: str, *, exists_ok: bool = True) -> None:
-    """A file ``option`` will write at the end of the run: refuse now what would fail then."""
-    p = Path(path)
-    if p.is_dir():
-        raise pytest.UsageError(f"{option} {path} is a folder; give a file name (e.g. {p / 'gpuprops.json'})")
-    if p.exists() and not exists_ok:
-        raise pytest.UsageError(f"{option} {path} exists; pass --force to overwrite it, or choose another path")
-    _writable_dir(option, str(p.parent), path)
-
-
-def _writable_dir(option: str, path: str, shown: str | None = None) -> None:
-    """A folder that exists or can be created, and can be written."""
-    p = Path(path) if path else Path(".")
-    existing = p
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise pytest.UsageError(f"{option} {shown or path}: {existing} is a file, not a folder; choose a path "
-                                "in a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{option} {shown or path}: folder {existing} is not writable; choose a "
-                                "path you can write")
-
-
-def _check_options(config: pytest.Config) -> None:
-    """Everything the options name, checked once before any test runs: a typo is one usage error at
-    start-up, not a green run of skips or a traceback after the whole run."""
-    from . import compile as gp_compile
-    opt = config.option
-    if opt.gpuprops_facts:
-        try:
-            gp_facts.check_facts_path(opt.gpuprops_facts)
-        except gp_facts.FactsError as exc:
-            raise pytest.UsageError(f"--gpuprops-facts: {exc}") from None
-    if opt.gpuprops_kernels and not Path(opt.gpuprops_kernels).is_dir():
-        raise pytest.UsageError(f"--gpuprops-kernels {opt.gpuprops_kernels} is not a folder; give the folder "
-                                "that holds the kernel sources (the repository's kernels/)")
-    if opt.gpuprops_kernels and not any(Path(opt.gpuprops_kernels).glob("*.cu")):
-        raise pytest.UsageError(f"--gpuprops-kernels {opt.gpuprops_kernels} holds no kernel sources (no .cu file); "
-                                "give the folder that holds them (the repository's kernels/)")
-    try:
-        gp_compile.check_cache_dir(opt.gpuprops_cache)
-    except gp_compile.CacheError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if opt.gpuprops_report:
-        _writable_file("--gpuprops-report", opt.gpuprops_report)
-        _writable_file("--gpuprops-report", str(Path(opt.gpuprops_report).with_suffix(".md")))
-    try:
-        _check_inputs(opt)
-    except inputs.InputError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if opt.gpuprops_plots:
-        if Path(opt.gpuprops_plots).is_file():
-            raise pytest.UsageError(f"--gpuprops-plots {opt.gpuprops_plots} is a file; give a folder for the PNGs")
-        _writable_dir("--gpuprops-plots", opt.gpuprops_plots)
-    _check_baseline_options(opt)
-    parse_plant_shift(os.environ.get("GPUPROPS_PLANT_SHIFT"))
-    _check_asked_gpus(opt)
-    if opt.gpuprops_record:
-        _writable_file("--gpuprops-record", opt.gpuprops_record, exists_ok=opt.gpuprops_force)
-        reason = devices.gpu_unavailable_reason(opt.gpuprops_gpu or 0)
-        if reason:
-            raise pytest.UsageError(f"--gpuprops-record measures facts on a GPU, and none can be used here: {reason}. "
-                                    "Nothing would be recorded; run it on the GPU whose facts you want")
-
-
-def _check_inputs(opt) -> None:
-    """The files the run writes and the environment variables (inputs.py): what no option type checks."""
-    inputs.check_lock_dir()
-    inputs.check_tool("GPUPROPS_NVDISASM", r"CUDA disassembler", "nvdisasm",
-                      "unset it to use the one from pip (nvidia-cuda-nvdisasm)")
-    inputs.check_tool("GPUPROPS_NCU", r"Nsight Compute", "Nsight Compute's ncu",
-                      "unset it to find ncu on PATH (the tensor-pipe facts skip without one)")
-    inputs.check_fresh_draws()
-    inputs.check_plant_no_peer()
-    if opt.gpuprops_report:
-        inputs.check_report_target("--gpuprops-report", opt.gpuprops_report, opt.gpuprops_force)
-        report_path = Path(opt.gpuprops_report)
-        inputs.check_distinct_outputs([("--gpuprops-report", str(report_path)),
-                                       ("--gpuprops-report", str(report_path.with_suffix(".md"))),
-                                       *([("--gpuprops-record", opt.gpuprops_record)] if opt.gpuprops_record else [])])
-    if not opt.gpuprops_record:
-        text = os.environ.get("GPUPROPS_PLANT_SHIFT")
-        inputs.check_plant_shift(parse_plant_shift(text), text, opt.gpuprops_facts)
-
-
-def _check_facts_match(state: GpuPropsState, items: list[pytest.Item]) -> None:
-    """--gpuprops-facts must hold facts for an arch the selected fact tests check: the compile-time
-    tests' ``arch`` parameters, and the GPU's arch where a GPU can be used (inputs.check_facts_match)."""
-    if not state.facts_path or state.record_path or not items:
-        return
-    static = {inputs.static_arch(dict(getattr(getattr(i, "callspec", None), "params", {}))) for i in items
-              if "gpuprops_static" in getattr(i, "fixturenames", ())}
-    gpu_archs: set[str] = set()
-    note = ""
-    if any(i.get_closest_marker("gpu") and {"gpuprops", "gpu_facts"} & set(getattr(i, "fixturenames", ()))
-           for i in items):
-        slots = [state.slot(index) for index in state.gpu_list()]
-        gpu_archs = {s.info.arch for s in slots if s.info is not None}
-        note = (f" (the GPU here is {', '.join(sorted(gpu_archs))})" if gpu_archs else
-                f"; no GPU can be used here ({next((s.unavailable for s in slots if s.unavailable), 'none visible')})")
-    try:
-        inputs.check_facts_match(state.facts_path, static, gpu_archs, note)
-    except inputs.InputError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _check_baseline_options(opt) -> None:
-    """--gpuprops-baseline / --gpuprops-compare name a readable report, and the store a folder we can
-    write; the two options cannot both name a file."""
-    chosen = opt.gpuprops_baseline
-    if not chosen or not chosen.strip():
-        raise pytest.UsageError("--gpuprops-baseline '': expected 'last' (the unit's last accepted run), 'none' or "
-                                "a report file")
-    if opt.gpuprops_compare is not None and not opt.gpuprops_compare.strip():
-        raise pytest.UsageError("--gpuprops-compare '': expected a report file written by --gpuprops-report")
-    if opt.gpuprops_compare and chosen not in (baselines.LAST, opt.gpuprops_compare):
-        raise pytest.UsageError(f"--gpuprops-compare {opt.gpuprops_compare} and --gpuprops-baseline {chosen} "
-                                "name two baselines; give one")
-    option, path = (("--gpuprops-compare", opt.gpuprops_compare) if opt.gpuprops_compare else
-                    ("--gpuprops-baseline", chosen if chosen not in (baselines.LAST, baselines.NONE) else None))
-    if path:
-        try:
-            baselines.from_report(path)
-        except baselines.BaselineError as exc:
-            raise pytest.UsageError(f"{option}: {exc}") from None
-    if opt.gpuprops_baselines is not None and not opt.gpuprops_baselines.strip():
-        raise pytest.UsageError("--gpuprops-baselines '': expected a folder for the baseline store")
-    if opt.gpuprops_baseline_accept and chosen == baselines.NONE:
-        raise pytest.UsageError("--gpuprops-baseline-accept with --gpuprops-baseline none: a run that is not stored "
-                                "cannot become a baseline; drop one of the two")
-    # a store the user named must be usable; the default one (a read-only home on a CI machine) is
-    # only said to be unusable at the end, when a GPU run had something to keep
-    if chosen != baselines.NONE and opt.gpuprops_baselines:
-        _writable_dir("--gpuprops-baselines", opt.gpuprops_baselines)
-    elif chosen != baselines.NONE and os.environ.get(baselines.STORE_ENV):
-        _writable_dir(baselines.STORE_ENV, os.environ[baselines.STORE_ENV])
-
-
-def _check_asked_gpus(opt) -> None:
-    """A GPU asked for by index (--gpu N, --gpuprops-gpus LIST or all) that is not visible fails the
-    run at start-up: a GPU that fell off the bus must not read as a green run of skipped facts. With
-    no GPU asked for, a machine without one still skips every GPU fact with the reason (CPU CI)."""
-    asked: list[tuple[str, int]] = []
-    if opt.gpuprops_gpu is not None:
-        asked.append((f"--gpu {opt.gpuprops_gpu}", opt.gpuprops_gpu))
-    gpus = getattr(opt, "gpuprops_gpus", None)
-    if gpus and gpus.strip() != "all":
-        asked += [(f"--gpuprops-gpus {gpus}", i) for i in parse_gpus(gpus, devices.visible_gpu_count)]
-    if not asked and not (gpus and gpus.strip() == "all"):
-        return
-    visible = devices.visible_gpu_count()
-    if visible == 0:
-        why = devices.gpu_unavailable_reason(0) or "no CUDA GPU visible"
-        what = asked[0][0] if asked else f"--gpuprops-gpus {gpus}"
-        raise pytest.UsageError(f"{what} asks for a GPU, and none is visible here: {why}. Check the GPU with "
-                                "nvidia-smi (a GPU that fell off the bus is missing there too) and "
-                                "CUDA_VISIBLE_DEVICES; without --gpu the GPU facts skip with that reason")
-    missing = [(what, i) for what, i in asked if i >= visible]
-    if missing:
-        what, i = missing[0]
-        raise pytest.UsageError(f"{what} asks for GPU {i}, and only {visible} GPU(s) are visible (indices 0.."
-                                f"{visible - 1}). Check the GPU with nvidia-smi (a GPU that fell off the bus is "
-                                "missing there too) and CUDA_VISIBLE_DEVICES")
-
-
 class _EndOfRunNotes:
     """Says at the end of the run what an option asked for but the run could not give."""
 
@@ -275,16 +99,9 @@ class _EndOfRunNotes:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        st = self.state
-        if st.worker_id:
-            return
-        if st.plots_dir and not st.results.plot_points:
-            unavailable = next((s.unavailable for s in st._slots.values() if s.unavailable), None)
-            why = f"; GPU facts were skipped: {unavailable}" if unavailable else ""
-            terminalreporter.write_line(
-                f"gpuprops plots: nothing to plot, no PNG written to {st.plots_dir}: plots come from the HMMA, "
-                "register-bank and shared-memory bandwidth GPU facts, and none "
-                f"ran{why}", yellow=True)
+        note = None if self.state.worker_id else summary.plots_note(self.state)
+        if note:
+            terminalreporter.write_line(note, yellow=True)
 
 
 @pytest.hookimpl(trylast=True)
@@ -303,7 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
             plots._plt()
         except plots.PlotsUnavailable as exc:
             raise pytest.UsageError(str(exc)) from exc
-    _check_options(config)
+    startup.check_options(config.option)
     state = GpuPropsState(config)
     config.stash[_STATE] = state
     if not state.worker_id:
@@ -331,6 +148,7 @@ def _interrupt_on_sigterm(config: pytest.Config) -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -380,11 +198,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                  scope="session")
 
 
-def compile_only(nodeid: str) -> bool:
-    """A compile-time fact's test: they live in ``test_static*.py`` files (a convention the plugin's
-    own tests check), so the controller can tell them from a node id alone."""
-    return nodeid.partition("::")[0].rsplit("/", 1)[-1].startswith("test_static")
-
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
@@ -410,6 +223,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
         return EachGpuOnceStatic(config, log)
     return None
+
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -543,7 +358,7 @@ class _Ingest:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.state.selected = len(session.items)
-        _check_facts_match(self.state, session.items)
+        startup.check_selected_facts(self.state, session.items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
@@ -554,6 +369,7 @@ class _Ingest:
             self.state.selected = max(self.state.selected, len(ids))
 
 
+
 # ----------------------------------------------------------------------------------------------
 # end of session
 
@@ -562,102 +378,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is None or state.worker_id:
         return
-    verdicts = state.results.verdicts
-    if state.facts_path and not state.record_path:  # what the collection check cannot see under xdist
-        state.facts_note = inputs.facts_matched_nothing(state.facts_path, verdicts)
-        if state.facts_note:
-            session.exitstatus = exitstatus = pytest.ExitCode.USAGE_ERROR
-    if not session.config.option.collectonly:  # --co runs nothing, so nothing is missing
-        state.run = results.run_status(int(exitstatus), state.selected, state.finished)
-        if not state.run["complete"] and exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # selected tests did not run: not a green run
-    meta = {**state.meta(), "run": state.run}
-    state.fleet, state.fleet_note = results.outliers(verdicts)
-    state.fleet += compare_with_baselines(state, verdicts, meta)
-    if results.red(state.fleet) and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if state.run is not None and not state.record_path and state.baseline_choice != baselines.NONE:
-        try:
-            state.stored = state.store.save(verdicts + state.fleet, meta, accept=state.baseline_accept)
-        except OSError as exc:
-            state.baseline_notes.append(f"could not store this run in {state.store.root}: {exc}")
-
-
-def compare_with_baselines(state: GpuPropsState, verdicts: list, meta: dict) -> list:
-    """MOVED verdicts against each unit's baseline (baselines.compare_units); what each unit was
-    compared with is kept for the summary and the report."""
-    try:
-        moved, notes, state.baseline_of = baselines.compare_units(state.store, state.baseline_choice, verdicts,
-                                                                   meta)
-    except baselines.BaselineError as exc:
-        raise pytest.UsageError(f"{state.baseline_option}: {exc}") from exc
-    state.baseline_notes += notes
-    return moved
+    session.exitstatus = state.finish(exitstatus, collect_only=session.config.option.collectonly)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is None or state.worker_id:
         return
-    tr = terminalreporter
-    verdicts = state.results.verdicts
-    verbose = config.getoption("verbose", 0) or 0  # -v: every row and cell whole
-    if verdicts:
-        tr.write_sep("=", "gpuprops facts")
-        tr.write_line(report.terminal_table(verdicts, verbose))
-        tr.write_line(report.summary_line(verdicts + state.fleet, state.run))
-        if len({results.gpu_key(v) for v in verdicts if v.gpu}) > 1:
-            tr.write_sep("-", "per GPU")
-            tr.write_line(report.gpu_table(verdicts))
-        matrices = report.link_matrices(verdicts)
-        if matrices:
-            tr.write_sep("-", "node links: GPU x GPU")
-            tr.write_line(report.link_tables(matrices))
-    elif state.run and results.incomplete_reason(state.run) and state.report_path:
-        tr.write_line(report.summary_line([], state.run), red=True)
-    if state.facts_note:
-        tr.write_line(f"gpuprops: usage error: {state.facts_note}", red=True)
-    if state.fleet_note and any(v.gpu for v in verdicts):
-        tr.write_line(f"gpuprops {state.fleet_note}")
-    for note in state.baseline_notes:
-        tr.write_line(f"gpuprops baseline: {note}")
-    for uuid, path, accepted, why in state.stored:
-        tr.write_line(f"gpuprops baseline: {uuid[:12]}: this run stored as {path}; {why}",
-                      **({} if accepted else {"yellow": True}))
-    if state.fleet:
-        red = bool(results.red(state.fleet))
-        tr.write_sep("=", "gpuprops fleet: outliers, moved facts, units that differ", **({"red": True} if red else {}))
-        tr.write_line(report.table(state.fleet))
-    meta = state.meta()
-    if state.run is not None:
-        meta["run"] = state.run
-    meta["baselines"] = {"store": str(state.store.root), "choice": state.baseline_choice,
-                         "notes": state.baseline_notes,
-                         "compared_with": {u: [str(r.path) for r in b.runs] for u, b in state.baseline_of.items()},
-                         "stored": [{"uuid": u, "path": str(p), "accepted": a, "why": w} for u, p, a, w in state.stored]}
-    if state.report_path:
-        try:
-            for p in report_files.write_reports(state.report_path, state.results, state.fleet, meta):
-                tr.write_line(f"gpuprops report: {p}")
-        except OSError as exc:
-            tr.write_line(f"gpuprops report: could not write {state.report_path} ({exc.strerror or exc}); this run's "
-                          "verdicts are in the table above only", red=True)
-    if state.record_path:
-        info = state._info
-        if state.results.recorded:
-            arch = next(iter(state.results.recorded.values())).arch
-            try:
-                p = facts_record.write_facts(state.record_path, arch, list(state.results.recorded.values()),
-                                         force=state.force, meta={"gpu": info.name if info else meta.get("gpu", {}).get("name", "?")})
-                tr.write_line(f"gpuprops recorded {len(state.results.recorded)} facts to {p}")
-            except gp_facts.FactsError as exc:
-                tr.write_line(f"gpuprops record: {exc}", red=True)
-        else:
-            tr.write_line("gpuprops record: nothing was measured, no file written", yellow=True)
-    if state.plots_dir and state.results.plot_points:
-        for p in write_plots(state, meta):
-            tr.write_line(f"gpuprops plot: {p}")
-
-
-def write_plots(state: GpuPropsState, meta: dict) -> list[Path]:
-    return plots.write_plots(state.results.plot_points, state.plots_dir, meta)
+    summary.write_summary(terminalreporter, state, config.getoption("verbose", 0) or 0)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from . import assertions, baselines, devices, measure, nsight, results, stats
+from . import assertions, baselines, devices, inputs, measure, nsight, results, stats
 
 
 class GpuSlot:
@@ -178,6 +178,52 @@ class GpuPropsState:
             self.results.verdicts.append(_outside_verdict(report, assertions.ERROR))
         elif report.skipped and not mine and ("gpu" in report.keywords or "static" in report.keywords):
             self.results.verdicts.append(_outside_verdict(report, assertions.SKIPPED))
+
+
+    # -- the end of the run ----------------------------------------------------------------------
+    def finish(self, exitstatus: int, collect_only: bool) -> int:
+        """The run's end on the controller: whether --gpuprops-facts matched nothing (what the collection
+        check cannot see under xdist), how the run went, the fleet's outliers and each unit's MOVED
+        facts against its baseline, and this run stored as each unit's latest. Returns the session's
+        exit status: a usage error, or a failure where selected tests did not run or the fleet is red."""
+        verdicts = self.results.verdicts
+        status = exitstatus
+        if self.facts_path and not self.record_path:
+            self.facts_note = inputs.facts_matched_nothing(self.facts_path, verdicts)
+            if self.facts_note:
+                status = exitstatus = pytest.ExitCode.USAGE_ERROR
+        if not collect_only:  # --co runs nothing, so nothing is missing
+            self.run = results.run_status(int(exitstatus), self.selected, self.finished)
+            if not self.run["complete"] and exitstatus == pytest.ExitCode.OK:
+                status = pytest.ExitCode.TESTS_FAILED  # selected tests did not run: not a green run
+        meta = {**self.meta(), "run": self.run}
+        self.fleet, self.fleet_note = results.outliers(verdicts)
+        self.fleet += self.compare_with_baselines(verdicts, meta)
+        if results.red(self.fleet) and status == pytest.ExitCode.OK:
+            status = pytest.ExitCode.TESTS_FAILED
+        if self.run is not None and not self.record_path and self.baseline_choice != baselines.NONE:
+            try:
+                self.stored = self.store.save(verdicts + self.fleet, meta, accept=self.baseline_accept)
+            except OSError as exc:
+                self.baseline_notes.append(f"could not store this run in {self.store.root}: {exc}")
+        return status
+
+    def compare_with_baselines(self, verdicts: list, meta: dict) -> list:
+        """MOVED verdicts against each unit's baseline (baselines.compare_units); what each unit was
+        compared with is kept for the summary and the report."""
+        try:
+            moved, notes, self.baseline_of = baselines.compare_units(self.store, self.baseline_choice, verdicts,
+                                                                     meta)
+        except baselines.BaselineError as exc:
+            raise pytest.UsageError(f"{self.baseline_option}: {exc}") from exc
+        self.baseline_notes += notes
+        return moved
+
+
+def compile_only(nodeid: str) -> bool:
+    """A compile-time fact's test: they live in ``test_static*.py`` files (a convention the plugin's
+    own tests check), so the controller can tell them from a node id alone."""
+    return nodeid.partition("::")[0].rsplit("/", 1)[-1].startswith("test_static")
 
 
 def parse_gpus(text: str, count) -> list[int]:

@@ -115,11 +115,11 @@ def test_every_gpu_of_a_node_in_parallel_checks_each_compile_time_fact_once(pyte
 
 
 def test_compile_time_facts_live_in_test_static_files_and_only_there():
-    """The convention the parallel scheduler relies on (plugin.compile_only)."""
+    """The convention the parallel scheduler relies on (session.compile_only)."""
     import ast
     from pathlib import Path
 
-    from pytest_gpuprops.plugin import compile_only
+    from pytest_gpuprops.session import compile_only
     for path in sorted((Path(__file__).parent.parent / "hwtests").glob("test_*.py")):
         text = path.read_text()
         marks = {n.attr for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Attribute) and n.attr in ("static", "gpu")

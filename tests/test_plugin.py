@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import types
 from pathlib import Path
@@ -18,7 +17,8 @@ import pytest
 from gp_testing import FAKE_GPU, Terminal, fake_gpu_conftest, ncu_stand_in
 from test_trust import FLAKY_FACT, _on
 
-from pytest_gpuprops import facts, plots, plugin, results
+from pytest_gpuprops import facts, fixture, plugin, summary
+from pytest_gpuprops import session as gp_session
 from pytest_gpuprops.measure import Measurement
 
 # ----------------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_benchmark_store_replays_cycles():
     b = _Bench()
     m = Measurement.given("x", [10.0, 12.5, 11.0], stop_reason="sample cap", sm_clock_mhz=1755.0, unit="cycles")
     info = types.SimpleNamespace(name="Fake GPU", arch="sm_90")
-    plugin.store_in_benchmark(b, m, info)
+    fixture.store_in_benchmark(b, m, info)
     assert b.deltas == [10.0, 12.5, 11.0]
     assert b.extra_info == {"unit": "cycles", "gpu": "Fake GPU", "arch": "sm_90", "stop_reason": "sample cap",
                             "noise": m.noise, "sm_clock_mhz": 1755.0}
@@ -294,34 +294,10 @@ def test_benchmark_json_carries_cycles_and_gpu(pytester, monkeypatch):
     assert bench["extra_info"]["unit"] == "cycles"
 
 
-def test_write_plots_picks_the_points(tmp_path, monkeypatch):
-    calls = {}
-    monkeypatch.setattr(plots, "plot_hmma", lambda pts, path, title: calls.setdefault("hmma", (pts, path, title)))
-    monkeypatch.setattr(plots, "plot_regbank", lambda cells, rc, path, title: calls.setdefault("rb", (cells, rc, path)))
-    monkeypatch.setattr(plots, "plot_bandwidth", lambda vals, peak, path, title: calls.setdefault("bw", (vals, peak,
-                                                                                                         path)))
-    hmma = [{"ilp": 1, "warps": 1, "cycles": 24.0, "model": 24.0}, {"ilp": 2, "warps": 1, "cycles": 12.0, "model": 12.0}]
-    regbank = [{"ra": 8, "rb": 10, "rc": 16, "cycles": 3.0}, {"ra": 8, "rb": 10, "rc": 17, "cycles": 2.0},
-               {"ra": 9, "rb": 10, "rc": 17, "cycles": 1.0}]
-    bw = [{"label": "STS float", "bytes_per_cycle": 127.0}, {"label": "STS float2", "bytes_per_cycle": 120.0}]
-    state = types.SimpleNamespace(plots_dir=str(tmp_path / "plots"), results=results.SessionResults(
-        plot_points={"hmma": hmma, "regbank": regbank, "smem_bandwidth": bw}))
-    made = plugin.write_plots(state, {"gpu": {"name": "G"}, "arch": "sm_90"})
-    assert (tmp_path / "plots").is_dir()
-    assert calls["hmma"] == (hmma, tmp_path / "plots" / "hmma_cycles_vs_ilp.png", "G (sm_90)")
-    assert calls["rb"] == ({(8, 10): 2.0, (9, 10): 1.0}, 17, tmp_path / "plots" / "regbank_heatmap.png")
-    assert calls["bw"] == ({"STS float": 127.0, "STS float2": 120.0}, 128.0, tmp_path / "plots" / "smem_bandwidth.png")
-    assert len(made) == 3
-    calls.clear()
-    only = types.SimpleNamespace(plots_dir=str(tmp_path / "p2"), results=results.SessionResults(
-        plot_points={"hmma": hmma[:1]}))
-    assert plugin.write_plots(only, {}) == [(hmma[:1], tmp_path / "p2" / "hmma_cycles_vs_ilp.png", "? (?)")]
-
-
 def test_session_meta_says_what_is_unavailable(pytester, monkeypatch):
     from pytest_gpuprops import compile as gp_compile
     from pytest_gpuprops import sass
-    state = plugin.GpuPropsState(pytester.parseconfig())  # as pytest_configure makes it; a configured
+    state = gp_session.GpuPropsState(pytester.parseconfig())  # as pytest_configure makes it; a configured
     meta = state.meta()                                    # config costs ~0.3 s of gc to tear down
     assert meta["compiler"].startswith("nvrtc ") and meta["nvdisasm"] == sass.nvdisasm_version()
     assert "gpu" not in meta and "arch" not in meta and len(meta["date"]) == 19
@@ -340,12 +316,12 @@ def test_state_reads_the_options(pytester, tmp_path):
                                           'method = "m"\nsource = "s"\n')
     config = pytester.parseconfig("--gpu", "2", "--gpuprops-noise", "0.05", "--gpuprops-budget", "7",
                                   "--gpuprops-kernels", str(tmp_path), "--gpuprops-facts", "f.toml")
-    state = plugin.GpuPropsState(config)
+    state = gp_session.GpuPropsState(config)
     assert state.gpu_index == 2 and state.facts_path == "f.toml" and state.kernels_dir == tmp_path
     assert state.gpu_list() == [2] and state.default_index() == 2  # one GPU, the one --gpu names
     assert state.stop.noise_target == 0.05 and state.stop.time_budget_s == 7.0
     assert state.stop.min_samples == 5 and state.stop.max_samples == 100
-    dflt = plugin.GpuPropsState(pytester.parseconfig())
+    dflt = gp_session.GpuPropsState(pytester.parseconfig())
     assert dflt.kernels_dir == pytester.path / "kernels" and dflt.gpu_index == 0 and dflt.stop.noise_target == 0.01
 
 
@@ -604,70 +580,6 @@ def test_option_values_out_of_range_or_unreadable_get_one_message(parse, text, m
     assert str(exc.value) == message
 
 
-# -- paths named by options, checked at start-up -----------------------------------------------
-
-
-def test_a_report_path_that_is_a_folder_is_refused_naming_a_file_to_give(tmp_path):
-    with pytest.raises(pytest.UsageError) as exc:
-        plugin._writable_file("--gpuprops-report", str(tmp_path))
-    assert str(exc.value) == (f"--gpuprops-report {tmp_path} is a folder; give a file name "
-                              f"(e.g. {tmp_path}/gpuprops.json)")
-
-
-def test_an_existing_report_file_is_overwritten_without_force(tmp_path):
-    old = tmp_path / "r.json"
-    old.write_text("{}")
-    assert plugin._writable_file("--gpuprops-report", str(old)) is None  # the report's default: overwrite
-
-
-def test_a_file_in_the_way_of_the_folder_is_refused(tmp_path):
-    blocker = tmp_path / "blocker"
-    blocker.write_text("")
-    with pytest.raises(pytest.UsageError) as exc:
-        plugin._writable_dir("--gpuprops-plots", str(blocker / "sub" / "plots"))
-    assert str(exc.value) == (f"--gpuprops-plots {blocker}/sub/plots: {blocker} is a file, not a folder; choose a "
-                              "path in a folder")
-    with pytest.raises(pytest.UsageError) as exc:
-        plugin._writable_file("--gpuprops-report", str(blocker / "r.json"))
-    assert str(exc.value) == (f"--gpuprops-report {blocker}/r.json: {blocker} is a file, not a folder; choose a "
-                              "path in a folder")
-
-
-@pytest.fixture
-def read_only_folder(tmp_path, monkeypatch):
-    """A folder with mode r-x (0o500). We run as root, which may write anywhere, so os.access answers
-    for it as the folder's owner (not root) would: from the owner's permission bits."""
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    real_access = os.access
-
-    def access_as_owner(path, mode, *a, **k):
-        if Path(path) == ro:
-            owner_bits = (os.stat(path).st_mode >> 6) & 0o7  # R_OK 4, W_OK 2, X_OK 1, F_OK 0
-            return mode & ~owner_bits == 0
-        return real_access(path, mode, *a, **k)
-    monkeypatch.setattr(plugin.os, "access", access_as_owner)
-    yield ro
-    ro.chmod(0o700)
-
-
-def test_a_folder_that_is_not_writable_is_refused(read_only_folder):
-    ro = read_only_folder
-    assert os.access(ro, os.R_OK | os.X_OK) and os.access(ro, os.F_OK)  # it exists and can be entered
-    with pytest.raises(pytest.UsageError) as exc:
-        plugin._writable_dir("--gpuprops-plots", str(ro / "new" / "plots"))
-    assert str(exc.value) == (f"--gpuprops-plots {ro}/new/plots: folder {ro} is not writable; choose a path you "
-                              "can write")
-    # a file to write there names the file the option gave, not the folder
-    with pytest.raises(pytest.UsageError) as exc:
-        plugin._writable_file("--gpuprops-report", str(ro / "r.json"))
-    assert str(exc.value) == (f"--gpuprops-report {ro}/r.json: folder {ro} is not writable; choose a path you "
-                              "can write")
-    # beside it, a folder that is writable passes
-    assert plugin._writable_dir("--gpuprops-plots", str(ro.parent / "plots")) is None
-
-
 # -- which GPU a test runs on --------------------------------------------------------------------
 
 
@@ -865,7 +777,7 @@ def test_the_record_file_names_the_gpu_it_was_measured_on(pytester):
 
 def _state_with_two_gpus_off_each_other(pytester, *args):
     config = pytester.parseconfig(*args)
-    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
+    state = config.stash[plugin._STATE] = gp_session.GpuPropsState(config)
     state.results.verdicts = [_on(0, 22.8), _on(1, 24.2)]  # outliers (6 % apart), were they judged
     return config, state
 
@@ -897,47 +809,6 @@ def test_an_xdist_worker_writes_no_terminal_summary(pytester):
     plugin.pytest_terminal_summary(tr, 0, config)
     assert [w for w in tr.written if isinstance(w, tuple)] == [("=", "gpuprops facts"), ("-", "per GPU")]
     assert "gpuprops outlier check: 2 GPUs, 1 facts compared, 2 outlier(s)" in tr.written
-
-
-# -- plots ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def plot_calls(monkeypatch):
-    calls = {}
-    monkeypatch.setattr(plots, "plot_hmma", lambda pts, path, title: calls.setdefault("hmma", (path, title)) and path)
-    monkeypatch.setattr(plots, "plot_regbank",
-                        lambda cells, rc, path, title: calls.setdefault("regbank", (cells, rc, path, title)) and path)
-    monkeypatch.setattr(plots, "plot_bandwidth",
-                        lambda vals, peak, path, title: calls.setdefault("bw", (vals, peak, path, title)) and path)
-    return calls
-
-
-def _plot_state(folder, **points):
-    return types.SimpleNamespace(plots_dir=str(folder), results=results.SessionResults(plot_points=points))
-
-
-def test_plots_go_to_a_new_nested_folder_or_an_existing_one(tmp_path, plot_calls):
-    hmma = [{"ilp": 1, "warps": 1, "cycles": 24.0, "model": 24.0}]
-    nested = tmp_path / "a" / "b" / "plots"
-    assert plugin.write_plots(_plot_state(nested, hmma=hmma), {}) == [nested / "hmma_cycles_vs_ilp.png"]
-    assert nested.is_dir()
-    # a second run into the same folder
-    plot_calls.clear()
-    assert plugin.write_plots(_plot_state(nested, hmma=hmma), {}) == [nested / "hmma_cycles_vs_ilp.png"]
-
-
-def test_the_regbank_heatmap_is_drawn_for_the_rc_with_most_cells_and_every_plot_gets_the_title(tmp_path,
-                                                                                               plot_calls):
-    regbank = [{"ra": 8, "rb": 10, "rc": 16, "cycles": 3.0}, {"ra": 9, "rb": 10, "rc": 16, "cycles": 2.0},
-               {"ra": 8, "rb": 10, "rc": 40, "cycles": 1.0}]  # rc 16 has two cells, the higher rc 40 one
-    bw = [{"label": "LDS.128", "bytes_per_cycle": 128.0}]
-    out = tmp_path / "p"
-    plugin.write_plots(_plot_state(out, regbank=regbank, smem_bandwidth=bw),
-                       {"gpu": {"name": "Fake GPU"}, "arch": "sm_90"})
-    assert plot_calls["regbank"] == ({(8, 10): 3.0, (9, 10): 2.0}, 16, out / "regbank_heatmap.png",
-                                     "Fake GPU (sm_90)")
-    assert plot_calls["bw"] == ({"LDS.128": 128.0}, 128.0, out / "smem_bandwidth.png", "Fake GPU (sm_90)")
 
 
 # -- arch names ----------------------------------------------------------------------------------
@@ -988,7 +859,7 @@ def _recording_state(pytester, path):
     """A session state as pytest_configure makes it, recording to ``path`` (set here: the option
     itself asks for a GPU at start-up)."""
     config = pytester.parseconfig()
-    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
+    state = config.stash[plugin._STATE] = gp_session.GpuPropsState(config)
     state.record_path = str(path)
     return config, state
 
@@ -1056,7 +927,7 @@ class _Metafunc:
 ])
 def test_only_gpu_tests_outside_xdist_are_run_once_per_gpu(pytester, worker, fixtures, parametrized):
     config = pytester.parseconfig("--gpuprops-gpus", "0,1")
-    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
+    state = config.stash[plugin._STATE] = gp_session.GpuPropsState(config)
     state.worker_id = worker
     mf = _Metafunc(config, fixtures)
     plugin.pytest_generate_tests(mf)
@@ -1067,9 +938,9 @@ def test_only_gpu_tests_outside_xdist_are_run_once_per_gpu(pytester, worker, fix
 
 def test_plot_points_without_a_plots_folder_write_nothing(pytester, tmp_path, monkeypatch):
     config = pytester.parseconfig()
-    state = config.stash[plugin._STATE] = plugin.GpuPropsState(config)
+    state = config.stash[plugin._STATE] = gp_session.GpuPropsState(config)
     state.results.plot_points = {"smem_bandwidth": [{"label": "LDS", "bytes_per_cycle": 128.0}]}
-    monkeypatch.setattr(plugin, "write_plots", lambda *a: pytest.fail("plots written without --gpuprops-plots"))
+    monkeypatch.setattr(summary, "write_plots", lambda *a: pytest.fail("plots written without --gpuprops-plots"))
     tr = Terminal()
     plugin.pytest_terminal_summary(tr, 0, config)
     assert tr.lines == []

@@ -29,7 +29,7 @@ shutil.copytree(default_cache_dir() / "sass", sys.argv[1], copy_function=shutil.
 PY
 fi
 modules=("$@")
-[ ${#modules[@]} -eq 0 ] && modules=(cli results session fixture cache prefetch plugin assertions facts report measure devices gpulock stats kernel_spec timing driver_launch nsight compile sass)
+[ ${#modules[@]} -eq 0 ] && modules=(cli results session fixture cache prefetch plugin startup summary assertions facts facts_schema facts_record report measure devices gpulock stats kernel_spec timing driver_launch nsight compile sass)
 for m in "${modules[@]}"; do
     GPUPROPS_TEST_LISTING_SEED=$listings mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "pytest_gpuprops.$m.*"
     survivors=""
