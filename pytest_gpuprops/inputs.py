@@ -4,7 +4,7 @@ docs/reference.md, and whether a facts file given with ``--gpuprops-facts`` can 
 the tests selected.
 
 Every check raises :class:`InputError` with one line: what was wrong, what was expected, what to do.
-plugin.py turns it into pytest's usage error (exit status 4) before any test runs.
+startup.py turns it into pytest's usage error (exit status 4) before any test runs.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """session layer: per-session state of the plugin: options, the GPUs (made lazily), and the
-session's results, fed test by test from the reports (this process's or an xdist worker's)."""
+session's results, fed test by test from the reports (this process's or an xdist worker's), and the
+run's end on the controller (how it went, the fleet and baseline verdicts, the run stored)."""
 
 from __future__ import annotations
 
