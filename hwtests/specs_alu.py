@@ -12,7 +12,8 @@ factspec.STATIC_ARCHES."""
 
 import specs
 
-from pytest_gpuprops.factspec import INTERLEAVED, FactSpec, Region, Statistic
+from pytest_gpuprops.factspec import FactSpec, Statistic
+from pytest_gpuprops.region_rules import INTERLEAVED, Region
 
 #: the throughput shape: independent chains per warp, warps per SM sub-partition
 THROUGHPUT_ILP, THROUGHPUT_WARPS = 8, 4

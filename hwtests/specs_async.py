@@ -20,17 +20,16 @@ import struct
 from memory_levels import ALL_LINES_TEXT, NEAR_TIER_TEXT, line_by_line
 
 from pytest_gpuprops.driver_launch import PORTABLE_CLUSTER_SIZE
-from pytest_gpuprops.factspec import (
+from pytest_gpuprops.factspec import FactSpec, Statistic
+from pytest_gpuprops.kernel_spec import KernelSpec
+from pytest_gpuprops.region_rules import (
     ELECTED_COPY,
     LANE0_BULK_GROUP,
     LANE0_STORE_POLL,
     LOOP,
     WAIT_LOOP,
-    FactSpec,
     Region,
-    Statistic,
 )
-from pytest_gpuprops.kernel_spec import KernelSpec
 
 ARCH = "sm_90"
 

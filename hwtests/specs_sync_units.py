@@ -8,8 +8,9 @@ with other instructions, so these facts are defined, checked and launched on sm_
 
 from memory_levels import NEAR_TIER_TEXT, l2_line_offsets, line_by_line
 
-from pytest_gpuprops.factspec import INTERLEAVED, LOOP, FactSpec, Region, Statistic
+from pytest_gpuprops.factspec import FactSpec, Statistic
 from pytest_gpuprops.kernel_spec import KernelSpec
+from pytest_gpuprops.region_rules import INTERLEAVED, LOOP, Region
 
 ARCH = "sm_90"
 

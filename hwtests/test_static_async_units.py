@@ -30,7 +30,7 @@ def _kernel(name: str):
 
 @pytest.mark.parametrize("fact", ft.static_params(sa.FACTS))
 def test_region_holds_what_the_fact_measures(fact):
-    """As launched on sm_90: the spec's rules hold (factspec.Region.problems), and the patched region
+    """As launched on sm_90: the spec's rules hold (region_rules.Region.problems), and the patched region
     is clean at both ends and holds the unit's exact counts (timing.build_for_timing)."""
     assert ft.region_problems(fact) == []
     assert sass.region_hazards(list(ft.launched(fact))) == []

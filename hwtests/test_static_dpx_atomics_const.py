@@ -65,7 +65,7 @@ def writers(chain: list[list[sass.Instruction]]) -> list[list[dict[str, int | No
 
 @pytest.mark.parametrize("fact", ft.static_params(su.FACTS))
 def test_region_holds_what_the_fact_measures(fact):
-    """As launched on sm_90: the spec's rules hold (factspec.Region.problems: a latency build loops
+    """As launched on sm_90: the spec's rules hold (region_rules.Region.problems: a latency build loops
     back over its timed region once, the first pass warming the caches; a throughput build has no
     such branch, its warps would start a second pass out of step), and the patched region is clean
     at both ends and holds the unit's exact counts (timing.build_for_timing)."""

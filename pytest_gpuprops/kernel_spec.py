@@ -20,7 +20,7 @@ class KernelSpec:
     instructions (loop control) may sit beside them: a kernel that does not measure what its name
     says is refused before it runs, on every arch. ``region_check(instructions) -> list[str]``
     checks what counts cannot say (the order, the kinds of glue, a timed last pass: a fact spec's
-    region rules, factspec.RegionRules) on the kernel's compiled instructions and returns the
+    region rules, region_rules.RegionRules) on the kernel's compiled instructions and returns the
     problems, none where the region holds; it runs before ``patch``, which is not asked for edits
     to a region that does not hold.
     """

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops import factspec as fs
+from pytest_gpuprops import region_rules as rr
 from pytest_gpuprops import sass
 from pytest_gpuprops.kernel_spec import KernelSpec
 from pytest_gpuprops.timing import UncleanRegion, build_for_timing
@@ -33,7 +34,7 @@ def _launch():
 
 
 def _spec(**kw) -> fs.FactSpec:
-    base = dict(name="x_cycles", launch=_launch, region=fs.Region(("LD.E.64",), steps="UNROLL"), method="m")
+    base = dict(name="x_cycles", launch=_launch, region=rr.Region(("LD.E.64",), steps="UNROLL"), method="m")
     return fs.FactSpec(**{**base, **kw})
 
 
@@ -42,71 +43,71 @@ def _spec(**kw) -> fs.FactSpec:
 
 
 def test_a_region_counts_its_unit_times_the_steps_its_define_sets():
-    r = fs.Region(("UCGABAR_ARV", "UCGABAR_WAIT", "CCTL.IVALL"), steps="UNROLL")
+    r = rr.Region(("UCGABAR_ARV", "UCGABAR_WAIT", "CCTL.IVALL"), steps="UNROLL")
     assert r.counts({"UNROLL": 16}) == {"UCGABAR_ARV": 16, "UCGABAR_WAIT": 16, "CCTL.IVALL": 16}
     assert r.order({"UNROLL": 2}) == ["UCGABAR_ARV", "UCGABAR_WAIT", "CCTL.IVALL"] * 2
-    assert fs.Region(("ISETP.GE.AND", "SEL", "SEL"), steps=4).counts({}) == {"ISETP.GE.AND": 4, "SEL": 8}
+    assert rr.Region(("ISETP.GE.AND", "SEL", "SEL"), steps=4).counts({}) == {"ISETP.GE.AND": 4, "SEL": 8}
     assert r.text({"UNROLL": 16}) == "16 x UCGABAR_ARV + UCGABAR_WAIT + CCTL.IVALL"
 
 
 def test_a_shape_puts_its_own_instructions_in_the_order():
-    assert fs.Region(("A", "W"), fs.WAIT_LOOP).order({}) == ["A", "W", "BRA"]
-    assert fs.Region(("ARM", "COPY", "WAIT"), fs.ELECTED_COPY).order({}) == \
+    assert rr.Region(("A", "W"), rr.WAIT_LOOP).order({}) == ["A", "W", "BRA"]
+    assert rr.Region(("ARM", "COPY", "WAIT"), rr.ELECTED_COPY).order({}) == \
         ["ARM", "ELECT", "COPY", "BRA.U.ANY", "WAIT", "BRA"]
-    assert fs.Region(("LD",), fs.LOOP, steps=3).order({}) == ["LD", "LD", "LD", "BRA"]
-    assert fs.Region(("S", "F", "D"), fs.LANE0_BULK_GROUP).order({}) == ["S", "F", "D", "BSYNC"]
+    assert rr.Region(("LD",), rr.LOOP, steps=3).order({}) == ["LD", "LD", "LD", "BRA"]
+    assert rr.Region(("S", "F", "D"), rr.LANE0_BULK_GROUP).order({}) == ["S", "F", "D", "BSYNC"]
 
 
 @pytest.mark.parametrize("bad, match", [
     (dict(unit="LDS"), "a tuple of the unit's SASS opcodes"),
     (dict(unit=()), "a tuple of the unit's SASS opcodes"),
     (dict(unit=("A", "")), "a tuple of the unit's SASS opcodes"),
-    (dict(unit=("A", "B"), shape=fs.ELECTED_COPY), "shape elected_copy takes 3 unit opcodes"),
+    (dict(unit=("A", "B"), shape=rr.ELECTED_COPY), "shape elected_copy takes 3 unit opcodes"),
 ])
 def test_a_region_that_names_no_unit_is_refused(bad, match):
     with pytest.raises(ValueError, match=match):
-        fs.Region(**bad)
+        rr.Region(**bad)
 
 
 def test_steps_that_name_no_define_are_refused():
     with pytest.raises(ValueError, match=r"region steps 'ITERS' names no define of the kernel \(\['UNROLL'\]\)"):
-        fs.Region(("LD",), steps="ITERS").counts({"UNROLL": 4})
+        rr.Region(("LD",), steps="ITERS").counts({"UNROLL": 4})
     with pytest.raises(ValueError, match=r"region steps 'ILP' names no define of the kernel \(\['UNROLL'\]\)"):
-        fs.Region(("LD",), steps=("UNROLL", "ILP")).counts({"UNROLL": 4})
+        rr.Region(("LD",), steps=("UNROLL", "ILP")).counts({"UNROLL": 4})
 
 
 def test_steps_named_by_several_defines_are_their_product():
     """ILP independent chains of UNROLL steps each: UNROLL x ILP steps in the region."""
-    r = fs.Region(("ISETP.GE.AND", "SEL", "SEL"), fs.INTERLEAVED, steps=("UNROLL", "ILP"))
+    r = rr.Region(("ISETP.GE.AND", "SEL", "SEL"), rr.INTERLEAVED, steps=("UNROLL", "ILP"))
     assert r.step_count({"UNROLL": 128, "ILP": 8, "PASSES": 1}) == 1024
     assert r.counts({"UNROLL": 128, "ILP": 8}) == {"ISETP.GE.AND": 1024, "SEL": 2048}
     assert r.text({"UNROLL": 2, "ILP": 3}) == "6 x ISETP.GE.AND + SEL + SEL"
     assert r.order({"UNROLL": 2, "ILP": 3}) == []  # interleaved chains: counts only
     for bad in ((), ("UNROLL", ""), ("UNROLL", 2)):
         with pytest.raises(ValueError, match="expected a number, a define's name or a tuple of defines' names"):
-            fs.Region(("LD",), steps=bad)
+            rr.Region(("LD",), steps=bad)
 
 
 def test_trailing_opcodes_are_allowed_after_the_unit_once_each():
-    r = fs.Region(("ISETP.GE.AND", "SEL", "SEL"), steps="UNROLL", trailing=("IMAD.MOV.U32",))
+    r = rr.Region(("ISETP.GE.AND", "SEL", "SEL"), steps="UNROLL", trailing=("IMAD.MOV.U32",))
     assert r.other_max() == 1 and r.counts({"UNROLL": 2}) == {"ISETP.GE.AND": 2, "SEL": 4}
     assert r.text({"UNROLL": 2}) == "2 x ISETP.GE.AND + SEL + SEL, then at most IMAD.MOV.U32"
-    assert fs.Region(("LD",), fs.LOOP, trailing=("MOV",)).other_max() == fs.LOOP.glue_max + 1
+    assert rr.Region(("LD",), rr.LOOP, trailing=("MOV",)).other_max() == rr.LOOP.glue_max + 1
     for bad in ("IMAD.MOV.U32", ("SEL",)):
         with pytest.raises(ValueError, match="region trailing"):
-            fs.Region(("ISETP.GE.AND", "SEL", "SEL"), trailing=bad)
+            rr.Region(("ISETP.GE.AND", "SEL", "SEL"), trailing=bad)
 
 
 def test_the_kernel_carries_the_derived_region_the_shapes_glue_and_the_rules():
     fact = _spec()
     spec = fact.kernel()
     assert spec.region == {"LD.E.64": 16} and spec.region_other == 0
-    assert spec.region_check == fs.RegionRules("x_cycles", fact.region, (("UNROLL", 16), ("PASSES", 2)))
+    assert spec.region_check == rr.RegionRules("x_cycles", fact.region, (("UNROLL", 16), ("PASSES", 2)))
     assert spec.patch is None  # the rules are no patch: the launch's own patch, if any, is left as it is
     assert (spec.source, spec.grid, spec.block, spec.cluster) == ("x.cu", 2, 64, 2)
-    loop = _spec(region=fs.Region(("LD",), fs.LOOP, steps="UNROLL")).kernel()
-    assert loop.region_other == fs.LOOP.glue_max == 8
-    tail = _spec(region=fs.Region(("LD",), steps="UNROLL", trailing=("IMAD.MOV.U32",))).kernel()
+    loop = _spec(region=rr.Region(("LD",), rr.LOOP, steps="UNROLL")).kernel()
+    assert loop.region_other == rr.LOOP.glue_max == 8
+    tail = _spec(region=rr.Region(("LD",), steps="UNROLL", trailing=("IMAD.MOV.U32",))).kernel()
     assert tail.region_other == 1
 
 
@@ -114,11 +115,11 @@ def test_the_rules_check_the_instructions_with_the_launchs_defines():
     """RegionRules(instructions) is Region.problems with the defines the launch was built with."""
     seen = []
 
-    class Spy(fs.Region):
+    class Spy(rr.Region):
         def problems(self, instrs, defines):
             seen.append((instrs, defines))
             return ["a problem"]
-    rules = fs.RegionRules("x_cycles", Spy(("LD",)), (("UNROLL", 16),))
+    rules = rr.RegionRules("x_cycles", Spy(("LD",)), (("UNROLL", 16),))
     assert rules(("i1", "i2")) == ["a problem"] and seen == [(["i1", "i2"], {"UNROLL": 16})]
 
 
@@ -262,21 +263,21 @@ def test_every_unit_fact_holds_its_rules_as_declared():
     ("mbarrier_arrive_wait_cycles", dict(unit=("SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.ARRIVE.TRANS64.A1T0")),
      "does not hold [SYNCS.PHASECHK.TRANS64.TRYWAIT, SYNCS.ARRIVE.TRANS64.A1T0, BRA] in that order"),
     # a try_wait loop where no glue is allowed: its BSSY, BRA and BSYNC are not the unit's
-    ("mbarrier_arrive_wait_cycles", dict(shape=fs.ONLY), "3 other instructions"),
+    ("mbarrier_arrive_wait_cycles", dict(shape=rr.ONLY), "3 other instructions"),
     # an elected copy said to be lane 0's bulk group: ELECT and PLOP3 are no glue of that shape
-    ("tma_1d_1k_latency_cycles", dict(shape=fs.LANE0_BULK_GROUP),
+    ("tma_1d_1k_latency_cycles", dict(shape=rr.LANE0_BULK_GROUP),
      "nor the glue of a lane0_bulk_group region (BRA, BSSY, BSYNC, YIELD, uniform set-up): ELECT, PLOP3.LUT"),
     # the visible store's poll said to be lane 0's bulk group: its compare is no glue of that shape
-    ("tma_2d_store_4k_visible_cycles", dict(shape=fs.LANE0_BULK_GROUP),
+    ("tma_2d_store_4k_visible_cycles", dict(shape=rr.LANE0_BULK_GROUP),
      "nor the glue of a lane0_bulk_group region (BRA, BSSY, BSYNC, YIELD, uniform set-up): ISETP.NE.AND"),
     # the visible store said to wait for its group in the region: there is no DEPBAR, and the poll is unintended
     ("tma_2d_store_4k_visible_cycles", dict(unit=("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE", "VOTE.ALL")),
      "memory accesses the fact does not intend: LDG.E.STRONG.GPU"),
     # the source-read wait said to be a poll: no poll load, no vote
-    ("tma_2d_store_4k_source_read_cycles", dict(unit=sa.TMA_STORE_POLL_UNIT, shape=fs.LANE0_STORE_POLL),
+    ("tma_2d_store_4k_source_read_cycles", dict(unit=sa.TMA_STORE_POLL_UNIT, shape=rr.LANE0_STORE_POLL),
      "one LDG.E.STRONG.GPU and one VOTE.ALL expected in the region, found 0 and 0"),
     # a group wait said to be a try_wait loop: there is no try_wait to retry
-    ("cp_async_ca16_latency_cycles", dict(shape=fs.WAIT_LOOP),
+    ("cp_async_ca16_latency_cycles", dict(shape=rr.WAIT_LOOP),
      "DEPBAR.LE is not followed by a predicated branch out of the region to its retry loop"),
     # vibmax's chain without its trailing register copy: one instruction more than the chain
     ("dpx_vibmax_s32_isetp_sel_latency_cycles", dict(trailing=()), "1 other instructions"),
@@ -285,10 +286,10 @@ def test_every_unit_fact_holds_its_rules_as_declared():
     # a DPX chain counted by UNROLL x ILP x PASSES: twice the steps the region holds
     ("dpx_vimax3_s32_latency_cycles", dict(steps=("UNROLL", "ILP", "PASSES")), "VIMNMX3: 128 in the region, intended 256"),
     # the throughput shape's 8 interleaved chains said to be one chain in order
-    ("dpx_vibmax_s32_isetp_sel_smsp_cycles", dict(shape=fs.ONLY),
+    ("dpx_vibmax_s32_isetp_sel_smsp_cycles", dict(shape=rr.ONLY),
      "the region does not hold [ISETP.GE.AND, SEL x 2, ISETP.GE.AND"),
     # the atomic throughput loop said to hold its atomics alone: the loop control is no glue of that shape
-    ("atom_global_add_distinct_sm_cycles", dict(shape=fs.ONLY), "4 other instructions"),
+    ("atom_global_add_distinct_sm_cycles", dict(shape=rr.ONLY), "4 other instructions"),
     # another atomic than the kernel issues
     ("red_global_add_same_address_sm_cycles", dict(unit=("ATOMG.E.ADD.STRONG.GPU",)),
      "memory accesses the fact does not intend: REDG.E.ADD.STRONG.GPU"),
@@ -328,15 +329,15 @@ def _poll(*rows):
 def test_a_poll_must_be_retried_in_the_region_on_the_votes_predicate():
     good = [(0x820, "LDG.E.STRONG.GPU R11, desc[UR6][R2.64]"), (0x830, "ISETP.NE.AND P0, PT, R11, R18, PT"),
             (0x840, "VOTE.ALL P0, !P0"), (0x850, "@!P0 BRA 0x820")]
-    assert fs._poll_loop_problems(_poll(*good), "LDG.E.STRONG.GPU", "VOTE.ALL") == []
+    assert rr._poll_loop_problems(_poll(*good), "LDG.E.STRONG.GPU", "VOTE.ALL") == []
     other_predicate = good[:3] + [(0x850, "@!P1 BRA 0x820")]
-    assert fs._poll_loop_problems(_poll(*other_predicate), "LDG.E.STRONG.GPU", "VOTE.ALL") == [
+    assert rr._poll_loop_problems(_poll(*other_predicate), "LDG.E.STRONG.GPU", "VOTE.ALL") == [
         "the branch back (@!P1 BRA 0x820) does not take the vote's predicate (VOTE.ALL P0, !P0)"]
     elsewhere = good[:3] + [(0x850, "@!P0 BRA 0x830")]
     assert "is not followed by a predicated branch back to the poll" in \
-        fs._poll_loop_problems(_poll(*elsewhere), "LDG.E.STRONG.GPU", "VOTE.ALL")[0]
+        rr._poll_loop_problems(_poll(*elsewhere), "LDG.E.STRONG.GPU", "VOTE.ALL")[0]
     busy = good[:1] + [(0x824, "IADD3 R2, R2, 0x4, RZ")] + good[1:]
-    assert fs._poll_loop_problems(_poll(*busy), "LDG.E.STRONG.GPU", "VOTE.ALL") == [
+    assert rr._poll_loop_problems(_poll(*busy), "LDG.E.STRONG.GPU", "VOTE.ALL") == [
         "the poll loop holds more than the poll, its compare and the vote: ['IADD3 R2, R2, 0x4, RZ']"]
 
 
@@ -345,7 +346,7 @@ def test_a_trailing_opcode_before_the_unit_or_more_often_than_allowed_is_refused
     planted: a copy before the last step, and two copies)."""
     def ins(*ops):
         return [SimpleNamespace(opcode=op, text=f"{op} R{k}", base_opcode=op.split(".")[0]) for k, op in enumerate(ops)]
-    r = fs.Region(("ISETP.GE.AND", "SEL", "SEL"), steps=2, trailing=("IMAD.MOV.U32",))
+    r = rr.Region(("ISETP.GE.AND", "SEL", "SEL"), steps=2, trailing=("IMAD.MOV.U32",))
     chain = ["ISETP.GE.AND", "SEL", "SEL"]
     assert r._trailing_problems(ins(*chain, *chain, "IMAD.MOV.U32")) == []
     assert r._trailing_problems(ins(*chain, "IMAD.MOV.U32", *chain)) == [
@@ -370,13 +371,13 @@ def test_the_retries_of_a_wait_loop_must_return_into_the_region():
     fact = FACTS["mbarrier_arrive_token_wait_cycles"]
     cubin, spec = ft.compiled(fact)
     instrs = cubin.instructions(spec.kernel)
-    assert fs._wait_loop_problems(instrs, *_split(instrs), "SYNCS.PHASECHK.TRANS64.TRYWAIT") == []
+    assert rr._wait_loop_problems(instrs, *_split(instrs), "SYNCS.PHASECHK.TRANS64.TRYWAIT") == []
     start, between, stop = sass.timed_region(instrs)
     # the loop's way home (BRA to just after the try_wait's branch), and a region that ends before it
-    home = next(fs._target(i) for i in instrs if i.offset > stop.offset and i.base_opcode == "BRA"
-                and not i.predicate and start.offset < fs._target(i) <= stop.offset)
+    home = next(rr._target(i) for i in instrs if i.offset > stop.offset and i.base_opcode == "BRA"
+                and not i.predicate and start.offset < rr._target(i) <= stop.offset)
     early_stop = SimpleNamespace(offset=home - 8)
-    problems = fs._wait_loop_problems(instrs, [i for i in between if i.offset < home], start, early_stop,
+    problems = rr._wait_loop_problems(instrs, [i for i in between if i.offset < home], start, early_stop,
                                       "SYNCS.PHASECHK.TRANS64.TRYWAIT")
     assert problems == [f"the retry loop does not return into the region: BRA {home:#x}"], problems
 
@@ -424,7 +425,7 @@ def test_a_specs_own_patch_runs_after_the_check_and_not_when_it_refuses():
 
 
 def test_short_writes_a_run_of_one_opcode_once():
-    assert fs._short(["LD"] * 64 + ["BRA", "A", "A"]) == "[LD x 64, BRA, A x 2]"
+    assert rr._short(["LD"] * 64 + ["BRA", "A", "A"]) == "[LD x 64, BRA, A x 2]"
 
 
 # ----------------------------------------------------------------------------------------------
