@@ -25,6 +25,18 @@ def _plt():
     return plt
 
 
+def _save(fig, ax, path: Path, title: str, *, legend_size: int = 8) -> Path:
+    """The finish every line plot shares: title, legend, a light grid, saved at 110 dpi and closed."""
+    plt = _plt()
+    ax.set_title(title)
+    ax.legend(fontsize=legend_size)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_hmma(points: list[dict], path: Path, title: str) -> Path:
     """Cycles per HMMA per sub-partition against ILP, one line per warps-per-sub-partition count,
     each with the issue model's curve (points carry ``model``) dashed beside it."""
@@ -40,13 +52,7 @@ def plot_hmma(points: list[dict], path: Path, title: str) -> Path:
     ax.set_xlabel("independent HMMA chains per warp (ILP)")
     ax.set_ylabel("cycles per HMMA.16816.F32 per SMSP")
     ax.set_yscale("log")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, legend_size=8)
 
 
 def plot_regbank(cells: dict[tuple[int, int], float], rc: int, path: Path, title: str) -> Path:
@@ -101,13 +107,7 @@ def plot_dsmem(points: list[dict], path: Path, title: str) -> Path:
     ax.set_xlabel("CTAs per cluster")
     ax.set_ylabel("cycles per dependent 8-byte load")
     ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, legend_size=8)
 
 
 def plot_wgmma_rate(points: list[dict], path: Path, title: str) -> Path:
@@ -154,13 +154,7 @@ def plot_clock(points: list[dict], path: Path, title: str) -> Path:
         ax.axhline(p["sustained"], color=color, ls="--", lw=0.8)
     ax.set_xlabel("seconds since the first launch")
     ax.set_ylabel("SM clock, MHz (clock64 / %globaltimer, 10 ms bins)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, legend_size=8)
 
 
 def write_plots(points: dict[str, list[dict]], out_dir: str | Path, meta: dict) -> list[Path]:
