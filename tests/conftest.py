@@ -1,10 +1,9 @@
-"""The plugin's own tests: no GPU needed. Cubins compile into a per-session cache folder
-(seeded from $GPUPROPS_TEST_CUBIN_SEED where set). SASS listings are cached by the code's bytes
-under $GPUPROPS_CACHE_DIR (sass/listing.py), so a second run reads no SASS again. Before the first test,
-the builds the tests read are compiled in parallel (into the persistent cubin cache, then copied
-into the session's folder) and their SASS, and that of the patches they make, read in one nvdisasm
-batch per arch (``_prefetch``): the tests then find them in the caches and check exactly what they
-checked before.
+"""The plugin's own tests: no GPU needed. Cubins compile into the persistent cubin cache (a mutation
+run: a folder of its session, seeded from $GPUPROPS_TEST_CUBIN_SEED where set), so a warm run compiles
+nothing. SASS listings are cached by the code's bytes under $GPUPROPS_CACHE_DIR (sass/listing.py), so a
+second run reads no SASS again. Before the first test, the builds the tests read are compiled in
+parallel and their SASS, and that of the patches they make, read in one nvdisasm batch per arch
+(``_prefetch``): the tests then find them in the caches and check exactly what they checked before.
 """
 
 
@@ -64,11 +63,42 @@ def _baseline_store_of_the_test(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GPUPROPS_BASELINE_DIR", str(tmp_path_factory.mktemp("baselines")))
 
 
+#: What the pytest processes a test starts (pytester subprocesses, their xdist workers, ``python -m
+#: pytest``) leave out: Hypothesis's pytest plugin, which none of them uses, imports all of Hypothesis at
+#: each session's end (~0.7 s of CPU a process, ~2 s a ``-n 2`` run on this machine's 2 cores).
+CHILD_PYTEST_ADDOPTS = "-p no:hypothesispytest"
+
+
+@pytest.fixture(autouse=True)
+def _child_pytest_without_hypothesis(monkeypatch):
+    """Set per test, not for the session: this session's own xdist workers keep the plugin."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(filter(None, [os.environ.get("PYTEST_ADDOPTS"),
+                                                               CHILD_PYTEST_ADDOPTS])))
+
+
+@pytest.fixture
+def pytester(pytester, monkeypatch):
+    """pytester, whose runs (in this process or not) leave Hypothesis's plugin out too: pytester
+    removes $PYTEST_ADDOPTS when it starts, so it is set again here, to that alone."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_PYTEST_ADDOPTS)
+    return pytester
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cubins")
+    """The cubin cache the tests compile into: the persistent one (``$GPUPROPS_CACHE_DIR``, else
+    ~/.cache/gpuprops/cubins), so a warm run compiles nothing and a cold one compiles each build once.
+    Sharing it is safe: an entry is keyed by source, headers, options, arch and compiler, replaced by a
+    new file (never written into) and checked on every read; tests of damaged or missing entries use
+    folders of their own. A mutation run ($GPUPROPS_TEST_CUBIN_SEED) compiles into a folder of its
+    session, started from the seed."""
     seed = os.environ.get("GPUPROPS_TEST_CUBIN_SEED")  # a warm cache to start from (tools/mutation.sh)
-    if seed and os.path.isdir(seed):
+    if not seed:
+        path = default_cache_dir()
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    path = tmp_path_factory.mktemp("cubins")
+    if os.path.isdir(seed):
         # hard links: the cache replaces an entry by a new file, never writes into one
         shutil.copytree(seed, path, dirs_exist_ok=True, copy_function=os.link)
     else:
@@ -163,10 +193,7 @@ def _prefetch(request, cache_dir):
         return
     from pytest_gpuprops import prefetch
     with prefetch.long_lived():
-        if os.environ.get("GPUPROPS_TEST_CUBIN_SEED"):
-            cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
-        else:  # compiled once into the persistent cubin cache, copied into this session's folder
-            cubins = prefetch.builds(_builds(), cache_dir=default_cache_dir(), copy_to=cache_dir)
+        cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
         try:
             sass.prefetch_patches(_foreseen_patches(cubins))
         except sass.SassError:

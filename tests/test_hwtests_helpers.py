@@ -352,10 +352,12 @@ def test_the_static_prefetch_foresees_each_fact_specs_build_as_launched():
                                kind="atom_shared"), specs, {}) == []
 
 
-def test_the_static_prefetch_foresees_every_build_the_throughput_checks_compile(pytester):
+def test_the_static_prefetch_foresees_every_build_the_throughput_checks_compile(pytester, kernel_cache, monkeypatch):
     """tools/probes/foreseen_builds.py over test_static_throughput.py (whose ``_builds_of`` says what
     each test compiles): every build a test asks for, cache hits included, was asked for by the
-    prefetch first, so a first run compiles none of them one test after another."""
+    prefetch first, so a first run compiles none of them one test after another. (The run keeps the
+    suite's caches: the probe counts requests, not compiles.)"""
+    monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(kernel_cache))
     from pytest_gpuprops import compile as gp_compile
     from pytest_gpuprops import workloads
     repo = Path(__file__).parent.parent

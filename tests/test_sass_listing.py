@@ -99,7 +99,7 @@ sys.stdout.write(out)
 
 
 @pytest.fixture
-def fake_nvdisasm(tmp_path, monkeypatch, cache_dir):
+def fake_nvdisasm(tmp_path, monkeypatch):
     real = sass.find_nvdisasm()
     sass.nvdisasm_version()  # remember the real version before nvdisasm is replaced
     script = tmp_path / "nvdisasm"
@@ -110,7 +110,8 @@ def fake_nvdisasm(tmp_path, monkeypatch, cache_dir):
     # a cubin nobody else has disassembled: a listing cache cannot answer for nvdisasm
     src = tmp_path / "salted.cu"
     src.write_text('extern "C" __global__ void salted(int* p) { p[threadIdx.x] = SALT; }\n')
-    data = compile_cuda(src, "sm_90", {"SALT": random.randrange(1 << 30)}, cache_dir=cache_dir).cubin
+    # (compiled into a folder of the test: a salted entry in the shared cache would never be read again)
+    data = compile_cuda(src, "sm_90", {"SALT": random.randrange(1 << 30)}, cache_dir=tmp_path / "cubins").cubin
 
     def run(mode):
         monkeypatch.setenv("FAKE_NVDISASM_MODE", mode)
