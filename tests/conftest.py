@@ -7,6 +7,7 @@ parallel and their SASS, and that of the patches they make, read in one nvdisasm
 """
 
 
+import itertools
 import os
 import shutil
 
@@ -56,11 +57,19 @@ def pytest_sessionfinish(session):
             shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def _baseline_stores(tmp_path_factory):
+    return tmp_path_factory.mktemp("baselines"), itertools.count()
+
+
 @pytest.fixture(autouse=True)
-def _baseline_store_of_the_test(tmp_path_factory, monkeypatch):
-    """Runs of fake GPUs (pytester sessions) keep their unit baselines in a folder of the test
-    session, never in the user's store (~/.local/share/gpuprops/baselines)."""
-    monkeypatch.setenv("GPUPROPS_BASELINE_DIR", str(tmp_path_factory.mktemp("baselines")))
+def _baseline_store_of_the_test(_baseline_stores, monkeypatch):
+    """Runs of fake GPUs (pytester sessions) keep their unit baselines in a folder of their test,
+    never in the user's store (~/.local/share/gpuprops/baselines). The folder is named, not made: the
+    store makes it when a run writes there (a numbered temporary folder per test lists every earlier
+    one: 3 600 tests spent seconds on that)."""
+    base, numbers = _baseline_stores
+    monkeypatch.setenv("GPUPROPS_BASELINE_DIR", str(base / str(next(numbers))))
 
 
 #: What the pytest processes a test starts (pytester subprocesses, their xdist workers, ``python -m
