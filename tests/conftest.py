@@ -200,8 +200,13 @@ def _prefetch(request, cache_dir):
     here = [i for i in request.session.items if "tests" in i.path.parts and i.path.parent.name == "tests"]
     if len(here) < _PREFETCH_MIN_TESTS:
         return
+    from filelock import FileLock
+
+    from pytest_gpuprops import cache as gp_cache
     from pytest_gpuprops import prefetch
-    with prefetch.long_lived():
+    lock = gp_cache.root() / "prefetch.lock"  # pytest-xdist workers: one compiles, the others read its cache
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock), timeout=1800), prefetch.long_lived():
         cubins = prefetch.builds(_builds(), cache_dir=cache_dir)
         try:
             sass.prefetch_patches(_foreseen_patches(cubins))
