@@ -117,6 +117,9 @@ def _run_cluster_tests(pytester, monkeypatch, arch, refusal):
         raise driver_launch.KernelLaunchError(f"planted: {name} went on to be measured")
     runner = SimpleNamespace(cluster_refusal=refusal, measure=measured)
     monkeypatch.setattr(session.GpuPropsState, "runner", lambda self, index=None: runner)
+    # a second run rewrites the conftest within the second at the same size ("sm_86" -> "sm_90"): a
+    # cached .pyc of the first would pass as current where bytecode is kept
+    monkeypatch.setattr("sys.dont_write_bytecode", True)
     return pytester.runpytest_inprocess("-p", "no:randomly", "-rs", "-k", "dsmem or cluster_barrier",
                                         "--gpuprops-report", "r.json")
 
