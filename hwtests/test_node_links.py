@@ -219,12 +219,12 @@ def _nvlinks(gpu):
 def test_nvlink_state(gpuprops, gpu, what):
     name = gpuprops.fact_name
 
-    def once():
-        state = _nvlinks(gpu)
+    def once(state=None):
+        state = state or _nvlinks(gpu)
         value = float(state.count if what == "links_up" else (state.version or 0.0))
         return _reading(name, value, "links" if what == "links_up" else "version", once)
-    m = once()
-    state = _nvlinks(gpu)
+    state = _nvlinks(gpu)  # one reading: the value checked and the method text that describes it
+    m = once(state)
     gpuprops.check(name, m, method=(
         f"NVML nvmlDeviceGetNvLinkState over links 0..{nvlink.MAX_NVLINKS - 1}: {state.count} up"
         + (f" (down: {state.links_down})" if state.links_down else "")
