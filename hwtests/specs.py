@@ -34,24 +34,20 @@ def lds_chase(unroll: int) -> KernelSpec:
 
 def sts_chain(unroll: int, then_lds: bool = False, chained: bool = True) -> KernelSpec:
     """UNROLL STS (0: none), each waiting on the previous one's read scoreboard, then optionally an LDS
-    that waits on the last STS, as in the seeds' CuAssembler edits."""
+    that waits on the last STS, as in the seeds' CuAssembler edits (the shared-memory facts' launch:
+    specs_smem.py says what the region holds)."""
     patch = (lambda cb, k: sass.chain_on_read_scoreboard(cb.instructions(k), ("STS", "LDS"))) if chained else None
-    region = {"STS": unroll} if unroll else {}
-    if then_lds:
-        region["LDS"] = 1
     return KernelSpec("smem_latency_st.cu", "smem_latency_st", {"UNROLL": unroll, "THEN_LDS": int(then_lds)},
-                      grid=1, block=32, args=_u32(64), patch=patch, region=region)
+                      grid=1, block=32, args=_u32(64), patch=patch)
 
 
 SMEM_ITERS = 64
-_SMEM_OPCODE = {(1, False): "STS", (2, False): "STS.64", (4, False): "STS.128",
-                (1, True): "LDS", (2, True): "LDS.64", (4, True): "LDS.128"}
 
 
 def smem_bandwidth(vec: int, load: bool, unroll: int = 32) -> KernelSpec:
+    """The shared-memory bandwidth facts' launch (specs_smem.py says what the region holds)."""
     return KernelSpec("smem_bandwidth.cu", "smem_bandwidth", {"VEC": vec, "LOAD": int(load), "UNROLL": unroll},
-                      grid=1, block=1024, args=lambda cp: (cp.zeros(1024, dtype=cp.float32), cp.int32(SMEM_ITERS)),
-                      region={_SMEM_OPCODE[vec, load]: unroll}, region_other=20)  # loop control, run once or per 32
+                      grid=1, block=1024, args=lambda cp: (cp.zeros(1024, dtype=cp.float32), cp.int32(SMEM_ITERS)))
 
 
 def smem_bytes(vec: int, unroll: int = 32) -> int:
@@ -145,12 +141,8 @@ def launched_by_file() -> dict[str, dict[str, KernelSpec]]:
         "test_tensorcore.py": {**{f"hmma_ilp{i}": hmma(i, 1) for i in range(1, 9)},
                                **{f"hmma_ncu_ilp{i}": hmma(i, 1, HMMA_NCU_ITERS) for i in (1, 2, 3)}},
         "test_regbank.py": {"regbank": regbank(4)},
-        "test_smem.py": {**{f"lds_chase_{u}": lds_chase(u) for u in (50, 500)},
-                         "sts_chain_50": sts_chain(50), "sts_then_lds": sts_chain(1, then_lds=True),
-                         "lds_alone": sts_chain(0, then_lds=True),
-                         **{f"smem_{'lds' if ld else 'sts'}_vec{v}": smem_bandwidth(v, ld)
-                            for v in (1, 2, 4) for ld in (0, 1)},
-                         "l1_bandwidth": l1_bandwidth()},
+        # the hand-written tests' builds (the specs' builds come from specs_smem.FACTS)
+        "test_smem.py": {**{f"lds_chase_{u}": lds_chase(u) for u in (50, 500)}, "l1_bandwidth": l1_bandwidth()},
         "test_memory_hierarchy.py": {f"chase_{c}_u{u}": global_chase(c, 16384, unroll=u)
                                      for c in CHASE_CACHE for u in (1, CHASE_UNROLL)},
         "test_smem_conflicts.py": {f"smem_conflict_vec{v}": smem_conflict(v, v) for v in (1, 2, 4)},

@@ -1,9 +1,12 @@
 """Shared-memory bank conflicts (kernels/smem_conflict.cu): 32 banks of 4 bytes; a warp access whose
 lanes hit k distinct words in one bank costs k wavefronts (hwtests/smem_banks.py). Cycles per warp
-access per SM, one 1024-thread block repeating the access."""
+access per SM, one 1024-thread block repeating the access. The conflict-free wavefront is a spec
+(specs_smem.WAVEFRONT, its region checked by test_static_smem.py); the model is a hand-written test."""
 
+import fact_tests
 import pytest
 import specs
+import specs_smem
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from smem_banks import MAX_STRIDE_WORDS, WIDTHS, bank_wavefronts
@@ -20,12 +23,11 @@ def cycles_per_access(gpuprops, vec: int, stride_words: int, name: str):
                             mode="span")
 
 
-@pytest.mark.fact("smem_wavefront_cycles")
-def test_smem_wavefront_cycles(gpuprops, benchmark):
-    m = cycles_per_access(gpuprops, 1, 1, "smem_wavefront_cycles")
-    gpuprops.check("smem_wavefront_cycles", m, benchmark=benchmark,
-                   method="conflict-free LDS (lane l reads word l), one 1024-thread block, 2048 accesses per warp; "
-                          "cycles per warp access per SM over the block's span (one wavefront)")
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.gpu_params([specs_smem.WAVEFRONT]))
+def test_fact(gpuprops, fact, benchmark):
+    """One conflict-free wavefront (specs_smem.WAVEFRONT), the unit the model below scales."""
+    fact_tests.measure_and_check(gpuprops, fact, benchmark)
 
 
 ACCESS = st.tuples(st.sampled_from(WIDTHS), st.integers(0, 64))
@@ -37,7 +39,10 @@ BROADCASTS = [(1, 0), (2, 0), (4, 0)]
 @pytest.mark.fact("smem_bank_conflict_model")
 def test_bank_conflicts_cost_the_model_wavefronts(gpuprops, data):
     """Cycles per warp access = wavefronts(stride, width) x one wavefront's cycles, over 24 drawn
-    (width, lane stride) accesses and the three broadcasts, measured in one batch."""
+    (width, lane stride) accesses and the three broadcasts, measured in one batch.
+
+    Hand-written, not a spec: a model checked over hypothesis-drawn accesses, each its own launch,
+    against the wavefront fact's value (a spec is one launch and one measured value)."""
     drawn = data.draw(st.lists(ACCESS, min_size=24, max_size=24, unique=True), label="accesses")
     cases = list(dict.fromkeys(BROADCASTS + [(vec, min(stride * vec, MAX_STRIDE_WORDS)) for vec, stride in drawn]))
     wavefront = gpuprops.expected("smem_wavefront_cycles")

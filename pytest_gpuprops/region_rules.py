@@ -53,6 +53,15 @@ ONLY = Shape("only", "the unit's instructions alone, in order", lambda u, n: lis
 #: a compiler sets the counter after the start read, as the device's NVRTC 13.0 does for l1_bandwidth)
 LOOP = Shape("loop", "the unit unrolled in a counted loop (loop control beside it)",
              lambda u, n: list(u) * n + ["BRA"], LOOP_CONTROL, glue_max=8)
+#: the unit unrolled in a counted loop that runs only when its trip count (a kernel argument) is positive:
+#: beside the loop's control, the guard (its compare, the branch round the loop, BSSY / BSYNC) and the
+#: registers the loop reads set up before it and copied out after it (MOV, the FADDs that fill a store's
+#: vector, HFMA2 zeroing a counter). 18 beside the unit with NVRTC 13.5 for the LDS.128 bandwidth loop
+#: (sm_86 .. sm_90), the most of kernels/smem_bandwidth.cu and smem_conflict.cu; 20 allowed, as the
+#: hand-written regions of those kernels allowed
+GUARDED_LOOP = Shape("guarded_loop", "the unit unrolled in a counted loop run when its count is positive (the guard "
+                     "and register set-up beside it)", lambda u, n: list(u) * n + ["BRA"],
+                     LOOP_CONTROL | {"MOV", "FADD", "HFMA2"}, glue_max=20)
 #: independent chains of the unit (ILP of them), which ptxas interleaves as it schedules: the unit's
 #: exact counts in any order, nothing beside them (a step's opcodes of one chain need not be adjacent)
 INTERLEAVED = Shape("interleaved", "independent chains of the unit, interleaved (counts only, any order)",
@@ -83,7 +92,7 @@ LANE0_STORE_POLL = Shape("lane0_store_poll",
                          lambda u, n: [u[0], u[1], "BSYNC", u[2], u[3], "BRA"], BRANCHES | {"ISETP"}, uniform=True,
                          glue_max=9, poll_loop=True, unit_len=4)
 
-SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP, LANE0_STORE_POLL)}
+SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, GUARDED_LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP, LANE0_STORE_POLL)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -446,3 +446,22 @@ def test_the_fact_list_tool_prints_every_spec_and_one_whole(capsys):
     assert one.endswith(f"method:    {FACTS['tma_2d_store_4k_source_read_cycles'].method}\n")
     assert tool.main(["--fact", "tma_2d_store"]) == 2
     assert f"no fact spec 'tma_2d_store'; {len(every)} facts are specs" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# the guarded loop (hwtests/specs_smem.py's bandwidth and wavefront facts)
+
+
+def test_a_guarded_loop_allows_its_guard_and_register_set_up_and_no_more():
+    """The LDS.128 bandwidth loop on sm_90 holds its 32 loads with 18 instructions beside them (the
+    guard, the loop's control, the FADDs and moves of its registers): a guarded loop; said to be a
+    plain counted loop, its FADD and MOV are no glue; allowed one instruction fewer, it has one too many."""
+    import specs_smem
+    lds = fs.by_name(specs_smem.FACTS)["smem_lds_float4_bytes_per_cycle"]
+    fact = next(f for f in lds.on_each_arch() if f.arch == "sm_90")
+    assert ft.region_problems(fact) == []
+    plain = dataclasses.replace(fact, region=dataclasses.replace(fact.region, shape=rr.LOOP))
+    assert any("nor the glue of a loop region" in p and "FADD" in p and "MOV" in p for p in ft.region_problems(plain))
+    tight = dataclasses.replace(rr.GUARDED_LOOP, glue_max=17)
+    planted = dataclasses.replace(fact, region=dataclasses.replace(fact.region, shape=tight))
+    assert any("18 other instructions" in p for p in ft.region_problems(planted)), ft.region_problems(planted)

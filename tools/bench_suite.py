@@ -51,18 +51,18 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 SIDE_BY_SIDE = [
     ("LDS latency (pointer chase)", "ref_lds_latency.cu", r"test_smem\.py::test_lds_latency\[500\]", "cycles"),
     ("smem bandwidth (LDS float4, one block)", "ref_smem_bandwidth.cu",
-     r"test_smem\.py::test_smem_bandwidth\[.*float4.*lds.*\]|test_smem\.py::test_smem_bandwidth\[.*lds.*float4.*\]",
+     r"test_smem\.py::test_fact\[smem_lds_float4_bytes_per_cycle\]",
      "B/clk"),
 ]
 
 
 #: -k expression selecting every test of the SIDE_BY_SIDE facts
-SIDE_BY_SIDE_K = "lds_latency or smem_bandwidth"
+SIDE_BY_SIDE_K = "lds_latency or (smem_ and _bytes_per_cycle)"
 
 #: accel-sim's GPU_Microbenchmark programs for the same facts: (label, program folder, our test, unit)
 ACCELSIM = [
     ("LDS latency (pointer chase)", "shared_lat", "hwtests/test_smem.py::test_lds_latency[500]", "cycles"),
-    ("smem bandwidth, 32-bit LDS, one block", "shared_bw", "hwtests/test_smem.py::test_smem_bandwidth[1-float-lds]",
+    ("smem bandwidth, 32-bit LDS, one block", "shared_bw", "hwtests/test_smem.py::test_fact[smem_lds_float_bytes_per_cycle]",
      "B/clk"),
     ("L1 hit latency (chase)", "l1_lat", "hwtests/test_memory_hierarchy.py::test_chase_latency[l1]", "cycles"),
     ("L2 hit latency (chase)", "l2_lat", "hwtests/test_memory_hierarchy.py::test_chase_per_hop_distribution[l2-10]",
