@@ -1,10 +1,13 @@
-"""mma.sync for bf16 (m16n8k16), tf32 (m16n8k8), s8 (m16n8k32) and f16 accumulate (m16n8k16):
-dependent latency, one warp's issue interval and the pipe's rate per SM sub-partition, and the HMMA
-issue model over the whole ILP x warps grid, per input type (kernels/mma_sync.cu; the method and
-the model are test_tensorcore.py's)."""
+"""mma.sync for bf16 (m16n8k16), tf32 (m16n8k8), s8 (m16n8k32), f16 accumulate (m16n8k16) and the
+2:4 sparse mma.sp.sync m16n8k32 with f16 and bf16 inputs: dependent latency, one warp's issue interval
+and the pipe's rate per SM sub-partition, each one spec of specs_mma.FACTS (kernels/mma_sync.cu; its
+timed regions checked without a GPU by test_static_mma.py); and, for the dense types, the HMMA issue
+model over the whole ILP x warps grid (the method and the model are test_tensorcore.py's)."""
 
+import fact_tests
 import pytest
 import specs
+import specs_mma
 from test_tensorcore import GRID, MODEL_TOLERANCE
 
 from pytest_gpuprops.assertions import hmma_cycles_per_smsp
@@ -21,32 +24,10 @@ def _opcode(dtype: str) -> str:
     return specs.MMA_DTYPES[dtype][1]
 
 
-@pytest.mark.fact("mma_{dtype}_dependent_cycles")
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_mma_dependent_latency(gpuprops, dtype, benchmark):
-    name = gpuprops.fact_name
-    m = gpuprops.measure(name, specs.mma(dtype, 1, 1), divisor=_count(1))
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"one chain of {_count(1)} dependent {_opcode(dtype)}, one warp; cycles per instruction")
-
-
-@pytest.mark.fact("mma_{dtype}_single_warp_issue_cycles")
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_mma_single_warp_issue_interval(gpuprops, dtype, benchmark):
-    name = gpuprops.fact_name
-    m = gpuprops.measure(name, specs.mma(dtype, 8, 1), divisor=_count(8))
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"8 independent chains x {_count(1)} {_opcode(dtype)}, one warp; cycles per instruction")
-
-
-@pytest.mark.fact("mma_{dtype}_smsp_cycles")
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_mma_saturated_per_smsp(gpuprops, dtype, benchmark):
-    name = gpuprops.fact_name
-    m = gpuprops.measure(name, specs.mma(dtype, 8, 4), divisor=_count(8) * 4, mode="span")
-    gpuprops.check(name, m, benchmark=benchmark,
-                   method=f"8 chains x 4 warps per SM sub-partition of {_opcode(dtype)}, one block; cycles per "
-                          "instruction per sub-partition over the block's span")
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.gpu_params(specs_mma.FACTS))
+def test_fact(gpuprops, fact, benchmark):
+    fact_tests.measure_and_check(gpuprops, fact, benchmark)
 
 
 @pytest.mark.fact("mma_{dtype}_issue_model")
