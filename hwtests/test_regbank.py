@@ -3,7 +3,13 @@ written into the compiler's cubin by the verified patcher.
 
 Each variant: the regbank kernel's 128 body FFMAs all become FFMA Rd, Ra, Rb, Rc with the same
 sources, reuse mask and stall 1; 4 warps per sub-partition hide the loop's branch, so cycles per
-FFMA per sub-partition is the register-file read cost."""
+FFMA per sub-partition is the register-file read cost.
+
+These facts stay hand-written tests, not fact specs (pytest_gpuprops/factspec.py): each is a model
+checked over, or a bank count inferred from, many variants of one kernel whose FFMA operands are
+patched per case (sass.patch_many) and measured in one batch (the cost model's 200 cases drawn by
+hypothesis), where a spec is one compiled launch measured as one value. The unpatched build's region
+(128 FFMA in the loop) is checked through specs.launched() by test_static.py."""
 
 import pytest
 import specs
