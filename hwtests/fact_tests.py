@@ -51,7 +51,10 @@ def static_params(facts: list[factspec.FactSpec]) -> list:
 
 def measure(gpuprops, fact: factspec.FactSpec):
     """Measure ``fact`` as its spec says: its launch with its statistic and divisor; an L2 fact line by
-    line over the spread buffer (memory_levels.near_tier_latency)."""
+    line over the spread buffer (memory_levels.near_tier_latency; the one-line chase's facts:
+    memory_levels.chase_line_measurement)."""
+    if ml.is_chase_line(fact):
+        return ml.chase_line_measurement(gpuprops, fact)
     if fact.statistic.lines is not None:
         band = {"all_lines": {"band": ml.ALL_LINES}, "near_tier": {}}[fact.statistic.lines]
         return ml.near_tier_latency(gpuprops, fact.name, fact.kernel, divisor=fact.per(), **band)

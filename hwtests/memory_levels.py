@@ -330,3 +330,173 @@ NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L
                   f"(in L2), one line per measurement; the lowest tier: lines within {TIER_BAND:.0%} of the "
                   f"fastest, their median in each of {NEAR_BATCHES} interleaved batches of lines, the median of "
                   "those (the slower tiers are reported, not asserted)")
+
+
+# ----------------------------------------------------------------------------------------------
+# A chase that stays on one line (kernels/global_chase.cu: the line holds its own address), measured
+# line by line over the same L2_LINES lines: with ld.global.cg each hop is an L2 hit served by the
+# slice that owns the line, and with DISCARD=1 one launch times one DRAM miss of it. One reading per
+# line serves every fact of the family (the lines' L2 tiers, their spread, their DRAM misses grouped by
+# tier); a re-measurement reads every line again.
+#
+# The tiers: the lowest is near_group's (within TIER_BAND of the fastest line); the highest is every
+# line above the widest relative gap between consecutive line latencies (the random chase on the H100,
+# 2026-11-21: near hops ~259 cycles, far ones 440 and more; global atomics over 64 lines: tiers of
+# 267-283, 302-317 and 439-524 cycles, so the widest gap, 38 %, is the one between the partitions,
+# and the highest tier's own 19 % spread has no gap like it).
+
+#: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS)
+CHASE_LINE_STATISTICS = ("near_tier", "far_tier", "all_lines", "p90_over_lines", "dram_near_tier", "dram_far_tier")
+#: a DRAM reading of a line must exceed its L2-hit reading by this factor, or the line was not evicted:
+#: a line still in L2 reads its L2 hit (each line's readings are steady to 0.02 %), and a DRAM access
+#: (row activation and column read behind the L2 miss) adds far more than 10 %
+COLD_MIN_RATIO = 1.10
+#: one DRAM miss per launch: its latency varies launch to launch more than a chain of hits does
+DRAM_LINE_STOP = StopRule(noise_target=0.01, min_samples=11, max_samples=41, time_budget_s=0.5)
+
+
+def widest_gap(values) -> tuple[float, float, float]:
+    """(low, high, high / low - 1) of the two consecutive sorted ``values`` farthest apart relatively."""
+    xs = sorted(values)
+    if len(xs) < 2:
+        raise ValueError(f"{len(xs)} values have no gap between them")
+    lo, hi = max(zip(xs, xs[1:]), key=lambda p: p[1] / p[0])
+    return lo, hi, hi / lo - 1
+
+
+def far_group(values, *, band: float = TIER_BAND) -> list[float]:
+    """The highest tier of ``values`` (the lines of the far L2 partition), in their order: every value
+    above the widest relative gap (:func:`widest_gap`). Refused when that gap is no wider than ``band``:
+    then the values are one tier and there is no far one to take."""
+    lo, hi, gap = widest_gap(values)
+    if gap <= band:
+        raise ValueError(f"the values form one tier: their widest gap, {lo:.1f} -> {hi:.1f}, is {gap:.1%}, not over "
+                         f"{band:.0%}; the smallest {min(values):.1f}, the largest {max(values):.1f}")
+    return [v for v in values if v >= hi]
+
+
+def tier_lines(cycles, *, band: float = TIER_BAND) -> tuple[list[int], list[int]]:
+    """(the indices of the lowest tier's lines, those of the highest tier's) of the lines' L2-hit ``cycles``."""
+    near, far = set(near_group(cycles, band=band)), set(far_group(cycles, band=band))
+    return [k for k, c in enumerate(cycles) if c in near], [k for k, c in enumerate(cycles) if c in far]
+
+
+def batch_medians(values, batches: int) -> list[float]:
+    """The median of each of ``batches`` interleaved batches (values[i::batches]), refusing batches of
+    fewer than 2 values."""
+    if len(values) < 2 * batches:
+        raise ValueError(f"{len(values)} values are too few for {batches} batches of 2 or more")
+    return [percentile(values[i::batches], 50) for i in range(batches)]
+
+
+def line_statistic(kind: str, hits, misses=None, *, batches: int = NEAR_BATCHES, band: float = TIER_BAND) -> list[float]:
+    """One value per batch (their spread the fact's noise) of the chase-line statistic ``kind``
+    (:data:`CHASE_LINE_STATISTICS`) over the lines' L2-hit ``hits`` and, for the DRAM kinds, their
+    DRAM ``misses`` (same order): the lowest tier's median (near_group_batches), the highest tier's,
+    the median or the 90th percentile over all lines, the DRAM misses of the lowest or highest tier's
+    lines, their median."""
+    hits = list(hits)
+    if kind == "near_tier":
+        return near_group_batches(hits, batches, band=band)
+    if kind == "far_tier":
+        far = far_group(hits, band=band)
+        if len(far) < batches:
+            raise ValueError(f"{len(far)} of {len(hits)} lines are in the highest tier, too few for {batches} batches")
+        return [percentile(far[b::batches], 50) for b in range(batches)]
+    if kind == "all_lines":
+        return batch_medians(hits, batches)
+    if kind == "p90_over_lines":
+        return batch_percentiles(hits, 90, batches)
+    if kind in ("dram_near_tier", "dram_far_tier"):
+        if misses is None or len(misses) != len(hits):
+            raise ValueError(f"{kind} needs one DRAM reading per line ({len(hits)}), got "
+                             f"{None if misses is None else len(misses)}")
+        near, far = tier_lines(hits, band=band)
+        lines = near if kind == "dram_near_tier" else far
+        if len(lines) < batches:
+            raise ValueError(f"{len(lines)} of {len(hits)} lines are in the {kind[5:9]} tier, too few for {batches} batches")
+        return [percentile([misses[k] for k in lines[b::batches]], 50) for b in range(batches)]
+    raise ValueError(f"chase-line statistic {kind!r}: expected one of {CHASE_LINE_STATISTICS}")
+
+
+def not_cold(hits, misses, ratio: float = COLD_MIN_RATIO) -> list[str]:
+    """The lines whose DRAM reading is not ``ratio`` x their L2-hit reading (they were not evicted), as
+    text; empty when every miss was cold."""
+    return [f"line {k}: DRAM {m:.1f} vs L2 hit {h:.1f} cycles" for k, (h, m) in enumerate(zip(hits, misses))
+            if m < ratio * h]
+
+
+def over_lines_summary(hits, misses=None, *, band: float = TIER_BAND) -> dict:
+    """What the report shows of a chase-line reading: every line's cycles, the percentiles over lines,
+    the tiers (which lines, their range) where there are two, each line's DRAM miss."""
+    out = {"line_cycles": [round(c, 3) for c in hits],
+           **{f"p{q}_over_lines_cycles": round(percentile(hits, q), 3) for q in (10, 50, 90)}}
+    lo, hi, gap = widest_gap(hits)
+    out["widest_gap_cycles"] = [round(lo, 3), round(hi, 3)]
+    if gap > band:
+        near, far = tier_lines(hits, band=band)
+        out.update(near_lines=near, far_lines=far)
+    if misses is not None:
+        out["dram_line_cycles"] = [round(c, 3) for c in misses]
+    return out
+
+
+_CHASE_LINES: dict = {}
+
+
+def chase_line_readings(gpuprops, fact, *, misses: bool, fresh: bool = False):
+    """(each line's L2-hit Measurement, each line's DRAM-miss Measurement or None) of the one-line
+    chase ``fact`` launches (``fact.launch(line, miss=...)``), read once per GPU and shared by the
+    family's facts; ``fresh`` reads every line again (a re-measurement)."""
+    import dataclasses as dc
+    out = []
+    for miss in (False, True) if misses else (False,):
+        each = dc.replace(fact, launch=lambda line, miss=miss: fact.launch(line, miss=miss))
+        build = each.build()
+        key = (gpuprops.gpu.index, build.source, build.kernel, tuple(sorted(build.defines.items())))
+        if fresh or key not in _CHASE_LINES:
+            what = "DRAM miss" if miss else "L2 hit"
+            _CHASE_LINES[key] = [
+                gpuprops.measure(f"one-line chase, {what}, line at +{offset} B", each.kernel(k), divisor=each.per(),
+                                 stop=DRAM_LINE_STOP if miss else LINE_STOP)
+                for k, offset in enumerate(l2_line_offsets())]
+        out.append(_CHASE_LINES[key])
+    return out[0], out[1] if misses else None
+
+
+def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measurement:
+    """``fact`` (a one-line chase's, its ``statistic.lines`` one of :data:`CHASE_LINE_STATISTICS`) as
+    one measurement: line_statistic over the shared line readings, every line's cycles in its launch
+    info. A DRAM fact refuses lines whose miss was not cold (:func:`not_cold`)."""
+    kind = fact.statistic.lines
+    dram = kind.startswith("dram_")
+    hits, misses = chase_line_readings(gpuprops, fact, misses=dram, fresh=fresh)
+    hit_cycles = [m.median for m in hits]
+    miss_cycles = [m.median for m in misses] if dram else None
+    if dram:
+        warm = not_cold(hit_cycles, miss_cycles)
+        if warm:
+            raise ValueError(f"{fact.name}: {len(warm)} of {len(hits)} lines were not evicted before the timed load "
+                             f"(DRAM under {COLD_MIN_RATIO} x the line's L2 hit): " + "; ".join(warm[:8]))
+    first = (misses if dram else hits)[0]
+    m = Measurement.given(
+        fact.name, line_statistic(kind, hit_cycles, miss_cycles), noise_target=NEAR_NOISE,
+        overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
+        throttle=sorted({t for m in hits + (misses or []) for t in m.throttle}), kernel=first.kernel,
+        launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
+                    batches=NEAR_BATCHES, statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
+    m.remeasure = lambda: chase_line_measurement(gpuprops, fact, fresh=True)
+    return m
+
+
+CHASE_LINE_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer, "
+                   "one line per measurement, a chase that stays on the line (it holds its own address)")
+
+#: the kernel of the one-line chase
+CHASE_LINE_SOURCE = "global_chase.cu"
+
+
+def is_chase_line(fact) -> bool:
+    """Whether ``fact`` is measured line by line with the one-line chase (its build is global_chase.cu's):
+    its lines are read by :func:`chase_line_measurement`, not near_tier_latency."""
+    return fact.statistic.lines is not None and fact.build().source == CHASE_LINE_SOURCE

@@ -1,14 +1,18 @@
 """The memory hierarchy by pointer chase (kernels/global_chase.cu): L1 hit, L2 hit and DRAM
 latency, the per-hop distribution of L2 and DRAM hops, and the capacity knees of a
-latency-vs-footprint sweep.
+latency-vs-footprint sweep; line by line (specs_memory.FACTS), the L2 hit of the near and far tiers of
+64 lines, its median and 90th percentile over lines, and the lines' DRAM misses by tier; the L2's size
+as CUDA reports it.
 
 Every footprint comes from the sizes this device reports (hwtests/memory_levels.py) and is checked
 against the level it measures before anything runs. L2 and DRAM latencies are the GPU's (its
 memory system and clocks), not the arch's: record mode files them under the GPU's section. The L1
 hit latency is the SM's and stays with the arch."""
 
+import fact_tests
 import pytest
 import specs
+import specs_memory
 from memory_levels import LEVELS, batch_percentiles, capacity_knees, device_sizes, footprint, sweep_footprints
 
 from pytest_gpuprops import facts as gp_facts
@@ -26,7 +30,7 @@ METHOD = {
     "l2": "ld.global.cg chase over L2/8 (at least 4 x the largest L1), the buffer read once before",
     "dram": "ld.global.cg chase over 4 x L2, cold: 4 x L2 of other writes after laying it out",
 }
-gp_facts.register_gpu_scoped("l2_hit_latency_cycles", "dram_latency_cycles",
+gp_facts.register_gpu_scoped("l2_hit_latency_cycles", "dram_latency_cycles", "l2_size_bytes",
                              *(f"{lv}_latency_p{q}_cycles" for lv in ("l2_hit", "dram") for q in QUANTILES))
 
 
@@ -123,3 +127,26 @@ def test_latency_vs_footprint_shows_the_capacity_knees(gpuprops, gpu, sizes, req
             from memory_levels import plot_sweep
             Path(plots).mkdir(parents=True, exist_ok=True)
             plot_sweep(swept[0], sizes, Path(plots) / "chase_latency_vs_footprint.png", f"{gpu.name} ({gpu.arch})")
+
+
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.gpu_params(specs_memory.FACTS))
+def test_line_by_line(gpuprops, fact, benchmark):
+    """The one-line chase's facts (specs_memory.FACTS): each of 64 lines' L2 hit (and, for the DRAM facts,
+    its DRAM miss) read once and shared; each fact a statistic over the lines, every line's cycles in its
+    launch info (line_cycles, dram_line_cycles, near_lines, far_lines)."""
+    fact_tests.measure_and_check(gpuprops, fact, benchmark)
+
+
+@pytest.mark.fact("l2_size_bytes")
+def test_l2_size(gpuprops):
+    """The L2's size as CUDA reports it (cudaDeviceProp.l2CacheSize): exact, per GPU model."""
+    import cupy
+
+    def read() -> Measurement:
+        size = int(cupy.cuda.runtime.getDeviceProperties(gpuprops.gpu.index)["l2CacheSize"])
+        m = Measurement.given("l2_size_bytes", [float(size)], unit="bytes", noise_target=0.0,
+                              kernel="cudaGetDeviceProperties", launch={"property": "l2CacheSize", "bytes": size})
+        m.remeasure = read
+        return m
+    gpuprops.check("l2_size_bytes", read(), method="cudaGetDeviceProperties(device).l2CacheSize, in bytes")

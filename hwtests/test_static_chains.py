@@ -5,8 +5,10 @@ on every arch (the launched builds' regions are checked by test_static.py throug
 import re
 from pathlib import Path
 
+import fact_tests as ft
 import pytest
 import specs
+import specs_memory
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
@@ -122,3 +124,31 @@ def test_alu_latency_shape_times_its_second_pass_and_throughput_shapes_their_onl
     back = [i for i in ins if i.offset > stop.offset and i.base_opcode == "BRA"
             and int(i.operands[-1], 16) <= start.offset]
     assert len(back) == (1 if timed_pass == "second" else 0), [i.text for i in back]
+
+
+@pytest.mark.parametrize("fact", ft.static_params(specs_memory.FACTS))
+def test_line_chase_region_holds_its_loads(fact):
+    """As launched: the one-line chase's region is its ld.global.cg loads and nothing else, clean at
+    both ends (factspec rules, timing.build_for_timing); each hit's address is the previous hit's result."""
+    assert ft.region_problems(fact) == []
+    assert sass.region_hazards(list(ft.launched(fact))) == []
+    loads = ft.region(fact)
+    assert [i.opcode for i in loads] == [specs_memory.CG_LOAD] * fact.build().defines["UNROLL"]
+    for prev, cur in zip(loads, loads[1:]):
+        assert regs(cur.operands[1]) == [dest(prev)], f"{cur.text} does not load from {prev.text}'s result"
+
+
+@pytest.mark.parametrize("fact", [f for f in specs_memory.FACTS if f.name.startswith("dram_")], ids=lambda f: f.name)
+def test_line_miss_discards_the_line_then_fences_before_the_start_read(fact):
+    """The DRAM build, as launched: the line is loaded (warm), dropped from L2 (discard.global.L2:
+    CCTL.E.RML2) and fenced (MEMBAR) before the start read, and the timed load reads the discarded
+    address's register, loaded before the discard (never the line's undefined contents)."""
+    ins = [i for i in ft.launched(fact) if not sass.is_filler(i)]
+    start, between, _ = sass.timed_region(ins)
+    before = [i for i in ins if i.offset < start.offset]
+    discard = [i for i in before if i.opcode.startswith("CCTL.E.RML2")]
+    assert len(discard) == 1, [i.text for i in before]
+    after = before[before.index(discard[0]):]
+    assert any(i.base_opcode == "MEMBAR" for i in after), [i.text for i in after]
+    (load,) = [i for i in between if not sass.is_filler(i)]
+    assert regs(load.operands[1]) == regs(discard[0].operands[0])

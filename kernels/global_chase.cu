@@ -12,6 +12,14 @@
 // each launch times one new hop, and the launches' values are the per-hop latency distribution.
 // warm_hops untimed hops run before the start read (the L1 warm-up: a pass over the whole cycle
 // brings every node back to where it started, now in L1); the start read waits on them all.
+//
+// One line (a chain of one node that holds its own address): every hop loads the same line, so with
+// CACHE=1 every timed load is an L2 hit served by the slice that owns that line.
+// DISCARD=1 (CACHE=1, UNROLL=1): one DRAM miss of the line at cursor[0]. warm_hops loads of the line
+// (values unused: its page's translation is then cached and the line is in L2), discard.global.L2
+// drops the line from L2 without writing it back, a fence waits for that, and the one timed load of
+// the same address misses L2. The line's contents are undefined after the discard, so the address
+// is never taken from what the line holds: cursor[0] stays, the loaded value goes to cursor[1].
 #include "gpuprops.cuh"
 
 #ifndef CACHE
@@ -19,6 +27,13 @@
 #endif
 #ifndef UNROLL
 #define UNROLL 256
+#endif
+
+#ifndef DISCARD
+#define DISCARD 0
+#endif
+#if DISCARD && (CACHE != 1 || UNROLL != 1)
+#error "DISCARD=1 times one ld.global.cg: it needs CACHE=1 and UNROLL=1"
 #endif
 
 #if CACHE == 0
@@ -34,12 +49,28 @@
 extern "C" __global__ void global_chase(unsigned long long* cycles, const unsigned long long* chain,
                                         unsigned long long* cursor, int warm_hops) {
     unsigned long long p = *(volatile unsigned long long*)cursor;
+#if DISCARD
+    unsigned long long sink = 0;
+#pragma unroll 1
+    for (int i = 0; i < warm_hops; ++i) {
+        unsigned long long v = p;
+        asm volatile(GP_LD : "+l"(v)::"memory");
+        sink ^= v;
+    }
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
+    __threadfence();
+#else
 #pragma unroll 1
     for (int i = 0; i < warm_hops; ++i) asm volatile(GP_LD : "+l"(p)::"memory");
+#endif
     unsigned long long t0 = gp_clock();
 #pragma unroll
     for (int i = 0; i < UNROLL; ++i) asm volatile(GP_LD : "+l"(p));
     unsigned long long t1 = gp_clock();
+#if DISCARD
+    if (threadIdx.x == 0) cursor[1] = p ^ sink;
+#else
     if (threadIdx.x == 0) cursor[0] = p;
+#endif
     gp_record(cycles, t0, t1);
 }

@@ -53,7 +53,10 @@ class Statistic:
     """How a launch becomes the fact's value: ``mode`` as measure.Runner.measure takes it (``warp``:
     the median over warps; ``span``: the block's span; ``block_span``: the median of each block's span)
     and, for an L2 hit whose latency depends on the line's slice, ``lines``: measured line by line over
-    the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``)."""
+    the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``); a
+    chase that stays on each line (hwtests/memory_levels.py :data:`CHASE_LINE_STATISTICS`) also the
+    highest tier's median (``far_tier``), the 90th percentile over lines (``p90_over_lines``) and each
+    line's DRAM miss, grouped by its L2 tier (``dram_near_tier``, ``dram_far_tier``)."""
 
     mode: str = "warp"
     lines: str | None = None
@@ -61,15 +64,22 @@ class Statistic:
     def __post_init__(self):
         if self.mode not in ("warp", "span", "block_span"):
             raise ValueError(f"statistic mode {self.mode!r}: expected warp, span or block_span")
-        if self.lines not in (None, "near_tier", "all_lines"):
-            raise ValueError(f"statistic lines {self.lines!r}: expected None, near_tier or all_lines")
+        if self.lines not in LINE_STATISTICS:
+            raise ValueError(f"statistic lines {self.lines!r}: expected None or one of {sorted(k for k in LINE_STATISTICS if k)}")
 
     def text(self) -> str:
         base = {"warp": "median over warps", "span": "the block's span",
                 "block_span": "median of the blocks' spans"}[self.mode]
-        return base + {None: "", "near_tier": ", line by line: the lowest tier's median",
-                       "all_lines": ", line by line: the median over lines"}[self.lines]
+        return base + LINE_STATISTICS[self.lines]
 
+
+#: Statistic.lines -> how its text ends
+LINE_STATISTICS = {None: "", "near_tier": ", line by line: the lowest tier's median",
+                   "all_lines": ", line by line: the median over lines",
+                   "far_tier": ", line by line: the highest tier's median",
+                   "p90_over_lines": ", line by line: the 90th percentile over lines",
+                   "dram_near_tier": ", line by line: the DRAM miss of the lowest L2 tier's lines, their median",
+                   "dram_far_tier": ", line by line: the DRAM miss of the highest L2 tier's lines, their median"}
 
 MEDIAN_OVER_WARPS = Statistic()
 

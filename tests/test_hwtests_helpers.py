@@ -184,6 +184,180 @@ def test_near_tier_latency_measures_every_line_afresh_and_asserts_the_lowest_tie
     assert len(calls) == ml.L2_LINES and again.values == m.values
 
 
+# ---------------------------------------------------------------------------------------------- one-line chase
+
+#: 64 lines' L2 hits as the H100 gave the global atomics (2026-11-25): three tiers, 267-283, 302-317 and
+#: 439-524 cycles, here 24, 16 and 24 lines of them
+TIERED = [267.0 + 16 * (k % 24) / 23 for k in range(24)] + [302.0 + k for k in range(16)] + \
+         [439.0 + 85 * k / 23 for k in range(24)]
+
+
+def test_widest_gap_is_the_partitions_not_a_tier_s_own_spread():
+    lo, hi, gap = ml.widest_gap(TIERED)
+    assert (lo, hi) == (317.0, 439.0) and gap == pytest.approx(439 / 317 - 1)
+    with pytest.raises(ValueError, match="no gap"):
+        ml.widest_gap([1.0])
+
+
+def test_far_group_takes_every_line_above_the_widest_gap_in_their_order():
+    far = ml.far_group(TIERED[::-1])
+    assert far == sorted(far, reverse=True) and len(far) == 24 and min(far) == 439.0 and max(far) == 524.0
+    with pytest.raises(ValueError, match="one tier"):
+        ml.far_group([280.0, 285.0, 290.0, 300.0])  # widest gap 3.4 %: no far tier
+    assert ml.far_group([400.0, 280.0, 285.0, 410.0]) == [400.0, 410.0]
+    with pytest.raises(ValueError, match="one tier"):
+        ml.far_group([280.0, 285.0, 400.0], band=0.5)  # 40 % gap, under a 50 % band
+
+
+def test_tier_lines_are_indices_of_the_lowest_and_highest_tiers():
+    near, far = ml.tier_lines(TIERED)
+    lowest = [k for k, c in enumerate(TIERED) if c <= 267.0 * (1 + ml.TIER_BAND)]
+    assert near == lowest and far == list(range(40, 64))
+    assert not set(near) & set(far)
+
+
+def test_batch_medians_are_interleaved_and_refuse_thin_batches():
+    assert ml.batch_medians([1, 10, 2, 20, 3, 30], 2) == [2, 20]
+    with pytest.raises(ValueError, match="too few"):
+        ml.batch_medians([1, 2, 3], 2)
+
+
+def test_line_statistics_take_their_tier_and_never_the_other():
+    near = ml.line_statistic("near_tier", TIERED)
+    far = ml.line_statistic("far_tier", TIERED)
+    assert len(near) == len(far) == ml.NEAR_BATCHES
+    assert all(267 <= v <= 283 for v in near) and all(439 <= v <= 524 for v in far)
+    assert ml.line_statistic("all_lines", TIERED) == ml.batch_medians(TIERED, ml.NEAR_BATCHES)
+    p90 = ml.line_statistic("p90_over_lines", TIERED)
+    assert p90 == ml.batch_percentiles(TIERED, 90, ml.NEAR_BATCHES) and all(v > 480 for v in p90)
+    misses = [c + 300.0 for c in TIERED]  # each line's miss 300 cycles over its hit
+    dram_near = ml.line_statistic("dram_near_tier", TIERED, misses)
+    dram_far = ml.line_statistic("dram_far_tier", TIERED, misses)
+    assert all(567 <= v <= 583 for v in dram_near) and all(739 <= v <= 824 for v in dram_far)
+    with pytest.raises(ValueError, match="one DRAM reading per line"):
+        ml.line_statistic("dram_near_tier", TIERED, misses[:-1])
+    with pytest.raises(ValueError, match="expected one of"):
+        ml.line_statistic("p50", TIERED)
+    with pytest.raises(ValueError, match="too few"):  # 2 far lines cannot fill 4 batches
+        ml.line_statistic("far_tier", [280.0] * 62 + [450.0, 460.0])
+
+
+def test_not_cold_names_the_lines_whose_miss_reads_as_a_hit():
+    assert ml.not_cold([300.0, 450.0], [700.0, 800.0]) == []
+    assert ml.not_cold([300.0, 450.0], [700.0, 451.0]) == ["line 1: DRAM 451.0 vs L2 hit 450.0 cycles"]
+
+
+def test_over_lines_summary_reports_every_line_and_the_tiers():
+    out = ml.over_lines_summary(TIERED, [c + 300 for c in TIERED])
+    assert out["line_cycles"] == [round(c, 3) for c in TIERED] and len(out["dram_line_cycles"]) == 64
+    assert out["far_lines"] == list(range(40, 64)) and out["widest_gap_cycles"] == [317.0, 439.0]
+    assert out["p10_over_lines_cycles"] < out["p50_over_lines_cycles"] < out["p90_over_lines_cycles"]
+    one_tier = ml.over_lines_summary([280.0, 281.0, 282.0])
+    assert "far_lines" not in one_tier and "dram_line_cycles" not in one_tier
+
+
+class _LineGpu:
+    """A stand-in for the gpuprops fixture: line k's L2 hit TIERED[k] cycles, its miss ``miss(k)``."""
+
+    def __init__(self, miss=lambda k: TIERED[k] + 300.0, index=0):
+        from types import SimpleNamespace
+        self.gpu = SimpleNamespace(index=index)
+        self.calls = []
+        self.miss = miss
+
+    def measure(self, name, spec, *, divisor, stop):
+        from pytest_gpuprops.measure import Measurement
+        self.calls.append((name, spec.defines.get("DISCARD", 0), divisor, stop))
+        k = ml.l2_line_offsets().index(int(name.rsplit("+", 1)[1].split()[0]))
+        cycles = self.miss(k) if spec.defines.get("DISCARD") else TIERED[k]
+        return Measurement.given(name, [cycles] * 5, overhead_cycles=2.0, sm_clock_mhz=1980.0, kernel=spec.kernel,
+                                 launch={"defines": dict(spec.defines)})
+
+
+def test_the_line_facts_share_one_reading_per_line_and_a_remeasure_reads_again(monkeypatch):
+    import specs_memory as sm
+    monkeypatch.setattr(ml, "_CHASE_LINES", {})
+    gpu = _LineGpu()
+    facts = {f.name: f for f in sm.FACTS}
+    near = ml.chase_line_measurement(gpu, facts["l2_hit_latency_near_cycles"])
+    far = ml.chase_line_measurement(gpu, facts["l2_hit_latency_far_cycles"])
+    assert len(gpu.calls) == ml.L2_LINES  # the far fact reused the near fact's lines
+    assert {c[1:] for c in gpu.calls} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
+    assert all(267 <= v <= 283 for v in near.values) and all(439 <= v <= 524 for v in far.values)
+    assert far.launch["line_cycles"] == [round(c, 3) for c in TIERED] and far.launch["statistic"] == "far_tier"
+    dram = ml.chase_line_measurement(gpu, facts["dram_latency_far_cycles"])
+    assert len(gpu.calls) == 2 * ml.L2_LINES and {c[1:] for c in gpu.calls[64:]} == {(1, 1.0, ml.DRAM_LINE_STOP)}
+    assert all(739 <= v <= 824 for v in dram.values) and dram.launch["defines"]["DISCARD"] == 1
+    assert len(dram.launch["dram_line_cycles"]) == ml.L2_LINES
+    gpu.calls.clear()
+    again = near.remeasure()
+    assert len(gpu.calls) == ml.L2_LINES and again.values == near.values
+    gpu.calls.clear()
+    dram.remeasure()
+    assert len(gpu.calls) == 2 * ml.L2_LINES  # hits and misses read afresh
+    other = _LineGpu(index=1)
+    ml.chase_line_measurement(other, facts["l2_hit_latency_near_cycles"])
+    assert len(other.calls) == ml.L2_LINES  # another GPU reads its own lines
+
+
+def test_a_dram_fact_refuses_lines_still_in_l2(monkeypatch):
+    import specs_memory as sm
+    monkeypatch.setattr(ml, "_CHASE_LINES", {})
+    gpu = _LineGpu(miss=lambda k: TIERED[k] * (1.0 if k == 7 else 2.0))  # line 7's discard left it in L2
+    dram = next(f for f in sm.FACTS if f.name == "dram_latency_near_cycles")
+    with pytest.raises(ValueError, match="1 of 64 lines were not evicted.*line 7:"):
+        ml.chase_line_measurement(gpu, dram)
+
+
+def test_line_chase_specs_hit_or_miss_one_line_with_one_build():
+    import specs_memory as sm
+    hit, miss = sm.line_chase(5), sm.line_chase(9, miss=True)
+    assert hit.defines == sm.line_chase(0).defines == {"CACHE": 1, "UNROLL": sm.LINE_CHASE_UNROLL}
+    assert miss.defines == {"CACHE": 1, "UNROLL": 1, "DISCARD": 1}
+    assert [f.scope for f in sm.FACTS] == ["gpu"] * 6 and all(ml.is_chase_line(f) for f in sm.FACTS)
+    assert [f.build().defines.get("DISCARD", 0) for f in sm.FACTS] == [0, 0, 0, 0, 1, 1]
+    assert [f.per() for f in sm.FACTS] == [sm.LINE_CHASE_UNROLL] * 4 + [1.0, 1.0]
+    import specs_async
+    assert not any(ml.is_chase_line(f) for f in specs_async.FACTS)  # their lines are near_tier_latency's
+
+
+class _FakeCupy:
+    """numpy dressed as cupy for a spec's args: an array's ``data.ptr`` is its address."""
+
+    uint64, uint32 = np.uint64, np.uint32
+
+    class cuda:
+        class runtime:
+            @staticmethod
+            def deviceSynchronize():
+                pass
+
+    @staticmethod
+    def zeros(n, dtype):
+        a = np.zeros(n, dtype=dtype)
+        return _Ptr(a)
+
+
+class _Ptr(np.ndarray):
+    def __new__(cls, a):
+        return a.view(cls)
+
+    @property
+    def data(self):
+        from types import SimpleNamespace
+        return SimpleNamespace(ptr=self.ctypes.data)
+
+
+def test_line_chase_lays_the_line_holding_its_own_address():
+    import specs_memory as sm
+    for line in (0, 5, ml.L2_LINES - 1):
+        words, cursor, warm = sm.line_chase(line).args(_FakeCupy)
+        address = int(words.ctypes.data)
+        assert int(words[0]) == address == int(cursor[0]) and int(warm) == 1
+        assert address - int(words.base.ctypes.data) == ml.l2_line_offsets()[line]
+        assert int(np.count_nonzero(words)) == 1 and len(cursor) == 2
+
+
 # ---------------------------------------------------------------------------------------------- specs
 
 def test_shuffle_index_inputs_are_lane_numbers():
