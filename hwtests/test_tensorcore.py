@@ -4,10 +4,17 @@ HMMAs issue every 8; on sm_90 the compiler spaces them 24 and 6).
 
 Every timed HMMA kernel runs its 64-HMMA body 16 times (specs.HMMA_ITERS), so the block's start
 skew is under 1 % of its span and a dependent chain's last, unawaited HMMA (sm_90 schedules HMMA
-by stall counts, not scoreboards, so the stop read cannot wait for it) is 1/1024 of the chain."""
+by stall counts, not scoreboards, so the stop read cannot wait for it) is 1/1024 of the chain.
 
+The latency, issue interval and pipe rate are specs of specs_tensorcore.FACTS (launch, region,
+statistic, divisor and method in one place), their regions checked without a GPU, on every arch, by
+test_static_tensorcore.py; the issue model and the Nsight Compute facts are hand-written tests (their
+docstrings say why)."""
+
+import fact_tests
 import pytest
 import specs
+import specs_tensorcore
 
 from pytest_gpuprops.assertions import hmma_cycles_per_smsp
 from pytest_gpuprops.measure import Measurement
@@ -19,27 +26,12 @@ MODEL_TOLERANCE = 0.025
 GRID = [(ilp, warps) for warps in (1, 2, 3, 4) for ilp in range(1, 9)]
 
 
-@pytest.mark.fact("hmma_16816_f32_dependent_cycles")
-def test_hmma_dependent_latency(gpuprops, benchmark):
-    m = gpuprops.measure("hmma_16816_f32_dependent_cycles", specs.hmma(1, 1), divisor=specs.hmma_count(1))
-    gpuprops.check("hmma_16816_f32_dependent_cycles", m, benchmark=benchmark,
-                   method="one accumulator chain of 64 x 16 dependent mma.sync m16n8k16, one warp; cycles per HMMA")
-
-
-@pytest.mark.fact("hmma_16816_f32_single_warp_issue_cycles")
-def test_hmma_single_warp_issue_interval(gpuprops, benchmark):
-    """Where cycles per HMMA stop falling with ILP for one warp: the per-warp issue interval."""
-    m = gpuprops.measure("hmma_16816_f32_single_warp_issue_cycles", specs.hmma(8, 1), divisor=specs.hmma_count(8))
-    gpuprops.check("hmma_16816_f32_single_warp_issue_cycles", m, benchmark=benchmark,
-                   method="8 independent accumulator chains x 64 x 16 HMMA, one warp; cycles per HMMA")
-
-
-@pytest.mark.fact("hmma_16816_f32_smsp_cycles")
-def test_hmma_saturated_per_smsp(gpuprops, benchmark):
-    m = gpuprops.measure("hmma_16816_f32_smsp_cycles", specs.hmma(8, 4), divisor=specs.hmma_count(8) * 4, mode="span")
-    gpuprops.check("hmma_16816_f32_smsp_cycles", m, benchmark=benchmark,
-                   method="8 chains x 4 warps per SM sub-partition, one block, 64 x 16 HMMA per chain; cycles per "
-                          "HMMA per sub-partition over the block's span")
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.gpu_params(specs_tensorcore.FACTS))
+def test_fact(gpuprops, fact, benchmark):
+    """The dependent latency L, one warp's issue interval i and the sub-partition's pipe interval p
+    (specs_tensorcore.FACTS), which the issue model below combines."""
+    fact_tests.measure_and_check(gpuprops, fact, benchmark)
 
 
 @pytest.mark.fact("hmma_16816_f32_issue_model")
@@ -50,7 +42,10 @@ def test_hmma_cycles_follow_the_issue_model(gpuprops):
 
         cycles per HMMA per sub-partition = max(L / (ILP * W), i / W, p)
 
-    L, i and p are this arch's own facts (measured by the three tests above)."""
+    L, i and p are this arch's own facts (measured by the three spec tests above).
+
+    Hand-written, not a spec: a model checked over 32 launches (the grid), against three facts'
+    values, where a spec is one launch and one measured value."""
     latency = gpuprops.expected("hmma_16816_f32_dependent_cycles")
     interval = gpuprops.expected("hmma_16816_f32_single_warp_issue_cycles")
     pipe = gpuprops.expected("hmma_16816_f32_smsp_cycles")
@@ -105,7 +100,10 @@ def _given(name, value, unit, ilp, got):
 
 @pytest.mark.fact("hmma_16816_f32_tensor_pipe_cycles")
 def test_hmma_tensor_pipe_cycles_per_instruction(gpuprops, hmma_profile, ncu):
-    """Nsight Compute: tensor-pipe active cycles per HMMA.16816 (the seeds' RTX 4090 read 16)."""
+    """Nsight Compute: tensor-pipe active cycles per HMMA.16816 (the seeds' RTX 4090 read 16).
+
+    Hand-written, not a spec: read from ncu's counters over three profiled kernels, not timed between
+    clock reads, so there is no timed region to declare."""
     def per_hmma(profile):
         return Measurement.given("cycles per HMMA", [g[NCU_ACTIVE] / g[NCU_INSTS] for g in profile],
                                  kernel="hmma_16816")
@@ -121,7 +119,8 @@ def test_hmma_tensor_pipe_cycles_per_instruction(gpuprops, hmma_profile, ncu):
 @pytest.mark.fact("hmma_16816_f32_tensor_pipe_pct_ilp{ilp}")
 @pytest.mark.parametrize("ilp", [1, 2, 3])
 def test_hmma_tensor_pipe_utilisation(gpuprops, hmma_profile, ncu, ilp):
-    """How busy the tensor pipe is with ILP dependent chains per warp: ILP x 6 of every 24 cycles."""
+    """How busy the tensor pipe is with ILP dependent chains per warp: ILP x 6 of every 24 cycles.
+    Hand-written, not a spec: an ncu counter, as the tensor-pipe cycles above."""
     got = hmma_profile[ilp]
     name = f"hmma_16816_f32_tensor_pipe_pct_ilp{ilp}"
 

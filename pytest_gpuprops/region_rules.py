@@ -62,6 +62,13 @@ LOOP = Shape("loop", "the unit unrolled in a counted loop (loop control beside i
 GUARDED_LOOP = Shape("guarded_loop", "the unit unrolled in a counted loop run when its count is positive (the guard "
                      "and register set-up beside it)", lambda u, n: list(u) * n + ["BRA"],
                      LOOP_CONTROL | {"MOV", "FADD", "HFMA2"}, glue_max=20)
+#: the unit unrolled in a loop whose trip count a define fixes: the loop control, its counter set to zero
+#: by a MOV (NVRTC 13.5 for kernels/hmma_16816.cu: MOV, IADD3, ISETP, BRA on sm_80 .. sm_90). What ptxas
+#: puts between the loop's exit and the stop read (a CALL.REL.NOINC loop exit, the epilogue's S2R or
+#: ULDC) is no glue: a spec names it as ``trailing``, at most once each, after the unit's last step
+FIXED_TRIP_LOOP = Shape("fixed_trip_loop", "the unit unrolled in a loop of a fixed trip count (loop control, "
+                        "its counter set by MOV)", lambda u, n: list(u) * n + ["BRA"], LOOP_CONTROL | {"MOV"},
+                        glue_max=8)
 #: independent chains of the unit (ILP of them), which ptxas interleaves as it schedules: the unit's
 #: exact counts in any order, nothing beside them (a step's opcodes of one chain need not be adjacent)
 INTERLEAVED = Shape("interleaved", "independent chains of the unit, interleaved (counts only, any order)",
@@ -92,7 +99,8 @@ LANE0_STORE_POLL = Shape("lane0_store_poll",
                          lambda u, n: [u[0], u[1], "BSYNC", u[2], u[3], "BRA"], BRANCHES | {"ISETP"}, uniform=True,
                          glue_max=9, poll_loop=True, unit_len=4)
 
-SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, GUARDED_LOOP, WAIT_LOOP, ELECTED_COPY, LANE0_BULK_GROUP, LANE0_STORE_POLL)}
+SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, GUARDED_LOOP, FIXED_TRIP_LOOP, WAIT_LOOP, ELECTED_COPY,
+                               LANE0_BULK_GROUP, LANE0_STORE_POLL)}
 
 
 @dataclasses.dataclass(frozen=True)

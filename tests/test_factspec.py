@@ -465,3 +465,17 @@ def test_a_guarded_loop_allows_its_guard_and_register_set_up_and_no_more():
     tight = dataclasses.replace(rr.GUARDED_LOOP, glue_max=17)
     planted = dataclasses.replace(fact, region=dataclasses.replace(fact.region, shape=tight))
     assert any("18 other instructions" in p for p in ft.region_problems(planted)), ft.region_problems(planted)
+
+
+def test_a_fixed_trip_loop_allows_its_epilogue_only_after_the_last_step_and_once():
+    """The 8-chain HMMA loop on sm_90 holds its 512 HMMAs, the loop's MOV, IADD3, ISETP and BRA, and
+    after the loop's exit one S2R (the spec's trailing epilogue). Without that trailing opcode the S2R
+    is neither unit nor glue; said to be a plain counted loop, the counter's MOV is no glue."""
+    import specs_tensorcore
+    spec = fs.by_name(specs_tensorcore.FACTS)["hmma_16816_f32_single_warp_issue_cycles"]
+    fact = next(f for f in spec.on_each_arch() if f.arch == "sm_90")
+    assert ft.region_problems(fact) == []
+    bare = dataclasses.replace(fact, region=dataclasses.replace(fact.region, trailing=()))
+    assert any("nor the glue of a fixed_trip_loop region" in p and "S2R" in p for p in ft.region_problems(bare))
+    plain = dataclasses.replace(fact, region=dataclasses.replace(fact.region, shape=rr.LOOP))
+    assert any("nor the glue of a loop region" in p and ": MOV" in p for p in ft.region_problems(plain))
