@@ -13,6 +13,11 @@
 // chain runs PASSES times and only the last pass is timed: the first brings the table and the
 // region's code into their caches, so every timed hop is a constant-cache hit. UNROLL hops per
 // pass; cycles per hop = (stop - start) / UNROLL.
+//
+// The capacity sweep (hwtests/test_cache_capacity.py) sets NODES up to 16384 (the whole 64 KiB
+// constant bank) and WARM_HOPS = NODES: that many untimed hops before the passes walk the whole
+// table once, so the timed hops find in each constant-cache level what it can keep of it. STRIDE
+// must then be odd and share no factor with NODES (one cycle through every word).
 #include "gpuprops.cuh"
 
 #ifndef NODES
@@ -26,6 +31,9 @@
 #endif
 #ifndef PASSES
 #define PASSES 2
+#endif
+#ifndef WARM_HOPS
+#define WARM_HOPS 0
 #endif
 
 struct GpConstTable {
@@ -43,6 +51,8 @@ __constant__ GpConstTable gp_const_next = gp_const_table();
 extern "C" __global__ void const_chase(unsigned long long* cycles, const unsigned* start, unsigned* out) {
     unsigned off = start[threadIdx.x & 31];
     unsigned long long t0 = 0, t1 = 0;
+#pragma unroll 1
+    for (int i = 0; i < WARM_HOPS; ++i) off = *(const unsigned*)((const char*)gp_const_next.next + off);
 #pragma unroll 1
     for (int pass = 0; pass < PASSES; ++pass) {
         t0 = gp_clock();

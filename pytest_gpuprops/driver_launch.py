@@ -65,8 +65,10 @@ def check_cluster(spec: KernelSpec) -> None:
 
 def needs_launch_ex(spec: KernelSpec, args: Sequence) -> bool:
     """Whether a launch goes through cuLaunchKernelEx: a cluster spec, dynamic shared memory, or an
-    argument passed by value as raw bytes (a CUtensorMap), which CuPy's kernel call does not take."""
-    return spec.cluster is not None or spec.shared_mem > 0 or any(isinstance(a, (bytes, bytearray)) for a in args)
+    argument passed by value as raw bytes (a CUtensorMap), which CuPy's kernel call does not take, or a
+    shared-memory carve-out to set on the function first."""
+    return (spec.cluster is not None or spec.shared_mem > 0 or spec.carveout is not None
+            or any(isinstance(a, (bytes, bytearray)) for a in args))
 
 
 def _param_bytes(a) -> bytes:
@@ -146,7 +148,7 @@ def function_handle(fn) -> int:
 
 def allow_launch(driver, f, spec: KernelSpec) -> None:  # pragma: no mutate block  (driver calls)
     """Set what ``spec``'s launch needs on the function ``f`` (a CUfunction): a non-portable cluster
-    size, more than 48 KiB of dynamic shared memory."""
+    size, more than 48 KiB of dynamic shared memory, the preferred shared-memory carve-out."""
     attrs = driver.CUfunction_attribute
     if spec.cluster is not None and spec.cluster > PORTABLE_CLUSTER_SIZE:
         (err,) = driver.cuFuncSetAttribute(f, attrs.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
@@ -159,6 +161,12 @@ def allow_launch(driver, f, spec: KernelSpec) -> None:  # pragma: no mutate bloc
         if int(err) != 0:
             raise KernelLaunchError(f"the driver refused {spec.shared_mem} bytes of dynamic shared memory "
                                     f"for this kernel: {driver_error(driver, err)}")
+    if spec.carveout is not None:
+        (err,) = driver.cuFuncSetAttribute(f, attrs.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                           spec.carveout)
+        if int(err) != 0:
+            raise KernelLaunchError(f"the driver refused a shared-memory carve-out of {spec.carveout} % for this "
+                                    f"kernel: {driver_error(driver, err)}")
 
 
 def launch_ex(fn, spec: KernelSpec, args: tuple, stream: int = 0) -> None:  # pragma: no mutate block  (driver calls)

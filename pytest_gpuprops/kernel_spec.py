@@ -43,9 +43,21 @@ class KernelSpec:
     #: dynamic shared memory per CTA, bytes (0: none). Any launches through cuLaunchKernelEx, which
     #: allows the function that much first; more than half an SM's keeps CTAs on separate SMs.
     shared_mem: int = 0
+    #: the function's PREFERRED_SHARED_MEMORY_CARVEOUT, a percent of the largest shared-memory carve-out
+    #: (0: the most L1, 100: the most shared memory; a hint the driver may round up to a carve-out it
+    #: has, and overrides where the launch needs more shared memory). None leaves the attribute as it
+    #: is; any other value launches through cuLaunchKernelEx, which sets it first.
+    carveout: int | None = None
+
+    def __post_init__(self):
+        if self.carveout is not None and not 0 <= self.carveout <= 100:
+            raise ValueError(f"carveout {self.carveout}: expected a percent 0..100 of the largest shared-memory "
+                             "carve-out, or None to leave the driver's default")
 
     def label(self) -> str:
         base = f"{self.kernel} from {self.source} {self.defines} grid={self.grid} block={self.block}"
         if self.cluster is not None:
             base += f" cluster={self.cluster}"
+        if self.carveout is not None:
+            base += f" carveout={self.carveout}%"
         return base + (f" shared_mem={self.shared_mem}" if self.shared_mem else "")

@@ -1,0 +1,369 @@
+"""Capacity sweeps of sm_90's caches: the launches and the pure functions that read them
+(hwtests/test_cache_capacity.py runs them; tests/test_cache_capacity_method.py checks every function
+here without a GPU).
+
+A sweep is a latency-vs-footprint curve of one dependent chase; the facts are where it steps up.
+
+* L1 data cache per shared-memory carve-out (kernels/l1_capacity_chase.cu CACHE=0, ld.global.ca, one
+  node per 128-byte line, a random cycle, warmed by one walk over it in the kernel). L1 and shared
+  memory share 256 KiB per SM on sm_90, shared memory taking 0, 8, 16, 32, 64, 100, 132, 164, 196 or
+  228 KiB of it (CUDA C++ Programming Guide, compute capability 9.0). A launch's dynamic shared memory
+  plus the reserved 1 KiB per block sets the smallest carve-out it can run with; the function's
+  PREFERRED_SHARED_MEMORY_CARVEOUT hint (KernelSpec.carveout) says which way the driver rounds.
+* The constant cache's levels (kernels/const_chase.cu): the __constant__ table swept from 256 B to the
+  whole 64 KiB bank, walked once before the timed passes (WARM_HOPS = NODES).
+* The TLBs' reach (l1_capacity_chase.cu CACHE=1, ld.global.cg): one node per page-sized stride, so
+  each hop is a new page (2 MiB: the page cudaMalloc maps large buffers with) or a new 32 MiB region;
+  the nodes' lines fit L2 many times over, so past the warm walk only address translation changes.
+
+Reading a sweep (:func:`plateaus`, :func:`steps`): the curve is cut into plateaus, runs of at least
+MIN_RUN consecutive points within PLATEAU_BAND of one another (points between plateaus are a gradual
+transition, as a cache that does not replace strictly LRU gives); neighbouring plateaus less than
+STEP_RISE apart are one level. A step's reach is the last footprint of the lower plateau: the
+capacity, quantised to the sweep's grid (the true one lies below the step's next footprint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from pytest_gpuprops.kernel_spec import KernelSpec
+
+KIB, MIB = 1024, 1024 * 1024
+
+#: timed hops per launch, every chase here
+CAP_UNROLL = 256
+#: bytes between the L1 chase's nodes: one node per 128-byte line
+LINE = 128
+#: sm_90: L1 + shared memory per SM, the carve-outs shared memory may take, the shared memory each
+#: block reserves for the system (CUDA C++ Programming Guide, compute capability 9.0; the reserved KiB
+#: is also cudaDevAttrReservedSharedMemoryPerBlock, read back on the GPU)
+L1_SMEM_KIB = 256
+CARVEOUTS_KIB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+RESERVED_SMEM_PER_BLOCK = 1 * KIB
+
+#: the plateau rules (see the module's docstring)
+PLATEAU_BAND = 0.05
+STEP_RISE = 0.10
+MIN_RUN = 2
+#: an L1 miss is an L2 hit: several times an L1 hit; a sweep whose top is not this far above its start
+#: never left L1
+L1_MISS_RISE = 1.5
+
+
+class SweepError(ValueError):
+    """A sweep that does not show what its fact needs (no step, a fall, too few points)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# footprint grids
+
+
+def linear_grid(lo: int, hi: int, step: int) -> list[int]:
+    """lo, lo + step, ..., hi (inclusive); lo and hi multiples of step."""
+    if step <= 0 or lo <= 0 or hi < lo or lo % step or hi % step:
+        raise ValueError(f"grid {lo}..{hi} step {step}: expected 0 < lo <= hi, both multiples of a positive step")
+    return list(range(lo, hi + 1, step))
+
+
+def log_grid(lo: int, hi: int, per_octave: int, quantum: int) -> list[int]:
+    """A log grid from ``lo`` to ``hi`` (inclusive, both multiples of ``quantum``), ``per_octave``
+    points per doubling, each rounded down to a multiple of ``quantum``, no footprint twice."""
+    if quantum <= 0 or lo < quantum or hi < lo or lo % quantum or hi % quantum or per_octave < 1:
+        raise ValueError(f"log grid {lo}..{hi}, {per_octave} per octave, quantum {quantum}: expected "
+                         "quantum <= lo <= hi, both multiples of the quantum, at least 1 point per octave")
+    out, k = [], 0
+    while True:
+        f = int(lo * 2 ** (k / per_octave)) // quantum * quantum
+        if f >= hi:
+            break
+        if not out or f > out[-1]:
+            out.append(f)
+        k += 1
+    return out + [hi]
+
+
+@dataclasses.dataclass(frozen=True)
+class Carveout:
+    """One L1 sweep's launch: ``shared_mem`` bytes of dynamic shared memory per block (with the
+    reserved KiB, the least shared memory the SM must give the block), the carve-out hint, and the
+    footprints: a few small ones (L1 hits whatever the carve-out) then a fine window round the
+    expected capacity."""
+
+    name: str
+    shared_mem: int
+    hint: int
+    window_kib: tuple[int, int, int]  # lo, hi, step
+
+    @property
+    def expected_smem_kib(self) -> int:
+        return smallest_carveout_kib(self.shared_mem)
+
+    @property
+    def expected_l1_kib(self) -> int:
+        return L1_SMEM_KIB - self.expected_smem_kib
+
+    def footprints(self) -> list[int]:
+        lo, hi, step = self.window_kib
+        small = [f for f in (4 * KIB, 8 * KIB, 12 * KIB) if f < lo * KIB]
+        return small + [k * KIB for k in linear_grid(lo, hi, step)]
+
+
+def smallest_carveout_kib(shared_mem: int, reserved: int = RESERVED_SMEM_PER_BLOCK) -> int:
+    """The smallest sm_90 carve-out a block with ``shared_mem`` bytes of dynamic shared memory (and
+    ``reserved`` for the system) fits in; refused beyond the largest."""
+    need = shared_mem + reserved
+    for c in CARVEOUTS_KIB:
+        if c * KIB >= need:
+            return c
+    raise ValueError(f"{shared_mem} + {reserved} reserved bytes of shared memory exceed sm_90's largest "
+                     f"carve-out, {CARVEOUTS_KIB[-1]} KiB")
+
+
+#: carve-out 0 (the most L1: no dynamic shared memory, hint 0 %), 100 KiB (99 KiB dynamic + 1 reserved:
+#: no smaller carve-out fits it, hint 0 % keeps the driver from taking more) and 228 KiB (227 KiB, the
+#: largest a block may opt in to, hint 100 %)
+CARVEOUTS = {c.name: c for c in (
+    Carveout("smem0", 0, 0, (128, 288, 4)),
+    Carveout("smem100", 99 * KIB, 0, (96, 208, 4)),
+    Carveout("smem228", 227 * KIB, 100, (14, 64, 2)),
+)}
+
+
+def l1_fact(carveout: str) -> str:
+    return f"l1_capacity_kib_{carveout}"
+
+
+# ----------------------------------------------------------------------------------------------
+# the launches
+
+
+def fill_cycle(xp, words, base_address: int, n_nodes: int, stride: int, seed: int = 0, skew: int = 0) -> int:
+    """Lay one random cycle over ``n_nodes`` nodes at the start of ``words`` (64-bit words of array
+    module ``xp`` at device address ``base_address``): node i sits in the i-th ``stride``-byte block,
+    ``(i * skew) % stride`` bytes into it, and holds the address of the node after it. A skew keeps
+    nodes one page apart off one L2 set (every node at a page's start would be). Only the nodes' words
+    are written (a TLB sweep's buffer is tens of GiB). Returns the address of the cycle's first node."""
+    import numpy as np
+    if stride % 8 or stride <= 0 or skew % 8 or skew < 0:
+        raise ValueError(f"stride {stride} and skew {skew} must be multiples of 8 bytes, the stride positive")
+    if n_nodes < 2:
+        raise ValueError(f"a chase needs at least 2 nodes, not {n_nodes}")
+    if n_nodes * stride > words.size * 8:
+        raise ValueError(f"{n_nodes} nodes {stride} B apart need {n_nodes * stride} bytes; the buffer has "
+                         f"{words.size * 8}")
+    order = np.random.default_rng(seed).permutation(n_nodes)
+    offset = np.arange(n_nodes, dtype=np.int64) * stride + np.arange(n_nodes, dtype=np.int64) * skew % stride
+    nxt = offset[np.roll(order, -1)].astype(np.uint64)
+    words[xp.asarray(offset[order] // 8)] = xp.asarray(np.uint64(base_address) + nxt)
+    return int(base_address + int(offset[order[0]]))
+
+
+#: a TLB sweep's node i sits (i x this) mod the stride into its page: a new 4 KiB block and line each
+TLB_SKEW = 4 * KIB + LINE
+
+
+def capacity_chase(cache: int, footprint: int, stride: int, *, shared_mem: int = 0, carveout: int | None = None,
+                   buffer=None, skew: int = 0) -> KernelSpec:
+    """l1_capacity_chase.cu over ``footprint`` bytes, one node per ``stride`` bytes (``skew``: see
+    fill_cycle), walked once in the kernel before the timed hops; ``buffer`` (a TLB sweep's, allocated
+    once) or a fresh one."""
+    if footprint % stride:
+        raise ValueError(f"footprint {footprint} is not a multiple of the stride {stride}")
+    nodes = footprint // stride
+
+    def args(cp):  # pragma: no cover  (GPU only)
+        words = buffer if buffer is not None else cp.empty(footprint // 8, dtype=cp.uint64)
+        start = fill_cycle(cp, words, words.data.ptr, nodes, stride, skew=skew)
+        cp.cuda.runtime.deviceSynchronize()
+        return (words, cp.full(1, start, dtype=cp.uint64), cp.zeros(1, dtype=cp.uint64), cp.int32(nodes))
+
+    opcode = {0: "LDG.E.64.STRONG.SM", 1: "LDG.E.64.STRONG.GPU"}[cache]
+    return KernelSpec("l1_capacity_chase.cu", "capacity_chase", {"CACHE": cache, "UNROLL": CAP_UNROLL}, grid=1,
+                      block=32, args=args, region={opcode: CAP_UNROLL}, shared_mem=shared_mem, carveout=carveout)
+
+
+def l1_chase(carveout: Carveout, footprint: int) -> KernelSpec:
+    return capacity_chase(0, footprint, LINE, shared_mem=carveout.shared_mem, carveout=carveout.hint)
+
+
+# the constant table: 256 B .. 4 KiB in 256 B steps, .. 8 KiB in 512 B steps, .. 64 KiB in 4 KiB steps
+CONST_FOOTPRINTS = (linear_grid(256, 4 * KIB, 256) + linear_grid(4608, 8 * KIB, 512)
+                    + linear_grid(12 * KIB, 64 * KIB, 4 * KIB))
+CONST_PASSES = 2
+
+
+def const_stride(nodes: int, start: int = 17) -> int:
+    """The word stride of a constant table of ``nodes`` words: the first odd number from ``start`` that
+    shares no factor with it, so that the chase is one cycle through every word."""
+    import math
+    s = start | 1
+    while math.gcd(s, nodes) != 1:
+        s += 2
+    return s
+
+
+def const_sweep_point(footprint: int) -> KernelSpec:
+    """const_chase.cu over a ``footprint``-byte table, walked once before its passes."""
+    if footprint % 4 or not 8 <= footprint <= 64 * KIB:
+        raise ValueError(f"constant table of {footprint} bytes: expected whole words, 8 B .. 64 KiB (the bank)")
+    nodes = footprint // 4
+
+    def args(cp):  # pragma: no cover  (GPU only)
+        return cp.zeros(32, dtype=cp.uint32), cp.zeros(32, dtype=cp.uint32)
+
+    return KernelSpec("const_chase.cu", "const_chase",
+                      {"NODES": nodes, "STRIDE": const_stride(nodes), "UNROLL": CAP_UNROLL, "PASSES": CONST_PASSES,
+                       "WARM_HOPS": nodes}, grid=1, block=32, args=args, region={"LDC": CAP_UNROLL})
+
+
+#: TLB sweeps: stride -> the footprints' lowest point and points per octave (up to what free memory allows)
+TLB_STRIDES = {2 * MIB: (4 * MIB, 4), 32 * MIB: (64 * MIB, 4)}
+#: at most this much of the free memory goes to the TLB buffer (the brief: half)
+TLB_FREE_FRACTION = 0.5
+#: the buffer's cap: far past any TLB's reach the sweep only costs time
+TLB_MAX_BYTES = 64 * 1024 * MIB
+
+
+def tlb_buffer_bytes(free_bytes: int) -> int:
+    """The TLB buffer: at most TLB_FREE_FRACTION of the free memory and TLB_MAX_BYTES, a multiple of the
+    coarsest stride."""
+    quantum = max(TLB_STRIDES)
+    n = min(int(free_bytes * TLB_FREE_FRACTION), TLB_MAX_BYTES) // quantum * quantum
+    if n < 2 * quantum:
+        raise ValueError(f"{free_bytes} bytes free: half of it holds fewer than two {quantum >> 20} MiB strides")
+    return n
+
+
+def tlb_footprints(stride: int, buffer_bytes: int) -> list[int]:
+    lo, per_octave = TLB_STRIDES[stride]
+    return log_grid(lo, buffer_bytes // stride * stride, per_octave, stride)
+
+
+def tlb_fact(stride: int, step: int) -> str:
+    return f"tlb_reach_step{step}_stride{stride >> 20}m_mib"
+
+
+#: the TLB facts: (stride, which step)
+TLB_FACTS = {tlb_fact(s, k): (s, k) for s, k in ((2 * MIB, 1), (2 * MIB, 2), (32 * MIB, 1))}
+
+
+# ----------------------------------------------------------------------------------------------
+# reading a sweep
+
+
+@dataclasses.dataclass(frozen=True)
+class Plateau:
+    first: int  # footprint of its first point
+    last: int  # footprint of its last point
+    level: float  # its points' median latency
+    points: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    reach: int  # the last footprint at the lower level: the capacity, to the grid's step
+    above: int  # the first footprint of the higher plateau
+    below_level: float
+    above_level: float
+
+
+def check_sweep(points) -> list[tuple[int, float]]:
+    """The sweep sorted by footprint; refused: fewer than MIN_RUN points, a footprint twice, a latency
+    that is not a positive number."""
+    pts = sorted((int(f), float(c)) for f, c in points)
+    if len(pts) < MIN_RUN:
+        raise SweepError(f"a sweep of {len(pts)} points: at least {MIN_RUN} needed")
+    fs = [f for f, _ in pts]
+    if len(set(fs)) != len(fs):
+        raise SweepError(f"a footprint measured twice in {fs}")
+    bad = [(f, c) for f, c in pts if not c > 0]
+    if bad:
+        raise SweepError(f"latencies that are not positive numbers: {bad}")
+    return pts
+
+
+def plateaus(points, *, band: float = PLATEAU_BAND, rise: float = STEP_RISE, min_run: int = MIN_RUN) -> list[Plateau]:
+    """The sweep's plateaus (the module's docstring): greedy runs of at least ``min_run`` consecutive
+    points whose highest is within ``band`` of their lowest; then neighbours less than ``rise`` apart
+    merged. A plateau lower than the one before it by more than ``rise`` is refused: a capacity sweep
+    only climbs, and a fall is noise or a chase that is not what it says."""
+    pts = check_sweep(points)
+    runs, i = [], 0
+    while i < len(pts):
+        j = i
+        while j + 1 < len(pts):
+            lats = [c for _, c in pts[i:j + 2]]
+            if max(lats) > (1 + band) * min(lats):
+                break
+            j += 1
+        if j - i + 1 >= min_run:
+            runs.append(pts[i:j + 1])
+            i = j + 1
+        else:
+            i += 1
+    merged: list[list] = []
+    for run in runs:
+        if merged:
+            prev = statistics.median(c for _, c in merged[-1])
+            cur = statistics.median(c for _, c in run)
+            if abs(cur - prev) <= rise * prev:
+                merged[-1] = merged[-1] + run
+                continue
+            if cur < prev:
+                raise SweepError(f"latency falls from {prev:.1f} (up to {merged[-1][-1][0]} B) to {cur:.1f} "
+                                 f"(from {run[0][0]} B): a capacity sweep only climbs; {table(pts)}")
+        merged.append(run)
+    return [Plateau(r[0][0], r[-1][0], statistics.median(c for _, c in r), len(r)) for r in merged]
+
+
+def steps(points, **rules) -> list[Step]:
+    """Where the sweep climbs from one plateau to the next: each step's reach (the lower plateau's last
+    footprint) and the two levels."""
+    ps = plateaus(points, **rules)
+    return [Step(a.last, b.first, a.level, b.level) for a, b in zip(ps, ps[1:])]
+
+
+def table(points, scale: int = 1, unit: str = "B") -> str:
+    """The sweep as text: 'footprint: cycles, ...'."""
+    return ", ".join(f"{f / scale:g} {unit}: {c:.1f}" for f, c in sorted(points))
+
+
+def l1_capacity(points) -> Step:
+    """The L1 capacity of an ld.global.ca sweep: the reach of its first step. Refused: a sweep whose
+    smallest footprints are no plateau (no L1-hit level to leave), that never steps, or whose top is
+    less than L1_MISS_RISE x its start (it never left L1)."""
+    pts = check_sweep(points)
+    ps = plateaus(pts)
+    if not ps or ps[0].first != pts[0][0]:
+        raise SweepError(f"the smallest footprints are not one L1-hit level: {table(pts, KIB, 'KiB')}")
+    top = pts[-1][1]
+    if len(ps) < 2 or top < L1_MISS_RISE * ps[0].level:
+        raise SweepError(f"the sweep never leaves the L1-hit level ({ps[0].level:.1f} cycles; the largest footprint "
+                         f"reads {top:.1f}, an L2 hit is more than {L1_MISS_RISE} x): "
+                         f"widen the sweep; {table(pts, KIB, 'KiB')}")
+    a, b = ps[0], ps[1]
+    return Step(a.last, next(f for f, _ in pts if f > a.last), a.level, b.level)
+
+
+def const_levels(points) -> list[Step]:
+    """The constant sweep's steps: the first is the constant L1's capacity, its upper level the next
+    level's hit latency; a second (the bank may not reach it) that level's capacity. Refused: the
+    smallest tables are no plateau, or no step."""
+    pts = check_sweep(points)
+    ps = plateaus(pts)
+    if not ps or ps[0].first != pts[0][0]:
+        raise SweepError(f"the smallest constant tables are not one hit level: {table(pts)}")
+    if len(ps) < 2:
+        raise SweepError(f"no step in the constant sweep up to {pts[-1][0]} B: {table(pts)}")
+    return [Step(a.last, b.first, a.level, b.level) for a, b in zip(ps, ps[1:])]
+
+
+def tlb_steps(points) -> list[Step]:
+    """The TLB sweep's steps (footprints in bytes), the smallest footprints a plateau."""
+    pts = check_sweep(points)
+    ps = plateaus(pts)
+    if not ps or ps[0].first != pts[0][0]:
+        raise SweepError(f"the smallest footprints are not one level: {table(pts, MIB, 'MiB')}")
+    return [Step(a.last, b.first, a.level, b.level) for a, b in zip(ps, ps[1:])]

@@ -1,0 +1,296 @@
+"""sm_90 cache capacities by latency-vs-footprint sweeps (hwtests/specs_caches.py has the launches and
+how a sweep is read):
+
+* ``l1_capacity_kib_<carve-out>``: the L1 data cache's capacity at shared-memory carve-outs 0, 100 and
+  228 KiB (ld.global.ca chase, one node per 128-byte line); the carve-out the driver took is checked
+  on the GPU (the function's attributes read back, the occupancy the launch's shared memory allows)
+  and goes to the report with the sweep;
+* ``const_l1_capacity_bytes``, ``const_l15_hit_latency_cycles``, ``const_l15_capacity_bytes``: the
+  constant cache's first level, the latency of the level behind it, and that level's capacity where the
+  64 KiB bank reaches past it (it skips, saying so, where it does not);
+* ``tlb_reach_step<k>_stride<s>m_mib``: where a chase with one node per 2 MiB (32 MiB) steps up for
+  the k-th time: a TLB level's reach. Fact of the GPU model (its memory and driver).
+
+Each fact's value is the sweep's reach, quantised to its grid; the sweep (footprint -> cycles per hop),
+the plateaus and the step go to the JSON report (the measurement's ``launch``) and a plot. A failing
+value is confirmed by fresh sweeps, as every fact is.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import specs_caches as sc
+
+from pytest_gpuprops import facts as gp_facts
+from pytest_gpuprops import sass
+from pytest_gpuprops.compile import compile_cuda
+from pytest_gpuprops.measure import Measurement
+from pytest_gpuprops.stats import StopRule
+
+KIB, MIB = sc.KIB, sc.MIB
+SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=20, time_budget_s=0.3)
+#: a TLB sweep point's launch walks up to ~20k pages: fewer launches
+TLB_SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=8, time_budget_s=0.5)
+gp_facts.register_gpu_scoped(*sc.TLB_FACTS)
+
+SOURCE_DOC = ("CUDA C++ Programming Guide, compute capability 9.0: L1 and shared memory share 256 KiB per SM, "
+              "shared memory 0-228 KiB of it")
+
+
+def sweep(gpuprops, label: str, spec_of, footprints, stop=SWEEP) -> list[tuple[int, float]]:
+    """(footprint, median cycles per hop) for each footprint."""
+    return [(f, gpuprops.measure(f"{label} {f} B", spec_of(f), divisor=sc.CAP_UNROLL, stop=stop).median)
+            for f in footprints]
+
+
+def plateau_dicts(points) -> list[dict]:
+    try:
+        return [dict(first=p.first, last=p.last, cycles=round(p.level, 2), points=p.points)
+                for p in sc.plateaus(points)]
+    except sc.SweepError as exc:
+        return [{"error": str(exc)}]
+
+
+def given(name: str, values, unit: str, spec, launch: dict, clock) -> Measurement:
+    return Measurement.given(name, values, unit=unit, kernel=spec.kernel, sm_clock_mhz=clock,
+                             launch={"source": spec.source, "defines": dict(spec.defines), **launch})
+
+
+def read_sweep(reader, points, what: str):
+    """``reader(points)``, a sweep that does not show its step failing the test with the sweep."""
+    try:
+        return reader(points)
+    except sc.SweepError as exc:
+        pytest.fail(f"{what}: {exc}", pytrace=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# L1 per carve-out
+
+
+def carveout_readback(gpuprops, spec) -> dict:  # pragma: no cover  (GPU only)
+    """What the driver holds for ``spec``'s function after its launches: the carve-out hint, the dynamic
+    shared memory allowed, the blocks per SM the launch's shared memory allows (one block of 227 KiB
+    needs the 228 KiB carve-out), and the device's reserved and per-SM shared memory."""
+    from pytest_gpuprops import driver_launch as dl
+    try:
+        d = dl.cuda_driver()
+        runner = gpuprops.runner
+        cubin, _ = runner.build(spec)
+        f = d.CUfunction(dl.function_handle(runner.load(cubin, spec.kernel)))
+        out = {}
+        for attr in ("PREFERRED_SHARED_MEMORY_CARVEOUT", "MAX_DYNAMIC_SHARED_SIZE_BYTES", "SHARED_SIZE_BYTES"):
+            err, v = d.cuFuncGetAttribute(getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{attr}"), f)
+            out[attr.lower()] = int(v) if int(err) == 0 else dl.driver_error(d, err)
+        err, n = d.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, spec.block, spec.shared_mem)
+        out["blocks_per_sm"] = int(n) if int(err) == 0 else dl.driver_error(d, err)
+        dev = d.CUdevice(gpuprops.gpu.index)
+        for attr in ("RESERVED_SHARED_MEMORY_PER_BLOCK", "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"):
+            err, v = d.cuDeviceGetAttribute(getattr(d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{attr}"), dev)
+            out[attr.lower()] = int(v) if int(err) == 0 else dl.driver_error(d, err)
+        return out
+    except Exception as exc:  # the readback informs the report; it never decides the fact
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def measure_l1(gpuprops, carveout: sc.Carveout) -> Measurement:  # pragma: no cover  (GPU only)
+    name = sc.l1_fact(carveout.name)
+    points = sweep(gpuprops, f"L1 chase {carveout.name}", lambda f: sc.l1_chase(carveout, f), carveout.footprints())
+    spec = sc.l1_chase(carveout, carveout.footprints()[0])
+    readback = carveout_readback(gpuprops, spec)
+    for f, c in points:
+        gpuprops.plot_point(f"l1_capacity_{carveout.name}", footprint_kib=f / KIB, cycles=c)
+    step = read_sweep(sc.l1_capacity, points,
+                      f"{name} (carve-out {carveout.name}, readback {readback}; expected L1 {carveout.expected_l1_kib} KiB)")
+    m = given(name, [step.reach / KIB], "KiB", spec, dict(
+        sweep_kib={f"{f / KIB:g}": round(c, 2) for f, c in points},
+        grid_step_kib=carveout.window_kib[2], knee_kib=step.reach / KIB, next_kib=step.above / KIB,
+        hit_cycles=round(step.below_level, 2), above_cycles=round(step.above_level, 2),
+        plateaus=plateau_dicts(points), shared_mem=carveout.shared_mem, carveout_hint_percent=carveout.hint,
+        carveout_kib_implied=carveout.expected_smem_kib, l1_kib_expected=carveout.expected_l1_kib,
+        driver_readback=readback), gpuprops.runner.session_sm_clock_mhz())
+    m.remeasure = lambda: measure_l1(gpuprops, carveout)
+    return m
+
+
+@pytest.mark.gpu
+@pytest.mark.fact(lambda carveout: sc.l1_fact(carveout))
+@pytest.mark.parametrize("carveout", list(sc.CARVEOUTS))
+def test_l1_capacity_per_carveout(gpuprops, carveout):
+    gpuprops.fact(sc.l1_fact(carveout))  # a fact this GPU has no value for skips here, before the sweep
+    c = sc.CARVEOUTS[carveout]
+    m = measure_l1(gpuprops, c)
+    lo, hi, step = c.window_kib
+    gpuprops.check(sc.l1_fact(carveout), m, method=(
+        f"ld.global.ca chase (l1_capacity_chase.cu CACHE=0), one 8-byte node per 128-byte line, one random cycle, "
+        f"one warp, {sc.CAP_UNROLL} timed hops after one untimed walk over the whole cycle; launched with "
+        f"{c.shared_mem // KIB} KiB of dynamic shared memory and PREFERRED_SHARED_MEMORY_CARVEOUT = {c.hint} % "
+        f"(carve-out {c.expected_smem_kib} KiB: the smallest sm_90 one that holds it with the reserved 1 KiB); "
+        f"footprints {lo}..{hi} KiB step {step} KiB (and 4..12 KiB); the value is the last footprint of the "
+        f"L1-hit plateau (points within {sc.PLATEAU_BAND:.0%}), so the capacity lies in [value, value + {step})"))
+
+
+# ----------------------------------------------------------------------------------------------
+# the constant cache
+
+_SWEEPS: dict = {}
+
+
+def const_sweep(gpuprops, fresh: bool = False):  # pragma: no cover  (GPU only)
+    key = ("const", gpuprops.gpu.index)
+    if fresh or key not in _SWEEPS:
+        points = sweep(gpuprops, "constant chase", sc.const_sweep_point, sc.CONST_FOOTPRINTS)
+        for f, c in points:
+            gpuprops.plot_point("const_cache_levels", footprint=f, cycles=c)
+        _SWEEPS[key] = points
+    return _SWEEPS[key]
+
+
+CONST_FACTS = ("const_l1_capacity_bytes", "const_l15_hit_latency_cycles", "const_l15_capacity_bytes")
+CONST_METHOD = (f"dependent LDC chase (const_chase.cu, one warp, every lane on one word) through a __constant__ "
+                f"table swept over {sc.CONST_FOOTPRINTS[0]} B .. {sc.CONST_FOOTPRINTS[-1] // KIB} KiB (256 B steps to "
+                f"4 KiB, 512 B to 8 KiB, 4 KiB to 64 KiB), word stride odd and coprime with the table (one cycle), "
+                f"one untimed walk over the table, then {sc.CAP_UNROLL} hops per pass, pass 2 of 2 timed; plateaus "
+                f"within {sc.PLATEAU_BAND:.0%}, steps over {sc.STEP_RISE:.0%}")
+
+
+def measure_const(gpuprops, name: str, fresh: bool = False) -> Measurement:  # pragma: no cover  (GPU only)
+    points = const_sweep(gpuprops, fresh)
+    levels = read_sweep(sc.const_levels, points, name)
+    launch = dict(sweep_bytes={str(f): round(c, 2) for f, c in points}, plateaus=plateau_dicts(points),
+                  steps=[dict(reach=s.reach, above=s.above, below_cycles=round(s.below_level, 2),
+                              above_cycles=round(s.above_level, 2)) for s in levels])
+    spec = sc.const_sweep_point(points[0][0])
+    clock = gpuprops.runner.session_sm_clock_mhz()
+    if name == "const_l1_capacity_bytes":
+        m = given(name, [levels[0].reach], "bytes", spec, launch, clock)
+    elif name == "const_l15_hit_latency_cycles":
+        second = [c for f, c in points if levels[0].above <= f <= (levels[1].reach if len(levels) > 1 else f)]
+        m = given(name, second, "cycles", spec, launch, clock)
+    else:
+        if len(levels) < 2:
+            pytest.skip(f"{name}: the 64 KiB constant bank does not reach past the second level (one step, at "
+                        f"{levels[0].reach} B; no second up to {points[-1][0]} B): {sc.table(points)}")
+        m = given(name, [levels[1].reach], "bytes", spec, launch, clock)
+    m.remeasure = lambda: measure_const(gpuprops, name, fresh=True)
+    return m
+
+
+@pytest.mark.gpu
+@pytest.mark.fact(lambda name: name)
+@pytest.mark.parametrize("name", CONST_FACTS)
+def test_constant_cache_levels(gpuprops, name):
+    gpuprops.fact(name)
+    m = measure_const(gpuprops, name)
+    what = {"const_l1_capacity_bytes": "the last table size of the first (constant L1 hit) plateau",
+            "const_l15_hit_latency_cycles": "cycles per hop on the second plateau (the level behind the constant "
+                                            "L1), the median over its table sizes",
+            "const_l15_capacity_bytes": "the last table size of the second plateau"}[name]
+    gpuprops.check(name, m, method=f"{CONST_METHOD}; the value: {what}")
+
+
+# ----------------------------------------------------------------------------------------------
+# TLB reach
+
+
+@pytest.fixture(scope="module")
+def tlb_buffer(gpu):  # pragma: no cover  (GPU only)
+    """One buffer for every TLB sweep point: at most half the free memory (cudaMemGetInfo)."""
+    import cupy
+    with cupy.cuda.Device(gpu.index):
+        free, total = cupy.cuda.runtime.memGetInfo()
+        nbytes = sc.tlb_buffer_bytes(free)
+        buf = cupy.empty(nbytes // 8, dtype=cupy.uint64)
+        yield buf, free, total
+        del buf
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def tlb_sweep(gpuprops, buffer, stride: int, fresh: bool = False):  # pragma: no cover  (GPU only)
+    key = ("tlb", gpuprops.gpu.index, stride)
+    if fresh or key not in _SWEEPS:
+        words = buffer[0]
+        points = sweep(gpuprops, f"TLB chase stride {stride >> 20} MiB",
+                       lambda f: sc.capacity_chase(1, f, stride, buffer=words, skew=sc.TLB_SKEW),
+                       sc.tlb_footprints(stride, words.size * 8), stop=TLB_SWEEP)
+        for f, c in points:
+            gpuprops.plot_point(f"tlb_stride{stride >> 20}m", footprint_mib=f / MIB, cycles=c)
+        _SWEEPS[key] = points
+    return _SWEEPS[key]
+
+
+def measure_tlb(gpuprops, buffer, name: str, fresh: bool = False) -> Measurement:  # pragma: no cover  (GPU only)
+    stride, k = sc.TLB_FACTS[name]
+    points = tlb_sweep(gpuprops, buffer, stride, fresh)
+    found = read_sweep(sc.tlb_steps, points, name)
+    text = sc.table(points, MIB, "MiB")
+    if len(found) < k:
+        pytest.fail(f"{name}: the sweep at stride {stride >> 20} MiB has {len(found)} step(s), not {k}, up to "
+                    f"{points[-1][0] >> 20} MiB (half the free memory, at most {sc.TLB_MAX_BYTES >> 30} GiB): {text}",
+                    pytrace=False)
+    s = found[k - 1]
+    spec = sc.capacity_chase(1, points[0][0], stride)
+    m = given(name, [s.reach / MIB], "MiB", spec, dict(
+        stride_mib=stride >> 20, sweep_mib={f"{f / MIB:g}": round(c, 2) for f, c in points},
+        plateaus=plateau_dicts(points), steps_mib=[dict(reach=x.reach / MIB, above=x.above / MIB,
+                                                        below_cycles=round(x.below_level, 2),
+                                                        above_cycles=round(x.above_level, 2)) for x in found],
+        buffer_bytes=buffer[0].size * 8, free_bytes=buffer[1], total_bytes=buffer[2]),
+        gpuprops.runner.session_sm_clock_mhz())
+    m.remeasure = lambda: measure_tlb(gpuprops, buffer, name, fresh=True)
+    return m
+
+
+@pytest.mark.gpu
+@pytest.mark.fact(lambda name: name)
+@pytest.mark.parametrize("name", list(sc.TLB_FACTS))
+def test_tlb_reach(gpuprops, tlb_buffer, name):
+    gpuprops.fact(name)
+    stride, k = sc.TLB_FACTS[name]
+    m = measure_tlb(gpuprops, tlb_buffer, name)
+    gpuprops.check(name, m, method=(
+        f"ld.global.cg chase (l1_capacity_chase.cu CACHE=1), one node in every {stride >> 20} MiB (a new page each "
+        f"hop; node i (i x {sc.TLB_SKEW}) mod {stride >> 20} MiB into its block, off one L2 set), one random cycle, one warp, {sc.CAP_UNROLL} timed hops after one untimed walk over the cycle; "
+        f"footprints {sc.TLB_STRIDES[stride][1]} per octave from {sc.TLB_STRIDES[stride][0] >> 20} MiB to half "
+        f"the free memory (cudaMemGetInfo; at most {sc.TLB_MAX_BYTES >> 30} GiB); the value is the last footprint "
+        f"before the sweep's step {k} (plateaus within {sc.PLATEAU_BAND:.0%}, steps over {sc.STEP_RISE:.0%})"))
+
+
+# ----------------------------------------------------------------------------------------------
+# without a GPU: the sweeps' builds hold the chase they time
+
+STATIC_BUILDS = {
+    "l1_ca": lambda: sc.l1_chase(sc.CARVEOUTS["smem0"], 128 * KIB),
+    "tlb_cg": lambda: sc.capacity_chase(1, 4 * MIB, 2 * MIB),
+    **{f"const_{f}": (lambda f=f: sc.const_sweep_point(f)) for f in (sc.CONST_FOOTPRINTS[0], 4352,
+                                                                     sc.CONST_FOOTPRINTS[-1])},
+}
+
+
+def _builds_of(item) -> list:
+    """What a static test here compiles (the session prefetch batches it): (source, arch, defines)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "build" not in params:
+        return []
+    spec = STATIC_BUILDS[params["build"]]()
+    return [(spec.source, "sm_90", spec.defines)]
+
+
+@pytest.mark.static
+@pytest.mark.parametrize("build", list(STATIC_BUILDS))
+def test_sweep_build_times_only_its_dependent_chase(build):
+    """The timed region, as compiled for sm_90, is the build's UNROLL loads and nothing else (its
+    KernelSpec.region), each load's address the previous load's result."""
+    from pathlib import Path
+    spec = STATIC_BUILDS[build]()
+    kernels = Path(__file__).parent.parent / "kernels"
+    cubin = sass.Cubin(compile_cuda(kernels / spec.source, "sm_90", spec.defines).cubin, "sm_90", name=spec.source)
+    _, between, _ = sass.timed_region(cubin.instructions(spec.kernel))
+    ins = [i for i in between if not sass.is_filler(i)]
+    ((opcode, count),) = spec.region.items()
+    assert [i.opcode for i in ins] == [opcode] * count, [i.text for i in ins if i.opcode != opcode][:5]
+    for prev, cur in zip(ins, ins[1:]):
+        dest = prev.operands[0].split(".")[0]
+        assert re.search(rf"\b{dest}\b", cur.operands[1]), f"{cur.text} does not load from {prev.text}'s result"
