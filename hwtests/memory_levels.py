@@ -500,3 +500,57 @@ def is_chase_line(fact) -> bool:
     """Whether ``fact`` is measured line by line with the one-line chase (its build is global_chase.cu's):
     its lines are read by :func:`chase_line_measurement`, not near_tier_latency."""
     return fact.statistic.lines is not None and fact.build().source == CHASE_LINE_SOURCE
+
+
+# ----------------------------------------------------------------------------------------------
+# The ld.global.cg chase against its footprint, 1 MiB to 4 x L2, hop by hop: whether an L2 hit's
+# latency, or the share of hops served by the near partition, changes once the footprint passes half
+# the L2 (one partition's capacity). A reported sweep, not a fact: what the L2 does past half of it
+# (does each partition keep only its own lines, or copies of the far one's too?) is not documented, so
+# no value can be said from first principles; only that misses past the L2 are slower than hits.
+
+#: the sweep's first footprint: 8 x the largest L1, far below half the L2 of any sm_80 .. sm_90 GPU
+CG_SWEEP_START = 1 * MIB
+#: single-hop launches per footprint: the hops' percentiles and near share
+CG_SWEEP_HOPS = 256
+
+
+def near_threshold(hops, *, band: float = TIER_BAND) -> float | None:
+    """The latency that splits near-partition hops from far ones: the midpoint of the hops' widest
+    relative gap, or None where that gap is no wider than ``band`` (the hops form one tier)."""
+    lo, hi, gap = widest_gap(hops)
+    return (lo + hi) / 2 if gap > band else None
+
+
+def sweep_row(footprint: int, hops, threshold: float | None) -> dict:
+    """One footprint of the cg sweep: its hops' percentiles and mean, and the share of hops at or under
+    ``threshold`` (None without one)."""
+    hops = list(hops)
+    share = None if threshold is None else round(sum(h <= threshold for h in hops) / len(hops), 4)
+    return {"footprint": footprint, "hops": len(hops), "mean_cycles": round(sum(hops) / len(hops), 2),
+            **{f"p{q}_cycles": round(percentile(hops, q), 2) for q in (10, 50, 90)}, "near_share": share}
+
+
+def past_half_l2(rows, sizes: CacheSizes) -> dict:
+    """The sweep's rows up to half the L2 (one partition's worth) against those between half and all of
+    it: each group's median of the rows' 10th-percentile hop (the near hops' latency), mean hop and
+    near share (None for a group without rows or shares). The median hop is left out: with about half
+    the hops in each partition it falls in either tier."""
+    def summary(group):
+        shares = [r["near_share"] for r in group if r["near_share"] is not None]
+        out = {"rows": len(group)}
+        for key in ("p10_cycles", "mean_cycles"):
+            out[key] = round(percentile([r[key] for r in group], 50), 2) if group else None
+        out["near_share"] = round(percentile(shares, 50), 4) if shares else None
+        return out
+    half = sizes.l2_bytes // 2
+    return {"up_to_half_l2": summary([r for r in rows if r["footprint"] <= half]),
+            "half_to_whole_l2": summary([r for r in rows if half < r["footprint"] <= sizes.l2_bytes])}
+
+
+def sweep_table(rows) -> str:
+    """The sweep as one line of text: footprint in MiB, the hops' p10, mean and p90, near share."""
+    def share(r):
+        return "-" if r["near_share"] is None else f"{r['near_share']:.0%}"
+    return "; ".join(f"{r['footprint'] / MIB:.3g} MiB: p10 {r['p10_cycles']:.0f}, mean {r['mean_cycles']:.0f}, "
+                     f"p90 {r['p90_cycles']:.0f}, near {share(r)}" for r in rows)

@@ -31,16 +31,30 @@ CG_LOAD = "LDG.E.64.STRONG.GPU"
 LINE_CHASE_UNROLL = 256
 
 
+#: device id -> the L2_SPREAD_BYTES buffer every one-line chase runs in, kept for the session: line k is
+#: then the same physical line in its L2-hit and its DRAM-miss readings (a fresh allocation per
+#: measurement could land elsewhere), so each DRAM miss is grouped by its own line's L2 tier
+_SPREAD: dict = {}
+
+
+def spread_buffer(cp):
+    """The session's L2_SPREAD_BYTES buffer (64-bit words) on the current device."""
+    device = cp.cuda.runtime.getDevice()
+    if device not in _SPREAD:
+        _SPREAD[device] = cp.zeros(ml.L2_SPREAD_BYTES // 8, dtype=cp.uint64)
+    return _SPREAD[device]
+
+
 def line_chase(line: int, miss: bool = False) -> KernelSpec:
-    """The chase that stays on line ``line`` of memory_levels.l2_line_offsets() (in the L2_SPREAD_BYTES
-    buffer): LINE_CHASE_UNROLL dependent ld.global.cg of it, one warm hop first (an L2 hit each); or
-    (``miss``) one ld.global.cg of it after a warm load and discard.global.L2 (a DRAM miss, the page's
-    translation cached). The line is the argument: one build for every line."""
+    """The chase that stays on line ``line`` of memory_levels.l2_line_offsets() (in the session's
+    spread buffer): LINE_CHASE_UNROLL dependent ld.global.cg of it, one warm hop first (an L2 hit
+    each); or (``miss``) one ld.global.cg of it after a warm load and discard.global.L2 (a DRAM miss,
+    the page's translation cached). The line is the argument: one build for every line."""
     import numpy as np
     offset = ml.l2_line_offsets()[line]
 
     def args(cp):
-        words = cp.zeros(ml.L2_SPREAD_BYTES // 8, dtype=cp.uint64)
+        words = spread_buffer(cp)
         address = words.data.ptr + offset
         words[offset // 8] = np.uint64(address)  # the line holds its own address
         cursor = cp.zeros(2, dtype=cp.uint64)

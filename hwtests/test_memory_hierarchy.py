@@ -13,7 +13,15 @@ import fact_tests
 import pytest
 import specs
 import specs_memory
-from memory_levels import LEVELS, batch_percentiles, capacity_knees, device_sizes, footprint, sweep_footprints
+from memory_levels import (
+    CG_SWEEP_HOPS,
+    LEVELS,
+    batch_percentiles,
+    capacity_knees,
+    device_sizes,
+    footprint,
+    sweep_footprints,
+)
 
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops.measure import Measurement
@@ -30,6 +38,7 @@ METHOD = {
     "l2": "ld.global.cg chase over L2/8 (at least 4 x the largest L1), the buffer read once before",
     "dram": "ld.global.cg chase over 4 x L2, cold: 4 x L2 of other writes after laying it out",
 }
+CG_HOPS_TEXT = f"{CG_SWEEP_HOPS} launches of one timed hop each per footprint, going on through the cycle"
 gp_facts.register_gpu_scoped("l2_hit_latency_cycles", "dram_latency_cycles", "l2_size_bytes",
                              *(f"{lv}_latency_p{q}_cycles" for lv in ("l2_hit", "dram") for q in QUANTILES))
 
@@ -150,3 +159,39 @@ def test_l2_size(gpuprops):
         m.remeasure = read
         return m
     gpuprops.check("l2_size_bytes", read(), method="cudaGetDeviceProperties(device).l2CacheSize, in bytes")
+
+
+@pytest.mark.fact("l2_cg_chase_misses_past_l2_are_slower")
+def test_cg_chase_against_footprint_is_reported(gpuprops, sizes):
+    """ld.global.cg chases from 1 MiB to 4 x L2, CG_SWEEP_HOPS single hops each (the chase read once on
+    the host side first): per footprint the hops' p10 / p50 / p90 and the share of hops under the near /
+    far split of the 1 MiB hops (memory_levels.near_threshold). Asserted only what holds from first
+    principles: the mean hop at 4 x L2 (mostly DRAM misses) is slower than at 1 MiB (L2 hits). Whether
+    the hit latency or the near share changes past half the L2 is reported (past_half_l2), not asserted."""
+    import memory_levels as ml
+    stop = StopRule(noise_target=0.0, min_samples=ml.CG_SWEEP_HOPS, max_samples=ml.CG_SWEEP_HOPS, time_budget_s=120.0)
+    sweeps: list[list[dict]] = []
+
+    def judge():
+        rows, threshold = [], None
+        for f in sweep_footprints(sizes, start=ml.CG_SWEEP_START):
+            spec = specs.global_chase("cg", f, unroll=1, warm="l2")
+            hops = gpuprops.measure(f"cg chase over {f} B, per hop", spec, divisor=1, stop=stop).values
+            if not rows:
+                threshold = ml.near_threshold(hops)
+            rows.append(ml.sweep_row(f, hops, threshold))
+        sweeps.append(rows)
+        split = "none (the 1 MiB hops form one tier)" if threshold is None else f"{threshold:.1f} cycles"
+        return rows[-1]["mean_cycles"] > rows[0]["mean_cycles"], (
+            f"near/far split {split}; up to and past half the L2: {ml.past_half_l2(rows, sizes)}; "
+            + ml.sweep_table(rows))
+
+    try:
+        gpuprops.check_condition("l2_cg_chase_misses_past_l2_are_slower", judge, method=(
+            f"ld.global.cg chase, one node per 128-byte line, one random cycle, {CG_HOPS_TEXT}, footprints from "
+            "1 MiB to 4 x L2 (2 per octave); the mean hop at 4 x L2 above the mean hop at 1 MiB"),
+            source="first principles: past 4 x L2 most hops miss the L2")
+    finally:
+        for row in (sweeps[0] if sweeps else []):
+            gpuprops.plot_point("cg_chase_sweep", **row)
+

@@ -332,6 +332,10 @@ class _FakeCupy:
             def deviceSynchronize():
                 pass
 
+            @staticmethod
+            def getDevice():
+                return 0
+
     @staticmethod
     def zeros(n, dtype):
         a = np.zeros(n, dtype=dtype)
@@ -348,14 +352,45 @@ class _Ptr(np.ndarray):
         return SimpleNamespace(ptr=self.ctypes.data)
 
 
-def test_line_chase_lays_the_line_holding_its_own_address():
+def test_line_chase_lays_the_line_holding_its_own_address_in_one_buffer(monkeypatch):
     import specs_memory as sm
+    monkeypatch.setattr(sm, "_SPREAD", {})
+    bases = set()
     for line in (0, 5, ml.L2_LINES - 1):
-        words, cursor, warm = sm.line_chase(line).args(_FakeCupy)
-        address = int(words.ctypes.data)
-        assert int(words[0]) == address == int(cursor[0]) and int(warm) == 1
-        assert address - int(words.base.ctypes.data) == ml.l2_line_offsets()[line]
-        assert int(np.count_nonzero(words)) == 1 and len(cursor) == 2
+        for miss in (False, True):
+            words, cursor, warm = sm.line_chase(line, miss).args(_FakeCupy)
+            address = int(words.ctypes.data)
+            assert int(words[0]) == address == int(cursor[0]) and int(warm) == 1 and len(cursor) == 2
+            assert address - int(words.base.ctypes.data) == ml.l2_line_offsets()[line]
+            bases.add(int(words.base.ctypes.data))
+    assert len(bases) == 1  # line k is one physical line in its hit and its miss readings
+
+
+def test_near_threshold_splits_at_the_widest_gap_or_says_there_is_none():
+    assert ml.near_threshold(TIERED) == (317.0 + 439.0) / 2
+    assert ml.near_threshold([280.0, 290.0, 300.0]) is None
+
+
+def test_sweep_rows_count_the_hops_under_the_split():
+    row = ml.sweep_row(MIB, TIERED, 378.0)
+    assert row["near_share"] == 0.625 and row["hops"] == 64 and row["footprint"] == MIB  # 40 of 64
+    assert row["p10_cycles"] < row["p50_cycles"] < row["p90_cycles"] and row["mean_cycles"] == round(sum(TIERED) / 64, 2)
+    assert ml.sweep_row(MIB, TIERED, None)["near_share"] is None
+
+
+def test_past_half_l2_groups_the_rows_by_the_partition_size():
+    s = ml.cache_sizes("sm_90", H100)  # L2 50 MiB: half 25 MiB
+    rows = [{"footprint": f * MIB, "p10_cycles": p10, "mean_cycles": p10 + 100, "near_share": share}
+            for f, p10, share in ((1, 260.0, 0.5), (16, 262.0, 0.5), (25, 264.0, 0.5), (32, 300.0, 0.3),
+                                  (50, 320.0, None), (200, 600.0, 0.1))]
+    out = ml.past_half_l2(rows, s)
+    assert out["up_to_half_l2"] == {"rows": 3, "p10_cycles": 262.0, "mean_cycles": 362.0, "near_share": 0.5}
+    assert out["half_to_whole_l2"] == {"rows": 2, "p10_cycles": 310.0, "mean_cycles": 410.0, "near_share": 0.3}
+    assert ml.past_half_l2(rows[:1], s)["half_to_whole_l2"] == {"rows": 0, "p10_cycles": None, "mean_cycles": None,
+                                                                 "near_share": None}
+    table = [dict(r, p90_cycles=r["p10_cycles"] + 200) for r in (rows[0], rows[4])]
+    assert ml.sweep_table(table) == ("1 MiB: p10 260, mean 360, p90 460, near 50%; "
+                                     "50 MiB: p10 320, mean 420, p90 520, near -")
 
 
 # ---------------------------------------------------------------------------------------------- specs
@@ -384,6 +419,12 @@ def _hwtests_conftest():
     return mod
 
 
+def _wgmma_fact(n: int, bf16: bool, a_regs: bool):
+    """The latency fact of one wgmma case (hwtests/specs_wgmma.py)."""
+    import specs_wgmma
+    return next(f for f in specs_wgmma.LATENCY if f.name == f"wgmma_{specs_wgmma.case_id(n, bf16, a_regs)}_latency_cycles")
+
+
 def _item(file: str, name: str = "test_x", **params):
     from types import SimpleNamespace
     module = None
@@ -409,7 +450,7 @@ def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
     always = keys([])
     assert always == {("sm_90", "sm_clock_rate.cu", ()), ("sm_90", "clock_overhead.cu", ())}
     # one wgmma test: its own sm_90a build, not the file's 48
-    one = keys([_item("test_wgmma.py", "test_wgmma_latency", n=256, bf16=True, a_regs=True)]) - always
+    one = keys([_item("test_wgmma.py", "test_fact", fact=_wgmma_fact(256, True, True))]) - always
     assert one == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}
     # the tests of fact specs (the asynchronous and synchronous units): each fact's build, on the
     # fact's arch only
@@ -497,7 +538,7 @@ def test_the_builds_made_beside_the_tests_are_the_wgmma_files_own():
     the tests before them on a first run) and leaves out the shared, per-file and always-built ones."""
     gpu_builds = _hwtests_conftest()._gpu_builds
     import specs_async
-    items = [_item("test_wgmma.py", "test_wgmma_latency", n=256, bf16=True, a_regs=True), _item("test_smem.py"),
+    items = [_item("test_wgmma.py", "test_fact", fact=_wgmma_fact(256, True, True)), _item("test_smem.py"),
              _item("test_throughput_and_clocks.py"), _item("test_async_units.py", "test_fact", fact=specs_async.FACTS[0])]
     late = {(a, src, tuple(sorted(d.items()))) for a, src, d, _ in gpu_builds(items, "sm_90", per_test_only=True)}
     assert late == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}
