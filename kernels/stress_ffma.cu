@@ -23,7 +23,9 @@
 // fixed point (the FMA units' power depends on the bits they switch), and x stays finite.
 //
 // The operands of stress_wgmma are pseudo-random finite values of mixed sign (not zeros): the
-// tensor cores' power, and so the clock they sustain, depends on the data they switch.
+// tensor cores' power, and so the clock they sustain, depends on the data they switch. ZERO_OPERANDS=1
+// makes every operand word 0 instead (the same instructions on all-zero data: the zero-vs-random
+// operand power facts, hwtests/test_tensor_power.py).
 #include "gpuprops.cuh"
 
 #ifndef ILP
@@ -43,6 +45,9 @@
 #endif
 #ifndef WGMMA_DTYPE
 #define WGMMA_DTYPE 0
+#endif
+#ifndef ZERO_OPERANDS
+#define ZERO_OPERANDS 0
 #endif
 
 // Thread 0 of each block: stamp k = (clock64, %globaltimer), read back to back.
@@ -122,6 +127,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK, 2048 / BLOCK) stress_ffma(un
 
 // Word j of an operand tile: pseudo-random finite values of mixed sign, magnitudes 2^-7 .. 2^-1.
 __device__ __forceinline__ unsigned tp_word(unsigned j) {
+#if ZERO_OPERANDS
+    return 0u * j;
+#endif
     unsigned h = j * 2654435761u;
     h ^= h >> 15;
     h *= 2246822519u;

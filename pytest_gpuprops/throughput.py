@@ -349,7 +349,8 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
                   sustained_from_s=sustained_from_s,
                   samples=wl.stamps_per_block, sms_covered=sms, sm_count=info.sm_count,
                   kernel_clock=kernel.as_dict(), nvml_clock=nvml_summary,
-                  idle_mhz=round(statistics.median(idle), 1) if idle else None, rate_unit=wl.unit, **fields)
+                  idle_mhz=round(statistics.median(idle), 1) if idle else None, rate_unit=wl.unit,
+                  nvml_mark_monotonic_s=nvml.t0, **fields)  # where NVML's other readings (power.py) start
     m = Measurement(name=name, unit="MHz", values=kernel.windows_mhz, stop_reason="time budget",
                     noise_target=CLOCK_NOISE, overhead_cycles=0.0, sm_clock_mhz=round(kernel.sustained_mhz, 1),
                     throttle=nvml.reasons(0.0, end_s), kernel=wl.kernel, launch=launch)

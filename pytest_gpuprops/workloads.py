@@ -20,9 +20,12 @@ WGMMA_N = 256
 WGMMA_UNROLL, WGMMA_WARPGROUPS, WGMMA_SAMPLES = 16, 2, 8
 
 
-def wgmma_defines(dtype: str) -> dict:
-    return {"WGMMA_DTYPE": WGMMA_DTYPES[dtype][0], "UNROLL": WGMMA_UNROLL, "WARPGROUPS": WGMMA_WARPGROUPS,
-            "SAMPLES": WGMMA_SAMPLES}
+def wgmma_defines(dtype: str, zero_operands: bool = False) -> dict:
+    """stress_wgmma's build; ``zero_operands``: the same loop on all-zero A and B tiles (ZERO_OPERANDS=1)
+    instead of pseudo-random ones, for the zero-vs-random operand power facts."""
+    d = {"WGMMA_DTYPE": WGMMA_DTYPES[dtype][0], "UNROLL": WGMMA_UNROLL, "WARPGROUPS": WGMMA_WARPGROUPS,
+         "SAMPLES": WGMMA_SAMPLES}
+    return dict(d, ZERO_OPERANDS=1) if zero_operands else d
 
 
 #: kernels/stream_bandwidth.cu: 4 independent 16-byte accesses per thread per loop trip, blocks of
@@ -166,11 +169,14 @@ def ffma_workload(cp, fn, *, sms: int, max_threads_per_sm: int) -> Workload:
                     scale=16, smids=smids)
 
 
-def wgmma_workload(cp, fn, dtype: str, *, sms: int) -> Workload:
+def wgmma_workload(cp, fn, dtype: str, *, sms: int, zero_operands: bool = False) -> Workload:
+    """``fn`` built with :func:`wgmma_defines` (``dtype``, ``zero_operands``): kind ``wgmma_<dtype>``, with
+    ``_zero`` where its operands are all zero."""
     _, k, _ = WGMMA_DTYPES[dtype]
     block, grid = 128 * WGMMA_WARPGROUPS, sms  # 154 registers a thread: one block per SM
     smids, out = cp.zeros(grid, dtype=cp.uint32), cp.zeros(grid * block, dtype=cp.float32)
-    return Workload(f"wgmma_{dtype}", "stress_wgmma", "stress_ffma.cu", wgmma_defines(dtype), fn, grid, block,
+    return Workload(f"wgmma_{dtype}{'_zero' if zero_operands else ''}", "stress_wgmma", "stress_ffma.cu",
+                    wgmma_defines(dtype, zero_operands), fn, grid, block,
                     WGMMA_SAMPLES + 1, lambda st, s: (st, smids, out, cp.int32(s)),
                     lambda s: wgmma_flops(grid, WGMMA_WARPGROUPS, WGMMA_SAMPLES, s, WGMMA_UNROLL, WGMMA_N, k),
                     "TFLOP/s", scale=16, smids=smids)

@@ -1,0 +1,204 @@
+"""measure layer, whole GPU: the power a load draws, beside the SM clock it sustains (throughput.py).
+
+Why: the tensor cores' power depends on the data they switch. Luo et al. (arXiv 2501.12084) measure
+Hopper's wgmma power with zero against random operands; on an H100 SXM a dense bf16 wgmma stress with
+random data runs at the 700 W power limit and the clock it sustains is the capped one
+(sustained_sm_clock_tensor_mhz), so the same instructions on all-zero data should draw less, at a
+higher clock. The facts say how much, per GPU model (hwtests/test_tensor_power.py).
+
+Method. A stress (:func:`throughput.stress_clock`: launches kept two deep for ``duration_s``, the clock
+from every block's own stamps) runs with NVML sampled every ``period_s`` (10 ms here) by
+:class:`EnergyRecorder`, which reads NVML's total energy counter (nvmlDeviceGetTotalEnergyConsumption,
+mJ) and its power reading (nvmlDeviceGetPowerUsage, mW) at each clock sample. The counter moves in
+steps (every few to tens of ms); a step is seen at the first sample after it, so a power over a span
+is the energy between the first and last steps seen in it over the time between them
+(:func:`span_power_w`): its error is at most a sampling period at each end, 1 % of a 1-s window at 10
+ms, and does not depend on how NVML averages its power reading. The power facts' values are the
+powers of the same 5 windows of the sustained part (``sustained_from_s`` to ``duration_s``) whose
+kernel-side clock means are the sustained clock's values: power and clock over the same launches.
+NVML's power reading (a mean of its samples in each window) is recorded beside it as a cross-check.
+
+The arithmetic (no GPU in it) is tested with given numbers in tests/test_power.py.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+from . import devices
+from .measure import Measurement
+
+#: NVML sampled this often during a power stress: a counter step is seen at most this late
+PERIOD_S = 0.01
+#: the sustained part's windows (as clocks.window_means splits the clock)
+POWER_WINDOWS = 5
+#: the power windows may differ by this much before the reading is NOISY (the clock's CLOCK_NOISE)
+POWER_NOISE = 0.02
+
+#: (monotonic seconds, energy counter mJ or None, power reading mW or None)
+Sample = tuple[float, int | None, int | None]
+
+
+class EnergyRecorder:
+    """A :class:`clocks.ClockSampler` read (``read_clock() -> (reasons, MHz)``, returned unchanged) that
+    also records ``read_energy() -> (energy mJ or None, power mW or None)`` with the time of each call,
+    so the power samples share the clock samples' times."""
+
+    def __init__(self, read_clock: Callable, read_energy: Callable[[], tuple[int | None, int | None]]):
+        self.read_clock, self.read_energy = read_clock, read_energy
+        self.samples: list[Sample] = []
+
+    def __call__(self):
+        t = time.monotonic()
+        try:
+            energy, power = self.read_energy()
+        except Exception:  # NVML went away mid-run: no energy sample; the clock's read decides the rest
+            energy, power = None, None
+        self.samples.append((t, energy, power))
+        return self.read_clock()
+
+
+def energy_steps(samples: Sequence[Sample]) -> list[tuple[float, int]]:
+    """(time, mJ) of each sample where the energy counter had moved since the previous reading: the
+    first sight of each step (the first reading is left out: when its step came is unknown). A counter
+    that goes back is an error (NVML's counter only grows while the driver stays loaded)."""
+    out, last = [], None
+    for t, energy, _ in samples:
+        if energy is None:
+            continue
+        if last is not None and energy < last:
+            raise ValueError(f"the energy counter went back from {last} to {energy} mJ at {t:.3f} s")
+        if last is not None and energy != last:
+            out.append((t, int(energy)))
+        last = energy
+    return out
+
+
+def span_power_w(steps: Sequence[tuple[float, int]], start: float, end: float) -> float:
+    """The mean power in [start, end], in W: the energy between the first and last counter steps seen in
+    it over the time between them. A ValueError with fewer than two steps there."""
+    inside = [(t, e) for t, e in steps if start <= t <= end]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        raise ValueError(f"{len(inside)} energy counter steps in {start:.3f} .. {end:.3f} s: two or more are needed "
+                         "(NVML sampled too slowly for this window, or its counter did not move)")
+    (t0, e0), (t1, e1) = inside[0], inside[-1]
+    return (e1 - e0) / 1e3 / (t1 - t0)
+
+
+def windows(start: float, end: float, count: int = POWER_WINDOWS) -> list[tuple[float, float]]:
+    """``count`` equal consecutive windows of [start, end]."""
+    if count < 1 or end <= start:
+        raise ValueError(f"windows of {start} .. {end} s, {count} of them: expected end > start and count >= 1")
+    width = (end - start) / count
+    return [(start + k * width, start + (k + 1) * width) for k in range(count)]
+
+
+def window_powers_w(steps: Sequence[tuple[float, int]], start: float, end: float,
+                    count: int = POWER_WINDOWS) -> list[float]:
+    """:func:`span_power_w` of each of ``count`` equal windows of [start, end]."""
+    return [span_power_w(steps, a, b) for a, b in windows(start, end, count)]
+
+
+def reading_power_w(samples: Sequence[Sample], start: float, end: float) -> float | None:
+    """The mean of NVML's power readings (mW) sampled in [start, end], in W; None when there are none."""
+    mw = [p for t, _, p in samples if p is not None and start <= t <= end]
+    return statistics.fmean(mw) / 1e3 if mw else None
+
+
+def step_period_s(steps: Sequence[tuple[float, int]]) -> float | None:
+    """How often the counter was seen to move: the median time between steps (None below two)."""
+    gaps = [b[0] - a[0] for a, b in zip(steps, steps[1:])]
+    return statistics.median(gaps) if gaps else None
+
+
+def power_reading(samples: Sequence[Sample], *, mark: float, from_s: float, end_s: float,
+                  count: int = POWER_WINDOWS) -> dict:
+    """What a stress's NVML samples say about its power over [``from_s``, ``end_s``] after ``mark`` (the
+    monotonic time its first launch was queued): the windows' powers from the energy counter, the whole
+    span's, NVML's power reading over the same windows, and how often the counter moved."""
+    rel = [(t - mark, e, p) for t, e, p in samples]
+    steps = energy_steps(rel)
+    spans = windows(from_s, end_s, count)
+    return {"window_power_w": [round(w, 2) for w in window_powers_w(steps, from_s, end_s, count)],
+            "span_power_w": round(span_power_w(steps, from_s, end_s), 2),
+            "reading_power_w": [None if (r := reading_power_w(rel, a, b)) is None else round(r, 2) for a, b in spans],
+            "energy_step_period_s": None if (p := step_period_s(steps)) is None else round(p, 4),
+            "energy_steps": len(steps), "power_from_s": from_s, "power_to_s": end_s}
+
+
+def power_measurement(clock: Measurement, samples: Sequence[Sample], name: str) -> Measurement:
+    """The power fact of a stress whose clock is ``clock`` (:func:`throughput.stress_clock`, run with an
+    :class:`EnergyRecorder` as its read): the 5 window powers as values, the sustained clock of the same
+    windows as its SM clock; the clock's record (less its per-bin series) and the power fields in
+    ``launch``."""
+    ln = dict(clock.launch)
+    mark = ln.pop("nvml_mark_monotonic_s", None)
+    if mark is None:
+        raise ValueError(f"{clock.name}: the stress recorded no NVML mark (throughput.stress_clock's "
+                         "nvml_mark_monotonic_s): its power samples cannot be placed in its windows")
+    from_s = ln.get("sustained_from_s")
+    from_s = ln["duration_s"] / 2 if from_s is None else from_s
+    fields = power_reading(samples, mark=mark, from_s=from_s, end_s=ln["duration_s"])
+    kernel_clock = ln.get("kernel_clock") or {}
+    return Measurement(name=name, unit="W", values=fields["window_power_w"], stop_reason="time budget",
+                       noise_target=POWER_NOISE, overhead_cycles=0.0, sm_clock_mhz=clock.sm_clock_mhz,
+                       throttle=list(clock.throttle), kernel=clock.kernel,
+                       launch=dict(ln, series_mhz=[], window_clock_mhz=kernel_clock.get("windows_mhz"), **fields))
+
+
+def power_ratio_pct(numerator: Measurement, denominator: Measurement, name: str) -> Measurement:
+    """One power as a percentage of another, window by window (window k of each stress: the same time
+    after its start): steady where the two powers move together (the GPU's temperature, the supply)."""
+    a, b = numerator.values, denominator.values
+    if len(a) != len(b) or not a or any(v <= 0 for v in b):
+        raise ValueError(f"{name}: {len(a)} and {len(b)} window powers ({b}): expected as many, all > 0")
+    return Measurement(name=name, unit="%", values=[100.0 * x / y for x, y in zip(a, b)], stop_reason="time budget",
+                       noise_target=POWER_NOISE, overhead_cycles=0.0, sm_clock_mhz=numerator.sm_clock_mhz,
+                       throttle=sorted(set(numerator.throttle) | set(denominator.throttle)), kernel=numerator.kernel,
+                       launch={"numerator": numerator.name, "numerator_w": round(numerator.median, 2),
+                               "numerator_window_w": list(a), "numerator_mhz": numerator.sm_clock_mhz,
+                               "denominator": denominator.name, "denominator_w": round(denominator.median, 2),
+                               "denominator_window_w": list(b), "denominator_mhz": denominator.sm_clock_mhz})
+
+
+def nvml_energy_reader(info: devices.GpuInfo) -> Callable[[], tuple[int | None, int | None]]:  # pragma: no mutate block  (GPU only)
+    """NVML's (total energy mJ, power mW) of the GPU ``info``; (None, None) where NVML is absent."""
+    nvml, handle = devices._nvml_handle(info.pci_bus_id)
+
+    def read():
+        if handle is None:
+            return None, None
+        energy = power = None
+        try:
+            energy = int(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+        except Exception:
+            pass
+        try:
+            power = int(nvml.nvmlDeviceGetPowerUsage(handle))
+        except Exception:
+            pass
+        return energy, power
+    return read
+
+
+def stress_power(cp, wl, *, clock_name: str, power_name: str, info: devices.GpuInfo, duration_s: float,
+                 sustained_from_s: float, period_s: float = PERIOD_S
+                 ) -> tuple[Measurement, Measurement]:  # pragma: no mutate block  (GPU only)
+    """``wl``'s sustained clock (:func:`throughput.stress_clock`) and its power over the same windows
+    (:func:`power_measurement`), from one stress with NVML's energy counter sampled every ``period_s``.
+    Each measured again runs the stress again."""
+    from . import throughput
+    from .clocks import nvml_reader
+    recorder = EnergyRecorder(nvml_reader(info), nvml_energy_reader(info))
+    clock = throughput.stress_clock(cp, wl, name=clock_name, info=info, duration_s=duration_s, read=recorder,
+                                    period_s=period_s, sustained_from_s=sustained_from_s)
+    power = power_measurement(clock, recorder.samples, power_name)
+
+    def again():
+        return stress_power(cp, wl, clock_name=clock_name, power_name=power_name, info=info, duration_s=duration_s,
+                            sustained_from_s=sustained_from_s, period_s=period_s)
+    clock.remeasure = lambda: again()[0]
+    power.remeasure = lambda: again()[1]
+    return clock, power

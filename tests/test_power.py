@@ -1,0 +1,215 @@
+"""Power from NVML's energy counter (pytest_gpuprops/power.py): the arithmetic with given numbers, a
+stress's power read over its sustained windows on a simulated GPU with a simulated counter, and the
+power facts judged (the right value passes, a planted wrong one fails, a 10 % change is caught)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_throughput import INFO, SimGpu
+
+from pytest_gpuprops import assertions as A
+from pytest_gpuprops import power, workloads
+from pytest_gpuprops.facts import Fact
+from pytest_gpuprops.measure import Measurement
+
+
+@pytest.fixture(autouse=True)
+def _lock_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+
+
+def counter(watts: float, t0: float, period_s: float, until: float, dt: float = 0.01):
+    """Samples every ``dt`` s from ``t0`` of a counter that steps every ``period_s`` by ``watts``
+    x period_s (in mJ), and a power reading of ``watts`` (mW)."""
+    out, t = [], t0
+    while t <= until + 1e-9:
+        steps = int((t - t0) / period_s + 1e-9)
+        out.append((t, 1_000_000 + round(steps * watts * period_s * 1e3), round(watts * 1e3)))
+        t += dt
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the arithmetic, given numbers
+
+
+def test_energy_steps_keep_the_first_sight_of_each_step():
+    samples = [(0.00, 1000, 1), (0.01, 1000, 1), (0.02, 1005, 1), (0.03, None, None), (0.04, 1005, 1), (0.05, 1012, 1)]
+    # the first reading is left out (when its step came is unknown); a sample without a reading is skipped
+    assert power.energy_steps(samples) == [(0.02, 1005), (0.05, 1012)]
+    with pytest.raises(ValueError, match="went back from 1012 to 1001 mJ at 0.060 s"):
+        power.energy_steps(samples + [(0.06, 1001, 1)])
+
+
+def test_span_power_is_the_energy_between_the_first_and_last_steps_over_their_time():
+    steps = [(0.5, 0), (1.0, 100_000), (1.5, 450_000), (2.0, 800_000), (2.5, 2_000_000)]
+    # in 1 .. 2 s: 700 000 mJ over 1 s
+    assert power.span_power_w(steps, 1.0, 2.0) == pytest.approx(700.0)
+    assert power.span_power_w(steps, 0.9, 1.6) == pytest.approx(700.0)  # 350 J over 0.5 s
+    with pytest.raises(ValueError, match="1 energy counter steps in 1.100 .. 1.600 s: two or more are needed"):
+        power.span_power_w(steps, 1.1, 1.6)
+
+
+def test_windows_split_the_span_equally():
+    assert power.windows(1.0, 6.0) == [(1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 5.0), (5.0, 6.0)]
+    assert power.windows(0.0, 1.0, 2) == [(0.0, 0.5), (0.5, 1.0)]
+    for bad in ((2.0, 1.0, 5), (0.0, 1.0, 0)):
+        with pytest.raises(ValueError):
+            power.windows(*bad)
+
+
+def test_window_powers_of_a_steady_counter_are_its_power_within_a_sampling_period():
+    # a counter stepping every 20 ms at 700 W, sampled every 10 ms: each 1-s window within 1 % (10 ms of 1 s)
+    steps = power.energy_steps(counter(700.0, 0.0, 0.02, 6.5))
+    got = power.window_powers_w(steps, 1.0, 6.0)
+    assert len(got) == 5 and all(v == pytest.approx(700.0, rel=0.01) for v in got)
+    assert power.step_period_s(steps) == pytest.approx(0.02, abs=1e-6)
+    assert power.step_period_s(steps[:1]) is None
+
+
+def test_window_powers_follow_a_change_of_power():
+    # 400 W for 3 s, then 700 W: the windows before and after the change read each
+    first = counter(400.0, 0.0, 0.02, 3.0)
+    e3 = first[-1][1]
+    second = [(t, e3 + e - 1_000_000, p) for t, e, p in counter(700.0, 3.0, 0.02, 6.0)][1:]
+    got = power.window_powers_w(power.energy_steps(first + second), 0.5, 5.5)
+    assert got[0] == pytest.approx(400.0, rel=0.01) and got[1] == pytest.approx(400.0, rel=0.01)
+    assert got[3] == pytest.approx(700.0, rel=0.01) and got[4] == pytest.approx(700.0, rel=0.01)
+
+
+def test_reading_power_is_the_mean_of_nvml_readings_in_the_span():
+    samples = [(0.5, 1, 600_000), (1.0, 2, 690_000), (1.5, 3, None), (2.0, 4, 710_000), (2.5, 5, 800_000)]
+    assert power.reading_power_w(samples, 1.0, 2.0) == pytest.approx(700.0)
+    assert power.reading_power_w(samples, 3.0, 4.0) is None
+
+
+def test_power_reading_places_the_samples_after_the_mark():
+    mark = 1000.0
+    samples = [(mark + t, e, p) for t, e, p in counter(650.0, -0.25, 0.02, 6.1)]
+    fields = power.power_reading(samples, mark=mark, from_s=1.0, end_s=6.0)
+    assert fields["window_power_w"] == [pytest.approx(650.0, rel=0.01)] * 5
+    assert fields["span_power_w"] == pytest.approx(650.0, rel=0.002)
+    assert fields["reading_power_w"] == [650.0] * 5
+    assert fields["energy_step_period_s"] == pytest.approx(0.02, abs=1e-4)
+    assert (fields["power_from_s"], fields["power_to_s"]) == (1.0, 6.0) and fields["energy_steps"] > 250
+
+
+CLOCK_LAUNCH = {"kernel": "stress_wgmma", "source": "stress_ffma.cu", "kind": "wgmma_bf16_zero", "grid": 132,
+                "block": 256, "launch_s": 0.05, "duration_s": 6.0, "idle_s": 0.25, "sustained_from_s": 1.0,
+                "period_s": 0.01, "sms_covered": 132, "series_mhz": [(0.005, 1980.0)] * 3,
+                "kernel_clock": {"windows_mhz": [1980.0, 1979.0, 1980.0, 1981.0, 1980.0]}}
+
+
+def _clock(mark: float | None = 1000.0, **launch) -> Measurement:
+    ln = dict(CLOCK_LAUNCH, **launch)
+    if mark is not None:
+        ln["nvml_mark_monotonic_s"] = mark
+    return Measurement.given("sustained_sm_clock_tensor_zero_operand_mhz", [1980.0, 1979.0, 1980.0, 1981.0, 1980.0],
+                             unit="MHz", sm_clock_mhz=1980.0, throttle=[], launch=ln)
+
+
+def test_power_measurement_is_the_windows_power_at_the_clock_of_the_same_windows():
+    samples = [(1000.0 + t, e, p) for t, e, p in counter(450.0, -0.25, 0.02, 6.1)]
+    m = power.power_measurement(_clock(), samples, "wgmma_bf16_zero_operand_power_w")
+    assert (m.name, m.unit, m.noise_target, m.sm_clock_mhz) == ("wgmma_bf16_zero_operand_power_w", "W",
+                                                                 power.POWER_NOISE, 1980.0)
+    assert m.values == [pytest.approx(450.0, rel=0.01)] * 5 and m.median == pytest.approx(450.0, rel=0.01)
+    assert m.launch["window_clock_mhz"] == [1980.0, 1979.0, 1980.0, 1981.0, 1980.0]
+    assert m.launch["series_mhz"] == [] and "nvml_mark_monotonic_s" not in m.launch
+    assert m.launch["kind"] == "wgmma_bf16_zero" and m.launch["span_power_w"] == pytest.approx(450.0, rel=0.002)
+    # no sustained_from_s: the second half, as the clock is read
+    half = power.power_measurement(_clock(sustained_from_s=None), samples, "p")
+    assert half.launch["power_from_s"] == 3.0
+    with pytest.raises(ValueError, match="recorded no NVML mark"):
+        power.power_measurement(_clock(mark=None), samples, "p")
+    with pytest.raises(ValueError, match="energy counter steps"):  # NVML gave no energy: no power
+        power.power_measurement(_clock(), [(1000.0 + t, None, p) for t, _, p in samples], "p")
+
+
+def test_power_ratio_is_taken_window_by_window():
+    zero = Measurement.given("z", [350.0, 351.0, 352.0, 350.0, 349.0], unit="W", sm_clock_mhz=1980.0)
+    rand = Measurement.given("r", [700.0, 702.0, 704.0, 700.0, 698.0], unit="W", sm_clock_mhz=1590.0,
+                             throttle=["sw_power_cap"])
+    m = power.power_ratio_pct(zero, rand, "wgmma_bf16_zero_operand_power_pct_of_random")
+    assert m.unit == "%" and m.values == [pytest.approx(50.0)] * 5 and m.throttle == ["sw_power_cap"]
+    assert (m.launch["numerator_w"], m.launch["denominator_w"], m.launch["denominator_mhz"]) == (350.0, 700.0, 1590.0)
+    with pytest.raises(ValueError, match="5 and 4 window powers"):
+        power.power_ratio_pct(zero, Measurement.given("r", [700.0] * 4, unit="W"), "x")
+    with pytest.raises(ValueError, match="all > 0"):
+        power.power_ratio_pct(zero, Measurement.given("r", [700.0, 0.0, 700.0, 700.0, 700.0], unit="W"), "x")
+
+
+def test_energy_recorder_passes_the_clock_on_and_keeps_the_energy_with_its_time():
+    readings = iter([(5000, 700_000), RuntimeError("NVML gone")])
+
+    def energy():
+        r = next(readings)
+        if isinstance(r, Exception):
+            raise r
+        return r
+    rec = power.EnergyRecorder(lambda: (["sw_power_cap"], 1590), energy)
+    before = time.monotonic()
+    assert rec() == (["sw_power_cap"], 1590) and rec() == (["sw_power_cap"], 1590)
+    assert [s[1:] for s in rec.samples] == [(5000, 700_000), (None, None)]
+    assert before <= rec.samples[0][0] <= rec.samples[1][0] <= time.monotonic()
+
+
+# ----------------------------------------------------------------------------------------------
+# judged as facts: the right value passes, a planted wrong one fails, 10 % is caught
+
+ZERO_POWER = Fact(name="wgmma_bf16_zero_operand_power_w", arch="sm_90", unit="W", method="energy counter",
+                  source="given", value=450.0, tolerance_rel=0.03, scope="gpu", gpu="NVIDIA H100 80GB HBM3")
+
+
+def _power(watts: float) -> Measurement:
+    return Measurement.given("wgmma_bf16_zero_operand_power_w", [watts] * 5, unit="W", noise_target=power.POWER_NOISE,
+                             stop_reason="time budget")
+
+
+def test_a_power_fact_passes_its_value_and_a_planted_wrong_expectation_fails():
+    assert A.evaluate(ZERO_POWER, _power(452.0)).status == A.PASS
+    planted = Fact(**{**ZERO_POWER.__dict__, "value": 700.0})  # the random-operand power, planted as the zero one's
+    v = A.evaluate(planted, _power(452.0))
+    assert v.status == A.FAIL
+    with pytest.raises(A.FactMismatch, match="wgmma_bf16_zero_operand_power_w"):
+        A.raise_for(v)
+
+
+@pytest.mark.parametrize("change", [0.9, 1.1])
+def test_a_ten_percent_change_of_power_fails(change):
+    assert A.evaluate(ZERO_POWER, _power(450.0 * change)).status == A.FAIL
+
+
+# ----------------------------------------------------------------------------------------------
+# a stress on a simulated GPU, its counter simulated
+
+
+def test_stress_power_reads_the_power_of_the_clock_windows_on_a_simulated_gpu(monkeypatch):
+    gpu = SimGpu(4, 1980.0, 10_000.0, real_s_per_launch=0.004)
+    wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4, zero_operands=True)
+    assert wl.kind == "wgmma_bf16_zero" and wl.defines["ZERO_OPERANDS"] == 1
+    t0 = time.monotonic()
+    # a counter at 480 W that steps every 5 ms: (mJ, mW) at the time it is read
+    monkeypatch.setattr(power, "nvml_energy_reader",
+                        lambda info: lambda: (int((time.monotonic() - t0) / 0.005) * 2400, 480_000))
+    clock, p = power.stress_power(gpu, wl, clock_name="sustained_sm_clock_tensor_zero_operand_mhz",
+                                  power_name="wgmma_bf16_zero_operand_power_w", info=INFO, duration_s=0.6,
+                                  sustained_from_s=0.1)
+    assert clock.median == pytest.approx(1980.0) and clock.launch["sms_covered"] == 4
+    assert clock.launch["period_s"] == power.PERIOD_S
+    assert p.unit == "W" and len(p.values) == 5 and p.median == pytest.approx(480.0, rel=0.15)
+    assert p.launch["span_power_w"] == pytest.approx(480.0, rel=0.05)
+    assert p.launch["reading_power_w"] == [480.0] * 5 and p.sm_clock_mhz == clock.sm_clock_mhz
+    assert (p.launch["power_from_s"], p.launch["power_to_s"]) == (0.1, 0.6)
+    assert p.remeasure().unit == "W"
+
+
+def test_stress_power_without_an_energy_counter_says_so(monkeypatch):
+    gpu = SimGpu(4, 1980.0, 10_000.0, real_s_per_launch=0.004)
+    wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4)
+    assert wl.kind == "wgmma_bf16" and "ZERO_OPERANDS" not in wl.defines
+    monkeypatch.setattr(power, "nvml_energy_reader", lambda info: lambda: (None, None))
+    with pytest.raises(ValueError, match="0 energy counter steps"):
+        power.stress_power(gpu, wl, clock_name="c", power_name="p", info=INFO, duration_s=0.3, sustained_from_s=0.1)
