@@ -23,6 +23,7 @@ from pytest_gpuprops.driver_launch import PORTABLE_CLUSTER_SIZE
 from pytest_gpuprops.factspec import FactSpec, Statistic
 from pytest_gpuprops.kernel_spec import KernelSpec
 from pytest_gpuprops.region_rules import (
+    COPY_RING,
     ELECTED_COPY,
     LANE0_BULK_GROUP,
     LANE0_STORE_POLL,
@@ -117,13 +118,16 @@ def dsmem_chase(cluster: int, hop: int) -> KernelSpec:
                       args=lambda cp: (cp.zeros(32 * CLUSTER_LAUNCH_CTAS, dtype=cp.uint32), np.uint32(hop)))
 
 
-def dsmem_bandwidth(store: bool) -> KernelSpec:
+def dsmem_bandwidth(store: bool, cluster: int = DSMEM_BW_CLUSTER, ctas: int = DSMEM_BW_CLUSTER) -> KernelSpec:
+    """``ctas`` // ``cluster`` clusters of ``cluster`` 1024-thread CTAs, one per SM, every CTA loading
+    (or storing) its neighbour's shared memory at once (the same build for every size and count)."""
     import numpy as np
+    if ctas % cluster:
+        raise ValueError(f"dsmem bandwidth: {ctas} CTAs are not whole clusters of {cluster}")
     block = 1024
     return KernelSpec("cluster_dsmem.cu", "dsmem_bandwidth", {"UNROLL": DSMEM_BW_UNROLL, "STORE": int(store)},
-                      grid=DSMEM_BW_CLUSTER, block=block, cluster=DSMEM_BW_CLUSTER, shared_mem=CLUSTER_SHARED_MEM,
-                      args=lambda cp: (cp.zeros(block * DSMEM_BW_CLUSTER, dtype=cp.uint32),
-                                       np.int32(DSMEM_BW_ITERS)))
+                      grid=ctas, block=block, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
+                      args=lambda cp: (cp.zeros(block * ctas, dtype=cp.uint32), np.int32(DSMEM_BW_ITERS)))
 
 
 def dsmem_bytes_per_block() -> int:
@@ -192,6 +196,7 @@ BULK_ARM, BULK_WAIT = "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"
 #: copy -> the copy's SASS
 BULK_COPIES = {"bulk": "UBLKCP.S.G", "tma_1d": "UTMALDG.1D", "tma_2d": "UTMALDG.2D"}
 KIB = {1024: "1k", 4096: "4k"}
+KIB_NAME = {1024: "1k", 4096: "4k", 16384: "16k"}
 
 
 def bulk_copy(nbytes: int, line: int = 0) -> KernelSpec:
@@ -259,6 +264,86 @@ def tma_store(visible: bool = False) -> KernelSpec:
     return KernelSpec("tma_load.cu", "tma_store",
                       {"PASSES": 2, "DIM": TMA_STORE_DIM, "STORE_VISIBLE": 1, "STORE_ROW_WORDS": shape[0]},
                       grid=1, block=32, args=args)
+
+
+#: TMA throughput: every block of SMs x blocks-per-SM streams 2D boxes from L2 through a ring of mbarrier
+#: stages (kernels/tma_load.cu tma_stream). box bytes -> (box rows of TMA_STREAM_WIDTH fp32, copies a stage,
+#: stages): 64 KiB in flight per block for every box (Little's law: ~30 B/clk/SM at ~700 cycles of loaded
+#: L2 latency needs ~21 KiB; the ring holds three times that)
+TMA_STREAM_BOXES = {1024: (8, 4, 16), 4096: (32, 1, 16), 16384: (128, 1, 4)}
+TMA_STREAM_WIDTH = 32  # fp32 elements a tensor row and a box row: 128 bytes, one L2 line
+TMA_STREAM_BLOCKS_PER_SM = (1, 2)
+#: blocks per SM -> dynamic shared memory per block that lets that many on an SM and no more (228 KiB an SM,
+#: 1 KiB reserved per block on sm_90): 120 KiB, more than half; 100 KiB, two fit and three do not
+TMA_STREAM_SHARED = {1: 120 * 1024, 2: 100 * 1024}
+#: bytes every block copies in a launch (the copies waited for in the region: all but the last STAGES - 1 trips')
+TMA_STREAM_BYTES = 8 * 1024 * 1024
+#: SMs of the sm_90 GPUs measured (H100 SXM5 and H200): the grid the static checks and the docs show
+SM90_SMS = 132
+TMA_STREAM_OPCODES = ("SYNCS.ARRIVE.TRANS64", "UTMALDG.2D", "SYNCS.PHASECHK.TRANS64.TRYWAIT")
+
+
+def sm_count() -> int:
+    """The SMs of the GPU the runner measures on (cupy's current device, set by measure.Runner); without
+    cupy (the static checks, for which the grid is no part of the build) :data:`SM90_SMS`."""
+    try:
+        import cupy
+    except ImportError:
+        return SM90_SMS
+    try:
+        return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    except cupy.cuda.runtime.CUDARuntimeError:  # cupy without a GPU: as without cupy
+        return SM90_SMS
+
+
+def tma_stream_shape(box_bytes: int) -> dict:
+    """What :func:`tma_stream` copies for ``box_bytes``: the box (innermost first), the copies a stage,
+    the stages, the bytes of a stage and the loop's trips."""
+    if box_bytes not in TMA_STREAM_BOXES:
+        raise ValueError(f"TMA stream box of {box_bytes} bytes: expected one of {sorted(TMA_STREAM_BOXES)}")
+    rows, copies, stages = TMA_STREAM_BOXES[box_bytes]
+    if TMA_STREAM_WIDTH * 4 * rows != box_bytes:
+        raise ValueError(f"TMA stream box {box_bytes}: {rows} rows of {TMA_STREAM_WIDTH} fp32 are not that many bytes")
+    stage = box_bytes * copies
+    return {"box": (TMA_STREAM_WIDTH, rows), "copies": copies, "stages": stages, "stage_bytes": stage,
+            "trips": TMA_STREAM_BYTES // stage, "ring_bytes": stage * stages}
+
+
+def tma_stream_waited_bytes(box_bytes: int) -> int:
+    """Bytes one block's timed region waits for: the copies of the first trips - stages + 1 trips (the last
+    wait in the region is for the stage the next trip would refill; the later stages are waited for after
+    the stop read)."""
+    sh = tma_stream_shape(box_bytes)
+    return (sh["trips"] - sh["stages"] + 1) * sh["stage_bytes"]
+
+
+def tma_stream_rows(grid: int, box_bytes: int) -> list[int]:
+    """The box row each copy reads: block b's copy k the (b x copies + k)-th box of the tensor, so each
+    block re-reads boxes of its own and the blocks together spread over L2's slices."""
+    sh = tma_stream_shape(box_bytes)
+    return [(b * sh["copies"] + k) * sh["box"][1] for b in range(grid) for k in range(sh["copies"])]
+
+
+def tma_stream(box_bytes: int, blocks_per_sm: int) -> KernelSpec:
+    """``blocks_per_sm`` one-warp blocks on every SM (:func:`sm_count`; the dynamic shared memory lets no
+    more on one, and the largest carve-out, 228 KiB of shared memory, lets that many), each streaming ``box_bytes`` boxes of an fp32 tensor (TMA_STREAM_WIDTH wide, one column
+    of boxes, all of them in L2) through its ring."""
+    import numpy as np
+    sh = tma_stream_shape(box_bytes)
+    if blocks_per_sm not in TMA_STREAM_SHARED:
+        raise ValueError(f"TMA stream: {blocks_per_sm} blocks per SM; expected one of {sorted(TMA_STREAM_SHARED)}")
+    shared = TMA_STREAM_SHARED[blocks_per_sm]
+    if sh["ring_bytes"] > shared:
+        raise ValueError(f"TMA stream box {box_bytes}: a ring of {sh['ring_bytes']} bytes does not fit {shared}")
+    grid = sm_count() * blocks_per_sm
+
+    def args(cp):  # pragma: no cover  (GPU only: the tensor map)
+        rows = tma_stream_rows(grid, box_bytes)
+        tm = tensor_map(cp, (TMA_STREAM_WIDTH, rows[-1] + sh["box"][1]), sh["box"])
+        return (tm, cp.asarray(rows, dtype=cp.uint32), np.uint32(sh["stage_bytes"]), np.int32(sh["trips"]),
+                cp.zeros(64, dtype=cp.uint32))
+    return KernelSpec("tma_load.cu", "tma_stream", {"STAGES": sh["stages"], "COPIES": sh["copies"]}, grid=grid,
+                      block=32, shared_mem=shared, carveout=100, args=args)
 
 
 def tensor_map_request(address: int, shape: tuple[int, ...], box: tuple[int, ...], elem_bytes: int = 4) -> dict:
@@ -400,6 +485,7 @@ def _cluster_facts() -> list[FactSpec]:
                    f"shared memory, {DSMEM_BW_UNROLL} x {DSMEM_BW_ITERS} per thread; bytes per cycle "
                    "of one CTA's span on its SM's clock, median over the CTAs"
                    + ("; stores still in flight at the stop read are not waited for" if store else "")))
+    out += _dsmem_sweep_facts()
     out += [FactSpec(
         f"cluster_barrier_cluster{k}_cycles", lambda k=k: cluster_barrier(k),
         Region(CLUSTER_BARRIER_STEP[True], steps="UNROLL"),
@@ -415,6 +501,34 @@ def _cluster_facts() -> list[FactSpec]:
                f"{CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.aligned + barrier.cluster.wait."
                "aligned (MEMBAR.ALL.GPU, ERRBAR, CGAERRBAR, UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL): "
                "cluster.sync() with nothing to release; cycles per barrier"))
+    return out
+
+
+def _dsmem_sweep_plot(store: bool, cluster: int):
+    return lambda m: (f"dsmem_{'store' if store else 'load'}_bandwidth", {"cluster": cluster, "bytes_per_cycle": m.median})
+
+
+def _dsmem_sweep_facts() -> list[FactSpec]:
+    """DSMEM throughput against cluster size: :data:`CLUSTER_LAUNCH_CTAS` 1024-thread CTAs in clusters of
+    each size of :data:`CLUSTER_SIZES`, every CTA loading (storing) its neighbour's shared memory at once."""
+    nbytes = dsmem_bytes_per_block()
+    out = []
+    for store in (False, True):
+        op = "stores" if store else "loads"
+        kind = "store" if store else "load"
+        for k in CLUSTER_SIZES:
+            out.append(FactSpec(
+                f"dsmem_{kind}_bytes_per_cycle_cluster{k}",
+                lambda store=store, k=k: dsmem_bandwidth(store, k, CLUSTER_LAUNCH_CTAS),
+                Region((DSMEM_BW_OPCODE[store],), LOOP, steps="UNROLL"), divisor=1,
+                statistic=Statistic(mode="block_span"), unit="B/clk", transform=lambda cycles: nbytes / cycles,
+                plot=_dsmem_sweep_plot(store, k),
+                method=f"{CLUSTER_LAUNCH_CTAS // k} clusters of {k} CTAs of 1024 threads, one CTA per SM, all at "
+                       f"once; each CTA {op} 16 bytes per thread per instruction ({DSMEM_BW_OPCODE[store]}, "
+                       f"volatile) to the shared memory of the next rank of its cluster, {DSMEM_BW_UNROLL} x "
+                       f"{DSMEM_BW_ITERS} per thread ({nbytes} bytes per CTA); bytes per cycle of one CTA's span "
+                       f"on its SM's clock, median over the {CLUSTER_LAUNCH_CTAS} CTAs"
+                       + ("; stores still in flight at the stop read are not waited for" if store else "")))
     return out
 
 
@@ -460,5 +574,34 @@ def _bulk_facts() -> list[FactSpec]:
     return out
 
 
+def _tma_stream_plot(box: int, blocks: int):
+    return lambda m: ("tma_2d_load_bandwidth", {"box_bytes": box, "blocks_per_sm": blocks, "bytes_per_cycle": m.median})
+
+
+def _tma_stream_facts() -> list[FactSpec]:
+    """TMA throughput from L2 against the box size and the blocks per SM, on every SM at once."""
+    out = []
+    for box in sorted(TMA_STREAM_BOXES):
+        sh = tma_stream_shape(box)
+        waited = tma_stream_waited_bytes(box)
+        for b in TMA_STREAM_BLOCKS_PER_SM:
+            unit = (TMA_STREAM_OPCODES[0],) + (TMA_STREAM_OPCODES[1],) * sh["copies"] + (TMA_STREAM_OPCODES[2],)
+            out.append(FactSpec(
+                f"tma_2d_load_bytes_per_cycle_box{KIB_NAME[box]}_blocks{b}", lambda box=box, b=b: tma_stream(box, b),
+                Region(unit, COPY_RING), scope=GPU, divisor=1, statistic=Statistic(mode="block_span"), unit="B/clk",
+                transform=lambda cycles, waited=waited, b=b: waited * b / cycles, plot=_tma_stream_plot(box, b),
+                method=f"{b} one-warp block{'s' if b > 1 else ''} on every SM at once ({TMA_STREAM_SHARED[b] // 1024} KiB "
+                       f"of dynamic shared memory each: no more fit), each streaming {sh['box']} fp32 boxes "
+                       f"({box} bytes; innermost first) of a {TMA_STREAM_WIDTH}-wide tensor in L2 with "
+                       f"cp.async.bulk.tensor.2d (UTMALDG.2D) through a ring of {sh['stages']} mbarrier stages of "
+                       f"{sh['copies']} box{'es' if sh['copies'] > 1 else ''} each ({sh['ring_bytes'] // 1024} KiB in "
+                       f"flight): each trip lane 0 arms its stage (arrive.expect_tx) and issues its copies, then the "
+                       f"warp's try_wait for the stage the next trip refills; {sh['trips']} trips, every block "
+                       f"re-reading its own {sh['copies'] * box} bytes (L2 hits: TMA does not fill L1); the bytes "
+                       f"waited for in the region ({waited} per block) per cycle of the block's span on its SM's "
+                       f"clock, median over blocks, x {b} blocks per SM"))
+    return out
+
+
 #: every fact of the asynchronous units, declared once
-FACTS: list[FactSpec] = [*_mbarrier_facts(), *_cp_async_facts(), *_cluster_facts(), *_bulk_facts()]
+FACTS: list[FactSpec] = [*_mbarrier_facts(), *_cp_async_facts(), *_cluster_facts(), *_bulk_facts(), *_tma_stream_facts()]

@@ -133,23 +133,26 @@ def test_dsmem_bandwidth_loop_touches_one_pinned_address(fact):
 
 
 def test_cluster_facts_launch_whole_clusters():
-    """The chases and barriers: CLUSTER_LAUNCH_CTAS CTAs in whole clusters of the size the fact's name
-    says, every size of CLUSTER_SIZES; the bandwidth: one cluster of two 1024-thread CTAs; no other
-    fact launches clusters."""
-    sizes = set()
+    """The chases, barriers and the bandwidth sweep: CLUSTER_LAUNCH_CTAS CTAs in whole clusters of the
+    size the fact's name says, every size of CLUSTER_SIZES for each kind; the bandwidth at one size: one
+    cluster of two 1024-thread CTAs; no other fact launches clusters."""
+    sizes: dict[str, set] = {}
     for name, f in FACTS.items():
         spec = f.build()
-        named = re.search(r"_cluster(\d+)_", name)
+        named = re.search(r"_cluster(\d+)(_|$)", name)
         if named:
             assert spec.cluster == int(named.group(1)), name
-            sizes.add(spec.cluster)
-        if spec.kernel in ("dsmem_chase", "cluster_barrier"):
+            sizes.setdefault(name[:named.start()] + name[named.end(1):], set()).add(spec.cluster)
+        if spec.kernel in ("dsmem_chase", "cluster_barrier") or (spec.kernel == "dsmem_bandwidth" and named):
             assert spec.grid == sa.CLUSTER_LAUNCH_CTAS and spec.grid % spec.cluster == 0, name
         elif spec.kernel == "dsmem_bandwidth":
             assert spec.cluster == spec.grid == sa.DSMEM_BW_CLUSTER and spec.block == 1024, name
         else:
             assert spec.cluster is None, name
-    assert sizes == set(sa.CLUSTER_SIZES)
+    swept = {kind: s for kind, s in sizes.items() if len(s) > 1}
+    assert set(swept) == {"dsmem_latency_cycles", "cluster_barrier_cycles", "dsmem_load_bytes_per_cycle",
+                          "dsmem_store_bytes_per_cycle"}, sorted(swept)
+    assert all(s == set(sa.CLUSTER_SIZES) for s in swept.values()), swept
 
 
 def test_cluster_ctas_cannot_share_an_sm():
@@ -160,3 +163,99 @@ def test_cluster_ctas_cannot_share_an_sm():
         spec = f.build()
         if spec.cluster is not None:
             assert per_sm // 2 < spec.shared_mem <= per_cta - 48 * 1024, name  # with room for the static arrays
+
+
+# ----------------------------------------------------------------------------------------------
+# TMA throughput (tma_stream): the ring, the blocks per SM, the bytes counted
+
+
+def _stream(f) -> bool:
+    return f.build().kernel == "tma_stream"
+
+
+@pytest.mark.parametrize("fact", _facts(_stream))
+def test_tma_stream_copies_read_pinned_rows_into_the_armed_stage(fact):
+    """Each copy's box row is a register set before the start read (nothing computes it in the region), and
+    every copy completes on the barrier the trip armed and the try_wait is not on (the next stage's)."""
+    ins = ft.region(fact)
+    copies = sa.tma_stream_shape(_box(fact))["copies"]
+    written = {r for i in ins if i.operands for r in _REG.findall(i.operands[0])}
+    sources = [_REG.findall(i.operands[-1]) for i in ins if i.base_opcode == "R2UR"]
+    pinned = {r[0] for r in sources if r and r[0] not in written}
+    assert len(pinned) == copies, (pinned, [i.text for i in ins if i.base_opcode == "R2UR"])
+    arm = next(i for i in ins if i.opcode == "SYNCS.ARRIVE.TRANS64")
+    wait = next(i for i in ins if i.opcode == "SYNCS.PHASECHK.TRANS64.TRYWAIT")
+    armed = _REG.findall(next(o for o in arm.operands if "[" in o))
+    waited = _REG.findall(next(o for o in wait.operands if "[" in o))
+    assert armed and waited and armed != waited, (arm.text, wait.text)
+    barrier = {r[0] for r in sources if r and r[0] == armed[0]}
+    assert barrier == {armed[0]}, "the copies do not complete on the barrier the trip armed"
+
+
+def _box(fact) -> int:
+    return int(re.search(r"_box(\d+)k_", fact.name).group(1)) * 1024
+
+
+def test_tma_stream_facts_cover_every_box_and_blocks_per_sm():
+    names = {f.name for f in sa.FACTS if _stream(f)}
+    assert names == {f"tma_2d_load_bytes_per_cycle_box{sa.KIB_NAME[b]}_blocks{n}"
+                     for b in sa.TMA_STREAM_BOXES for n in sa.TMA_STREAM_BLOCKS_PER_SM}
+    assert all(FACTS[n].scope == "gpu" and FACTS[n].unit == "B/clk" for n in names)
+
+
+@pytest.mark.parametrize("fact", _facts(_stream))
+def test_tma_stream_shared_memory_places_that_many_blocks_on_an_sm(fact):
+    """The dynamic shared memory (plus under 1 KiB of static and the 1 KiB sm_90 reserves per block) lets
+    the named number of blocks on one SM's 228 KiB (the largest carve-out, asked for) and not one more, so
+    grid = SMs x blocks puts exactly that many on every SM; the ring fits in it."""
+    spec = fact.build()
+    blocks = int(fact.name.rsplit("blocks", 1)[1])
+    per_sm, reserved, static = 228 * 1024, 1024, 1024
+    low, high = spec.shared_mem + reserved, spec.shared_mem + reserved + static
+    assert blocks * high <= per_sm < (blocks + 1) * low, (fact.name, spec.shared_mem)
+    assert spec.grid == sa.sm_count() * blocks and spec.block == 32 and spec.carveout == 100
+    assert sa.tma_stream_shape(_box(fact))["ring_bytes"] <= spec.shared_mem
+
+
+def test_tma_stream_shape_and_bytes_counted():
+    """64 KiB in flight per block for every box; the trips are whole rounds of the ring; the bytes
+    counted are those of all trips but the last stages - 1 (their waits come after the stop read)."""
+    for box, (rows, copies, stages) in sa.TMA_STREAM_BOXES.items():
+        sh = sa.tma_stream_shape(box)
+        assert sh["box"] == (32, rows) and rows * 128 == box
+        assert sh["ring_bytes"] == 64 * 1024 and sh["trips"] % stages == 0
+        assert sh["trips"] * sh["stage_bytes"] == sa.TMA_STREAM_BYTES
+        assert sa.tma_stream_waited_bytes(box) == sa.TMA_STREAM_BYTES - (stages - 1) * copies * box
+    assert sa.tma_stream_waited_bytes(16384) == (512 - 3) * 16384
+    with pytest.raises(ValueError, match="expected one of"):
+        sa.tma_stream_shape(2048)
+    with pytest.raises(ValueError, match="blocks per SM"):
+        sa.tma_stream(4096, 3)
+
+
+def test_tma_stream_rows_give_every_copy_a_box_of_its_own():
+    rows = sa.tma_stream_rows(3, 1024)  # 4 copies a stage, boxes of 8 rows
+    assert rows == [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88]
+    big = sa.tma_stream_rows(264, 16384)
+    assert len(set(big)) == len(big) == 264 and big[-1] == 263 * 128
+
+
+@pytest.mark.parametrize("fact", _facts(_stream))
+def test_tma_stream_region_refuses_a_copy_more_or_no_wait(fact):
+    """Planted: the same build against a region expecting one more copy a trip, or the wait left out,
+    breaks the rules; the spec's own region holds."""
+    cubin, spec = ft.compiled(fact)
+    instrs = cubin.instructions(spec.kernel)
+    unit = fact.region.unit
+    more = sa.Region(unit[:-1] + (sa.TMA_STREAM_OPCODES[1], unit[-1]), sa.COPY_RING)
+    no_wait = sa.Region(unit[:-1], sa.COPY_RING)
+    assert fact.region.problems(instrs, spec.defines) == []
+    assert any("UTMALDG.2D" in p for p in more.problems(instrs, spec.defines))
+    assert any("TRYWAIT" in p for p in no_wait.problems(instrs, spec.defines))
+
+
+def test_dsmem_bandwidth_takes_whole_clusters_only():
+    spec = sa.dsmem_bandwidth(False, 4, 64)
+    assert (spec.grid, spec.cluster, spec.block) == (64, 4, 1024)
+    with pytest.raises(ValueError, match="whole clusters"):
+        sa.dsmem_bandwidth(True, 16, 40)

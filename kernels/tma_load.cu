@@ -40,6 +40,23 @@
 //               it (one L2 round trip, RT), so the region ends between RT/2 and 1.5 RT after the last
 //               row lands in L2.
 //
+//   tma_stream  throughput, not latency: every block streams 2D boxes from L2 into a ring of STAGES
+//               stages of dynamic shared memory, COPIES boxes per stage under one mbarrier (one
+//               arrive.expect_tx of ``stage_bytes``, then COPIES cp.async.bulk.tensor.2d by lane 0, so
+//               STAGES x COPIES copies are in flight). Each trip of the loop waits for the stage it
+//               refills (try_wait.parity on the phase its copies of a round ago complete), after
+//               arming the stage it is at and issuing its copies; ``trips`` trips (a multiple of
+//               STAGES), the start read before the first, the stop read after the last wait: the copies
+//               waited for in the region are those of the first trips - STAGES + 1 trips; the others
+//               are waited for after the stop read (before the block exits). Every stage's phase 0 is
+//               completed before the start read (one plain arrive each), so the first round's waits
+//               return at once. Copy k of
+//               every stage reads the box at row ``rows[k]`` (a per-block table, pinned before the
+//               start read): the block re-reads COPIES boxes, L2 hits after the first round (bulk and
+//               tensor copies do not allocate in L1). SASS per trip: SYNCS.ARRIVE.TRANS64, COPIES x
+//               UTMALDG.2D (each in its ELECT loop), SYNCS.PHASECHK.TRANS64.TRYWAIT (retries out of
+//               line), with the loop's control and the stage's index and parity.
+//
 // SASS (NVRTC 13.5, sm_90): SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), UBLKCP.S.G / UTMALDG.1D /
 // UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT, with ELECT, BRA.U.ANY and the wait loop's branch.
 // Below sm_90 the kernels are empty (they compile, for the checks that read every kernel on every arch).
@@ -156,6 +173,79 @@ extern "C" __global__ void tma_tensor(unsigned long long* cycles, const __grid_c
         t1 = gp_clock();
     }
     sink[32 + lane] = reinterpret_cast<volatile unsigned*>(dst)[lane];
+    gp_record(cycles, t0, t1);
+#endif
+}
+
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef COPIES
+#define COPIES 1
+#endif
+
+__device__ __forceinline__ void gp_wait_parity(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n"
+        "GP_WAITP_%=:\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
+        "@!p bra GP_WAITP_%=;\n}" ::"r"(bar), "r"(parity) : "memory");
+}
+
+extern "C" __global__ void tma_stream(unsigned long long* cycles, const __grid_constant__ gp_tensor_map tmap,
+                                      const unsigned* rows, unsigned stage_bytes, int trips, unsigned* sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) unsigned long long bars[STAGES];
+    __shared__ unsigned slot[32];
+    unsigned lane = threadIdx.x & 31;
+    if (threadIdx.x < STAGES)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((unsigned)__cvta_generic_to_shared(&bars[threadIdx.x]))
+                     : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+    // phase 0 of every stage completed: the first round's waits return at once
+    if (threadIdx.x < STAGES)
+        asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n}"
+                     ::"r"((unsigned)__cvta_generic_to_shared(&bars[threadIdx.x])) : "memory");
+    __syncthreads();
+    unsigned bar0 = (unsigned)__cvta_generic_to_shared(bars), ring0 = (unsigned)__cvta_generic_to_shared(ring);
+    unsigned leader = gp_opaque(lane, &slot[lane], sink);
+    unsigned n = gp_opaque(stage_bytes, &slot[lane], sink);
+    unsigned box = gp_opaque(stage_bytes / COPIES, &slot[lane], sink);
+    int count = (int)gp_opaque((unsigned)trips, &slot[lane], sink);
+    unsigned y[COPIES];
+#pragma unroll
+    for (int k = 0; k < COPIES; ++k) y[k] = gp_opaque(rows[blockIdx.x * COPIES + k], &slot[lane], sink);
+    unsigned long long map = reinterpret_cast<unsigned long long>(&tmap);
+    // the loop's state, pinned like the rest (constants would be set after the start read)
+    unsigned x = 0u, s = gp_opaque(0u, &slot[lane], sink), parity = gp_opaque(0u, &slot[lane], sink);
+    int it = (int)gp_opaque(0u, &slot[lane], sink);
+    __syncwarp();
+    unsigned long long t0 = gp_clock();
+#pragma unroll 1
+    do {  // at least one trip: no zero-trip guard in the region
+        unsigned bar = bar0 + 8u * s, dst = ring0 + n * s;
+        if (leader == 0) {
+            asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}"
+                         ::"r"(bar), "r"(n) : "memory");
+#pragma unroll
+            for (int k = 0; k < COPIES; ++k)
+                asm volatile(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                    ::"r"(dst + box * k), "l"(map), "r"(x), "r"(y[k]), "r"(bar) : "memory");
+        }
+        if (++s == STAGES) {
+            s = 0u;
+            parity ^= 1u;
+        }
+        gp_wait_parity(bar0 + 8u * s, parity);  // the stage the next trip refills: its copies of a round ago
+    } while (++it < count);
+    unsigned long long t1 = gp_clock();
+    // the last STAGES stages' copies, before the block's shared memory is released
+#pragma unroll
+    for (int k = 0; k < STAGES; ++k) gp_wait_parity(bar0 + 8u * k, parity);
+    sink[32 + lane] = reinterpret_cast<volatile unsigned*>(ring)[lane];
     gp_record(cycles, t0, t1);
 #endif
 }

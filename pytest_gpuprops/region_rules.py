@@ -101,6 +101,18 @@ LANE0_STORE_POLL = Shape("lane0_store_poll",
 
 SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, GUARDED_LOOP, FIXED_TRIP_LOOP, WAIT_LOOP, ELECTED_COPY,
                                LANE0_BULK_GROUP, LANE0_STORE_POLL)}
+#: a ring of mbarrier stages streamed by a counted loop (kernels/tma_load.cu tma_stream): each trip arms
+#: the stage it is at, lane 0 issues the stage's copies (each in ptxas's one-trip ELECT loop, the other
+#: lanes branch round them), then every lane's try_wait for the stage the next trip refills (retries out
+#: of line). Beside them the loop's control, the stage's index, parity and addresses (SEL, LOP3, LEA,
+#: SHF, IMAD), each copy's uniform operands (R2UR, PLOP3, ELECT, S2UR of the CTA's shared window,
+#: uniform set-up): with NVRTC 13.5, 38 for one copy a stage and 9 more for each further copy (its ELECT
+#: loop): 65 for 4 copies, the most of the builds
+COPY_RING = Shape("copy_ring", "a counted loop: arm a stage, an elected lane's copies into it, every lane's try_wait "
+                  "for the next stage (retries out of line)", lambda u, n: list(u) * n + ["BRA"],
+                  LOOP_CONTROL | {"ELECT", "PLOP3", "SHF", "SEL", "LOP3", "LEA", "R2UR", "S2UR"}, uniform=True,
+                  glue_max=65, wait_loop=True)
+SHAPES[COPY_RING.name] = COPY_RING
 
 
 @dataclasses.dataclass(frozen=True)
