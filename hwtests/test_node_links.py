@@ -207,10 +207,14 @@ def _reading(name, value, unit, remeasure):
     return m
 
 
-def _nvlinks(gpu):
+def _nvlinks(gpu, *, fabric=False):
+    """NVML's reading of the GPU's links; ``fabric``: skip where the machine has no NVLink fabric to check
+    (nvlink.no_fabric: one GPU on the machine and no link up)."""
     state = nvlink.nvlink_state(gpu)
     if state is None:
         pytest.skip(f"NVML cannot be read for GPU {gpu.index}: install nvidia-ml-py and check nvidia-smi")
+    if fabric and (why := nvlink.no_fabric(state)):
+        pytest.skip(why)
     return state
 
 
@@ -223,7 +227,7 @@ def test_nvlink_state(gpuprops, gpu, what):
         state = state or _nvlinks(gpu)
         value = float(state.count if what == "links_up" else (state.version or 0.0))
         return _reading(name, value, "links" if what == "links_up" else "version", once)
-    state = _nvlinks(gpu)  # one reading: the value checked and the method text that describes it
+    state = _nvlinks(gpu, fabric=True)  # one reading: the value checked and the method text that describes it
     m = once(state)
     gpuprops.check(name, m, method=(
         f"NVML nvmlDeviceGetNvLinkState over links 0..{nvlink.MAX_NVLINKS - 1}: {state.count} up"

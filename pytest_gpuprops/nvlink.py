@@ -30,6 +30,8 @@ class NvLinkState:
     version: float | None  # NVLink generation (4.0 on Hopper)
     speed_gbps: dict[int, float]  # per link, where NVML reports it
     errors: dict[int, dict[str, int]]
+    #: GPUs NVML sees on the machine (whatever CUDA_VISIBLE_DEVICES hides); None where it cannot say
+    machine_gpus: int | None = None
 
     @property
     def count(self) -> int:
@@ -52,6 +54,18 @@ def error_growth(before: NvLinkState, after: NvLinkState, counters: Sequence[str
             if delta > 0:  # a counter that fell was reset (by the driver or nvidia-smi), not grown
                 grown[f"link {link} {name}"] = delta
     return grown
+
+
+def no_fabric(state: NvLinkState) -> str | None:
+    """Why this GPU's link facts do not apply, or None where they do: a machine whose NVML sees one GPU
+    and none of its links up has no NVLink fabric to check (a VM given one GPU of an NVLink board reads
+    0 links up, as every single-GPU H100 machine lent on 2026-11-26 did). A GPU with a peer on the
+    machine, or with any link up, is judged: its links down are a finding, not a skip."""
+    if state.machine_gpus == 1 and not state.links_up:
+        return (f"NVML sees 1 GPU on this machine and none of its {len(state.links_down)} NVLinks up: a single-GPU "
+                "machine (a VM given one GPU of an NVLink board, or a PCIe card) has no NVLink fabric to check; "
+                "run on a node with its peers to check the links")
+    return None
 
 
 def nvlink_state(info: devices.GpuInfo) -> NvLinkState | None:  # pragma: no mutate block  (GPU only)
@@ -87,4 +101,9 @@ def nvlink_state(info: devices.GpuInfo) -> NvLinkState | None:  # pragma: no mut
         except (nv.NVMLError, AttributeError, TypeError):
             pass
     version = NVLINK_VERSIONS.get(max(versions)) if versions else None
-    return NvLinkState(links_up=up, links_down=down, version=version, speed_gbps=speeds, errors=errors)
+    try:
+        machine_gpus = int(nv.nvmlDeviceGetCount())
+    except (nv.NVMLError, AttributeError, TypeError):
+        machine_gpus = None
+    return NvLinkState(links_up=up, links_down=down, version=version, speed_gbps=speeds, errors=errors,
+                       machine_gpus=machine_gpus)

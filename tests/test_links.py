@@ -287,6 +287,28 @@ def test_nvlink_state_names_the_newest_version_of_its_links(monkeypatch):
     assert nvlink.nvlink_state(GPU).version is None  # a version NVML added since: unnamed, not guessed
 
 
+def test_nvlink_state_counts_the_gpus_nvml_sees_on_the_machine(monkeypatch):
+    nv = _nvml(monkeypatch, {0: {"active": False, "version": 6, "speed_mbps": 0, "errors": {}}})
+    assert nvlink.nvlink_state(GPU).machine_gpus is None  # an NVML that cannot count: unknown, not 1
+    nv.nvmlDeviceGetCount = lambda: 8
+    assert nvlink.nvlink_state(GPU).machine_gpus == 8
+
+
+@pytest.mark.parametrize("machine_gpus, up, applies", [
+    (1, [], False),          # a VM given one GPU of an NVLink board: 0 of 18 up, nothing to check
+    (2, [], True),           # a peer on the machine and no link up: a finding
+    (1, [0, 1], True),       # one GPU with links up: judged
+    (None, [], True),        # NVML could not count the GPUs: judged, never skipped on a guess
+])
+def test_link_facts_skip_only_where_the_machine_has_no_fabric(machine_gpus, up, applies):
+    state = nvlink.NvLinkState(links_up=up, links_down=[k for k in range(18) if k not in up], version=None,
+                               speed_gbps={}, errors={}, machine_gpus=machine_gpus)
+    why = nvlink.no_fabric(state)
+    assert (why is None) == applies
+    if why:
+        assert "1 GPU on this machine" in why and "18 NVLinks" in why and "node with its peers" in why
+
+
 def test_nvml_versions_name_the_nvlink_generations():
     """nvml.h's nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0 (Hopper), 7 = 5.0."""
     assert nvlink.NVLINK_VERSIONS == {1: 1.0, 2: 2.0, 3: 2.2, 4: 3.0, 5: 3.1, 6: 4.0, 7: 5.0}
