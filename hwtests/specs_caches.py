@@ -139,49 +139,87 @@ def l1_fact(carveout: str) -> str:
 # the launches
 
 
-def fill_cycle(xp, words, base_address: int, n_nodes: int, stride: int, seed: int = 0, skew: int = 0) -> int:
-    """Lay one random cycle over ``n_nodes`` nodes at the start of ``words`` (64-bit words of array
-    module ``xp`` at device address ``base_address``): node i sits in the i-th ``stride``-byte block,
-    ``(i * skew) % stride`` bytes into it, and holds the address of the node after it. A skew keeps
-    nodes one page apart off one L2 set (every node at a page's start would be). Only the nodes' words
-    are written (a TLB sweep's buffer is tens of GiB). Returns the address of the cycle's first node."""
+def node_offsets(n_blocks: int, stride: int, skew: int = 0, per_block: int = 1, within: int | None = None):
+    """Byte offsets of the chase's nodes (numpy int64, block-major): ``per_block`` nodes in each of
+    ``n_blocks`` blocks of ``stride`` bytes, all in the block's first ``within`` bytes (default: the
+    whole block; a TLB sweep at a 32 MiB stride keeps a block's nodes in one 2 MiB page): block b's
+    first node ``(b * skew) % within`` bytes in, the others spread evenly after it (wrapping), each on
+    its own 128-byte line. A skew keeps nodes a page apart off one L2 set (every node at a page's start
+    would be); several nodes a block spread the hops of a few-page chase over many L2 lines (an L2
+    hit's latency differs by the line's partition, so a chase over two lines reads whichever they are
+    in)."""
     import numpy as np
-    if stride % 8 or stride <= 0 or skew % 8 or skew < 0:
-        raise ValueError(f"stride {stride} and skew {skew} must be multiples of 8 bytes, the stride positive")
-    if n_nodes < 2:
-        raise ValueError(f"a chase needs at least 2 nodes, not {n_nodes}")
-    if n_nodes * stride > words.size * 8:
-        raise ValueError(f"{n_nodes} nodes {stride} B apart need {n_nodes * stride} bytes; the buffer has "
+    within = stride if within is None else within
+    if stride <= 0 or stride % 8 or skew % 8 or skew < 0 or not 8 <= within <= stride or within % 8:
+        raise ValueError(f"stride {stride}, skew {skew}, within {within}: expected multiples of 8 bytes, "
+                         "0 < within <= stride, skew >= 0")
+    if per_block < 1 or per_block > 1 and (within % LINE or per_block * LINE > within):
+        raise ValueError(f"{per_block} nodes a block within {within} B: expected 1, or up to within / {LINE} "
+                         f"with within a multiple of {LINE}")
+    gap = within // per_block // LINE * LINE
+    b = np.repeat(np.arange(n_blocks, dtype=np.int64), per_block)
+    slot = np.tile(np.arange(per_block, dtype=np.int64), n_blocks)
+    return b * stride + (b * skew + slot * gap) % within
+
+
+def fill_cycle(xp, words, base_address: int, n_blocks: int, stride: int, seed: int = 0, skew: int = 0,
+               per_block: int = 1, within: int | None = None) -> int:
+    """Lay one random cycle over the nodes of :func:`node_offsets` at the start of ``words`` (64-bit
+    words of array module ``xp`` at device address ``base_address``): each node holds the address of
+    the node after it. Only the nodes' words are written (a TLB sweep's buffer is tens of GiB).
+    Returns the address of the cycle's first node."""
+    import numpy as np
+    offset = node_offsets(n_blocks, stride, skew, per_block, within)
+    if offset.size < 2:
+        raise ValueError(f"a chase needs at least 2 nodes, not {offset.size}")
+    if n_blocks * stride > words.size * 8:
+        raise ValueError(f"{n_blocks} blocks of {stride} B need {n_blocks * stride} bytes; the buffer has "
                          f"{words.size * 8}")
-    order = np.random.default_rng(seed).permutation(n_nodes)
-    offset = np.arange(n_nodes, dtype=np.int64) * stride + np.arange(n_nodes, dtype=np.int64) * skew % stride
+    order = np.random.default_rng(seed).permutation(offset.size)
     nxt = offset[np.roll(order, -1)].astype(np.uint64)
     words[xp.asarray(offset[order] // 8)] = xp.asarray(np.uint64(base_address) + nxt)
     return int(base_address + int(offset[order[0]]))
 
 
-#: a TLB sweep's node i sits (i x this) mod the stride into its page: a new 4 KiB block and line each
+#: a TLB sweep's block i has its first node (i x this) mod the stride into it: a new 4 KiB block and
+#: line each; and at least this many nodes in all (several a page where the pages are few)
 TLB_SKEW = 4 * KIB + LINE
+TLB_MIN_NODES = 256
+#: the page every TLB node of a block lies in: cudaMalloc maps large buffers with 2 MiB pages
+TLB_PAGE = 2 * MIB
+
+
+def tlb_nodes_per_page(pages: int) -> int:
+    """Nodes a page, so that a chase over ``pages`` pages has at least TLB_MIN_NODES nodes."""
+    return max(1, -(-TLB_MIN_NODES // pages))
 
 
 def capacity_chase(cache: int, footprint: int, stride: int, *, shared_mem: int = 0, carveout: int | None = None,
-                   buffer=None, skew: int = 0) -> KernelSpec:
-    """l1_capacity_chase.cu over ``footprint`` bytes, one node per ``stride`` bytes (``skew``: see
-    fill_cycle), walked once in the kernel before the timed hops; ``buffer`` (a TLB sweep's, allocated
-    once) or a fresh one."""
+                   buffer=None, skew: int = 0, per_block: int = 1, within: int | None = None) -> KernelSpec:
+    """l1_capacity_chase.cu over ``footprint`` bytes in blocks of ``stride`` bytes (``skew``,
+    ``per_block``, ``within``: see node_offsets), walked once in the kernel before the timed hops; ``buffer`` (a
+    TLB sweep's, allocated once) or a fresh one."""
     if footprint % stride:
         raise ValueError(f"footprint {footprint} is not a multiple of the stride {stride}")
-    nodes = footprint // stride
+    blocks = footprint // stride
 
     def args(cp):  # pragma: no cover  (GPU only)
         words = buffer if buffer is not None else cp.empty(footprint // 8, dtype=cp.uint64)
-        start = fill_cycle(cp, words, words.data.ptr, nodes, stride, skew=skew)
+        start = fill_cycle(cp, words, words.data.ptr, blocks, stride, skew=skew, per_block=per_block,
+                           within=within)
         cp.cuda.runtime.deviceSynchronize()
-        return (words, cp.full(1, start, dtype=cp.uint64), cp.zeros(1, dtype=cp.uint64), cp.int32(nodes))
+        return (words, cp.full(1, start, dtype=cp.uint64), cp.zeros(1, dtype=cp.uint64),
+                cp.int32(blocks * per_block))
 
     opcode = {0: "LDG.E.64.STRONG.SM", 1: "LDG.E.64.STRONG.GPU"}[cache]
     return KernelSpec("l1_capacity_chase.cu", "capacity_chase", {"CACHE": cache, "UNROLL": CAP_UNROLL}, grid=1,
                       block=32, args=args, region={opcode: CAP_UNROLL}, shared_mem=shared_mem, carveout=carveout)
+
+
+def tlb_chase(footprint: int, stride: int, buffer=None) -> KernelSpec:
+    """The TLB sweep's point: ld.global.cg over ``footprint`` bytes, pages ``stride`` apart."""
+    return capacity_chase(1, footprint, stride, buffer=buffer, skew=TLB_SKEW, within=min(stride, TLB_PAGE),
+                          per_block=tlb_nodes_per_page(footprint // stride))
 
 
 def l1_chase(carveout: Carveout, footprint: int) -> KernelSpec:

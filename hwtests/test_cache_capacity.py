@@ -213,7 +213,7 @@ def tlb_sweep(gpuprops, buffer, stride: int, fresh: bool = False):  # pragma: no
     if fresh or key not in _SWEEPS:
         words = buffer[0]
         points = sweep(gpuprops, f"TLB chase stride {stride >> 20} MiB",
-                       lambda f: sc.capacity_chase(1, f, stride, buffer=words, skew=sc.TLB_SKEW),
+                       lambda f: sc.tlb_chase(f, stride, buffer=words),
                        sc.tlb_footprints(stride, words.size * 8), stop=TLB_SWEEP)
         for f, c in points:
             gpuprops.plot_point(f"tlb_stride{stride >> 20}m", footprint_mib=f / MIB, cycles=c)
@@ -251,8 +251,11 @@ def test_tlb_reach(gpuprops, tlb_buffer, name):
     stride, k = sc.TLB_FACTS[name]
     m = measure_tlb(gpuprops, tlb_buffer, name)
     gpuprops.check(name, m, method=(
-        f"ld.global.cg chase (l1_capacity_chase.cu CACHE=1), one node in every {stride >> 20} MiB (a new page each "
-        f"hop; node i (i x {sc.TLB_SKEW}) mod {stride >> 20} MiB into its block, off one L2 set), one random cycle, one warp, {sc.CAP_UNROLL} timed hops after one untimed walk over the cycle; "
+        f"ld.global.cg chase (l1_capacity_chase.cu CACHE=1) over blocks {stride >> 20} MiB apart, one random cycle, "
+        f"one warp, {sc.CAP_UNROLL} timed hops after one untimed walk over the cycle; page i's first node "
+        f"(i x {sc.TLB_SKEW}) mod {min(stride, sc.TLB_PAGE) >> 20} MiB into it (off one L2 set); where the pages "
+        f"are fewer than {sc.TLB_MIN_NODES}, several nodes a page, spread over its first "
+        f"{min(stride, sc.TLB_PAGE) >> 20} MiB, so the hops average over {sc.TLB_MIN_NODES} L2 lines or more; "
         f"footprints {sc.TLB_STRIDES[stride][1]} per octave from {sc.TLB_STRIDES[stride][0] >> 20} MiB to half "
         f"the free memory (cudaMemGetInfo; at most {sc.TLB_MAX_BYTES >> 30} GiB); the value is the last footprint "
         f"before the sweep's step {k} (plateaus within {sc.PLATEAU_BAND:.0%}, steps over {sc.STEP_RISE:.0%})"))
@@ -263,7 +266,7 @@ def test_tlb_reach(gpuprops, tlb_buffer, name):
 
 STATIC_BUILDS = {
     "l1_ca": lambda: sc.l1_chase(sc.CARVEOUTS["smem0"], 128 * KIB),
-    "tlb_cg": lambda: sc.capacity_chase(1, 4 * MIB, 2 * MIB),
+    "tlb_cg": lambda: sc.tlb_chase(4 * MIB, 2 * MIB),
     **{f"const_{f}": (lambda f=f: sc.const_sweep_point(f)) for f in (sc.CONST_FOOTPRINTS[0], 4352,
                                                                      sc.CONST_FOOTPRINTS[-1])},
 }

@@ -164,6 +164,36 @@ def test_fill_cycle_writes_one_cycle_through_every_node_and_nothing_else(n, stri
     assert (words[untouched] == 0xDEAD).all()
 
 
+def test_few_pages_get_several_nodes_each_all_in_their_page():
+    """2 blocks of 32 MiB, 128 nodes each, all in the block's first 2 MiB page, each on its own line."""
+    n = sc.tlb_nodes_per_page(2)
+    assert n == 128 and sc.tlb_nodes_per_page(256) == 1 and sc.tlb_nodes_per_page(100) == 3
+    off = sc.node_offsets(2, 32 * MIB, sc.TLB_SKEW, n, within=2 * MIB)
+    block, into = np.divmod(off, 32 * MIB)
+    assert list(np.bincount(block)) == [n, n] and (into < 2 * MIB).all()
+    assert len(set((off // sc.LINE).tolist())) == 2 * n
+    spec = sc.tlb_chase(4 * MIB, 2 * MIB)
+    assert spec.defines == {"CACHE": 1, "UNROLL": sc.CAP_UNROLL} and spec.region == {"LDG.E.64.STRONG.GPU": 256}
+
+
+def test_fill_cycle_of_several_nodes_a_page_visits_them_all():
+    words = np.zeros(3 * 2 * MIB // 8, dtype=np.uint64)
+    start = sc.fill_cycle(np, words, 0, 3, 2 * MIB, skew=sc.TLB_SKEW, per_block=86)
+    seen, p = set(), start
+    for _ in range(3 * 86):
+        seen.add(p)
+        p = int(words[p // 8])
+    assert p == start and seen == set(sc.node_offsets(3, 2 * MIB, sc.TLB_SKEW, 86).tolist())
+
+
+@pytest.mark.parametrize("kw, match", [(dict(per_block=2, stride=2 * MIB, within=4 * MIB), "within"),
+                                       (dict(per_block=20, stride=2048), "up to within"),
+                                       (dict(per_block=0, stride=128), "nodes a block")])
+def test_node_offsets_refuse_nodes_that_do_not_fit_their_block(kw, match):
+    with pytest.raises(ValueError, match=match):
+        sc.node_offsets(4, **kw)
+
+
 def test_a_skew_spreads_page_aligned_nodes_over_lines_and_4k_blocks():
     words = np.zeros(64 * 2 * MIB // 8, dtype=np.uint64)
     sc.fill_cycle(np, words, 0, 64, 2 * MIB, skew=sc.TLB_SKEW)
