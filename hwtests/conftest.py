@@ -34,7 +34,7 @@ def _static_builds(item, specs, launched):
     fact = _fact_of(item)
     if fact is not None:
         spec = fact.build()
-        return [(Build.of(KERNELS / spec.source, f.arch, spec.defines), spec) for f in fact.on_each_arch()]
+        return [(Build.of(KERNELS / spec.source, f.compile_arch(), spec.defines), spec) for f in fact.on_each_arch()]
     own = getattr(getattr(item, "module", None), "_builds_of", None)  # a file that says what it compiles
     if own is not None:
         return [(Build.of(KERNELS / src, a, d), None) for src, a, d in own(item) if _fits(src, a)]
@@ -85,12 +85,13 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
     """What the selected GPU tests launch on a GPU of ``arch``: [(arch, source, defines, KernelSpec to
     patch for timing, or None)]. Always the clock-read overhead and SM clock kernels; per test, its
     fact's build where it takes a fact spec (its ``fact`` parameter), on the fact's arch (any, for a
-    fact of any arch); where its module says (a module function ``_specs_of(item)`` and its
-    ``BUILD_ARCH``: the wgmma files); per file for the stresses and the files whose tests share
+    fact of any arch), compiled for its build_arch where it has one (a per-test build: the wgmma
+    facts); where its module says (a module function ``_specs_of(item)`` and its ``BUILD_ARCH``: the
+    wgmma dtype file); per file for the stresses and the files whose tests share
     builds (specs.launched_by_file: the hypothesis examples draw from them); every build of
     specs.launched() for a file none of these name. A selection (``-k``, ``-m``) compiles only the
     files and tests it keeps.
-    ``per_test_only``: only the per-test builds (those of the wgmma files)."""
+    ``per_test_only``: only the per-test builds (those of the wgmma facts and files)."""
     import specs
     overhead = specs.clock_overhead()
     out = [] if per_test_only else [(arch, "sm_clock_rate.cu", {}, None), (arch, overhead.source, overhead.defines, overhead)]
@@ -101,9 +102,11 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
         per_item = getattr(getattr(item, "module", None), "_specs_of", None)
         fact = _fact_of(item)
         if fact is not None:
-            if fact.arch in (None, arch) and not per_test_only:
+            # a fact built for another arch than the GPU's (wgmma: sm_90a) is a per-test build, made
+            # beside the tests as the wgmma files' own builds are
+            if fact.arch in (None, arch) and (not per_test_only or fact.build_arch is not None):
                 spec = fact.build()
-                out.append((arch, spec.source, spec.defines, spec))
+                out.append((fact.build_arch or arch, spec.source, spec.defines, spec))
             continue
         if per_item is not None:
             if arch == "sm_90":

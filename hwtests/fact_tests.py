@@ -60,8 +60,17 @@ def measure(gpuprops, fact: factspec.FactSpec):
         return ml.near_tier_latency(gpuprops, fact.name, fact.kernel, divisor=fact.per(), **band)
     stop = {} if fact.min_launches is None else \
         {"stop": dataclasses.replace(gpuprops.runner.stop, min_samples=fact.min_launches)}
-    return gpuprops.measure(fact.name, fact.kernel(), divisor=fact.per(), mode=fact.statistic.mode, unit=fact.unit,
-                            transform=fact.transform, **stop)
+    spec = fact.kernel()
+    built = {} if fact.build_arch is None else {"built": built_for(gpuprops.runner, spec, fact.build_arch)}
+    return gpuprops.measure(fact.name, spec, divisor=fact.per(), mode=fact.statistic.mode, unit=fact.unit,
+                            transform=fact.transform, **stop, **built)
+
+
+def built_for(runner, spec, arch: str):
+    """``spec`` compiled for ``arch`` (a fact's build_arch: sm_90a for wgmma, where the runner compiles
+    for the GPU's sm_90) and patched for timing, its region checked (timing.build_for_timing)."""
+    compiled_ = compile_cuda(KERNELS / spec.source, arch, spec.defines, cache_dir=runner.cache_dir)
+    return build_for_timing(sass.Cubin(compiled_.cubin, arch, name=f"{spec.source} {spec.defines}"), spec)
 
 
 def measure_and_check(gpuprops, fact: factspec.FactSpec, benchmark=None):
@@ -107,12 +116,14 @@ def require_clusters(gpuprops, spec):
 
 @functools.lru_cache(maxsize=None)
 def compiled(fact: factspec.FactSpec) -> tuple[sass.Cubin, object]:
-    """(``fact``'s build compiled for its arch, the KernelSpec it is launched with). A fact of any arch
-    is compiled once pinned to each (``fact.on_each_arch()``, as static_params hands them out)."""
+    """(``fact``'s build compiled for its arch (its build_arch where it has one), the KernelSpec it is
+    launched with). A fact of any arch is compiled once pinned to each (``fact.on_each_arch()``, as
+    static_params hands them out)."""
     if fact.arch is None:
         raise ValueError(f"fact {fact.name} is defined for any arch: compile it pinned to one (fact.on_each_arch())")
     spec = fact.build()
-    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, fact.arch, spec.defines).cubin, fact.arch,
+    arch = fact.compile_arch()
+    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, arch, spec.defines).cubin, arch,
                        name=f"{spec.source} {spec.defines}")
     return cubin, spec
 

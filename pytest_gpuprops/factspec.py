@@ -98,7 +98,9 @@ class FactSpec:
     system: record mode writes it to the GPU's section). ``arch``: the one arch the fact is defined
     for (a GPU of another skips it), or None: any arch whose facts file holds it, its region checked
     on every arch of :data:`STATIC_ARCHES`. ``min_launches``: at least this many launches before the
-    stop rule may end (where launches differ by where the code is fetched from)."""
+    stop rule may end (where launches differ by where the code is fetched from). ``build_arch``: the
+    arch the build is compiled for where it is not the GPU's (``"sm_90a"`` for wgmma, whose cubin runs
+    on the sm_90 GPUs); None: the GPU's."""
 
     name: str
     launch: Callable[..., KernelSpec]
@@ -112,6 +114,7 @@ class FactSpec:
     transform: Callable[[float], float] | None = None
     plot: Callable | None = None
     min_launches: int | None = None
+    build_arch: str | None = None
 
     def __post_init__(self):
         if not facts_schema.NAME.match(self.name):
@@ -120,6 +123,12 @@ class FactSpec:
             raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")
         if self.min_launches is not None and self.min_launches < 1:
             raise ValueError(f"fact {self.name}: min_launches {self.min_launches}; expected a positive count or None")
+        if self.build_arch is not None and self.arch is None:
+            raise ValueError(f"fact {self.name}: build_arch {self.build_arch} needs the one arch it runs on (arch)")
+
+    def compile_arch(self) -> str | None:
+        """The arch the fact's build is compiled for: ``build_arch``, else ``arch``."""
+        return self.build_arch or self.arch
 
     def on_each_arch(self) -> list[FactSpec]:
         """The spec as its static checks take it, one per arch they compile for: itself where it has
@@ -152,7 +161,8 @@ class FactSpec:
         k = self.build()
         defines = " ".join(f"{d}={v}" for d, v in k.defines.items())
         launch = f"{k.grid} x {k.block}" + (f", clusters of {k.cluster}" if k.cluster is not None else "")
-        return {"fact": self.name, "scope": self.scope, "arch": self.arch or "any", "kernel": f"{k.source} {defines}".strip(),
+        arch = (self.arch or "any") + (f" (built for {self.build_arch})" if self.build_arch else "")
+        return {"fact": self.name, "scope": self.scope, "arch": arch, "kernel": f"{k.source} {defines}".strip(),
                 "launch": launch, "region": f"{self.region.text(k.defines)} ({self.region.shape.name})",
                 "statistic": self.statistic.text(), "divisor": f"{self.per():g}", "unit": self.unit}
 

@@ -69,6 +69,12 @@ GUARDED_LOOP = Shape("guarded_loop", "the unit unrolled in a counted loop run wh
 FIXED_TRIP_LOOP = Shape("fixed_trip_loop", "the unit unrolled in a loop of a fixed trip count (loop control, "
                         "its counter set by MOV)", lambda u, n: list(u) * n + ["BRA"], LOOP_CONTROL | {"MOV"},
                         glue_max=8)
+#: a warpgroup MMA chain (wgmma.mma_async, sm_90a): WARPGROUP.ARRIVE (wgmma.fence) before the unit's
+#: steps and WARPGROUP.DEPBAR.LE (commit_group + wait_group 0) after them, once each, nothing else (NVRTC
+#: 13.5 for kernels/wgmma.cu, every N, type and A source, 1 and 256 steps)
+WARPGROUP_CHAIN = Shape("warpgroup_chain", "WARPGROUP.ARRIVE, the unit's steps, WARPGROUP.DEPBAR.LE (once each)",
+                        lambda u, n: ["WARPGROUP.ARRIVE", *(list(u) * n), "WARPGROUP.DEPBAR.LE"],
+                        frozenset({"WARPGROUP"}), glue_max=2)
 #: independent chains of the unit (ILP of them), which ptxas interleaves as it schedules: the unit's
 #: exact counts in any order, nothing beside them (a step's opcodes of one chain need not be adjacent)
 INTERLEAVED = Shape("interleaved", "independent chains of the unit, interleaved (counts only, any order)",
@@ -99,8 +105,8 @@ LANE0_STORE_POLL = Shape("lane0_store_poll",
                          lambda u, n: [u[0], u[1], "BSYNC", u[2], u[3], "BRA"], BRANCHES | {"ISETP"}, uniform=True,
                          glue_max=9, poll_loop=True, unit_len=4)
 
-SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, GUARDED_LOOP, FIXED_TRIP_LOOP, WAIT_LOOP, ELECTED_COPY,
-                               LANE0_BULK_GROUP, LANE0_STORE_POLL)}
+SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, GUARDED_LOOP, FIXED_TRIP_LOOP, WARPGROUP_CHAIN, WAIT_LOOP,
+                               ELECTED_COPY, LANE0_BULK_GROUP, LANE0_STORE_POLL)}
 #: a ring of mbarrier stages streamed by a counted loop (kernels/tma_load.cu tma_stream): each trip arms
 #: the stage it is at, lane 0 issues the stage's copies (each in ptxas's one-trip ELECT loop, the other
 #: lanes branch round them), then every lane's try_wait for the stage the next trip refills (retries out

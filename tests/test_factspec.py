@@ -481,3 +481,24 @@ def test_a_fixed_trip_loop_allows_its_epilogue_only_after_the_last_step_and_once
     assert any("nor the glue of a fixed_trip_loop region" in p and "S2R" in p for p in ft.region_problems(bare))
     plain = dataclasses.replace(fact, region=dataclasses.replace(fact.region, shape=rr.LOOP))
     assert any("nor the glue of a loop region" in p and ": MOV" in p for p in ft.region_problems(plain))
+
+
+def test_a_warpgroup_chain_holds_one_arrive_and_one_wait_round_its_steps():
+    """The N = 64 bf16 throughput build (sm_90a) holds ARRIVE, 256 HGMMA, DEPBAR.LE: a warpgroup chain.
+    Said to hold the HGMMAs alone, the two WARPGROUP instructions are too many; with another N's
+    opcode, none of the region's HGMMAs is the unit's."""
+    import specs_wgmma
+    fact = fs.by_name(specs_wgmma.FACTS)["wgmma_m64n64k16_bf16_ss_sm_cycles"]
+    assert (fact.arch, fact.compile_arch()) == ("sm_90", "sm_90a")
+    assert ft.region_problems(fact) == []
+    alone = dataclasses.replace(fact, region=dataclasses.replace(fact.region, shape=rr.ONLY))
+    assert any("2 other instructions" in p for p in ft.region_problems(alone))
+    other_n = dataclasses.replace(fact, region=dataclasses.replace(fact.region, unit=("HGMMA.64x128x16.F32.BF16",)))
+    assert any("HGMMA.64x128x16.F32.BF16: 0 in the region, intended 256" in p for p in ft.region_problems(other_n))
+
+
+def test_a_build_arch_is_compiled_for_and_needs_the_arch_it_runs_on():
+    assert _spec(build_arch="sm_90a").compile_arch() == "sm_90a"
+    assert _spec().compile_arch() == "sm_90"
+    with pytest.raises(ValueError, match="build_arch sm_90a needs the one arch it runs on"):
+        _spec(build_arch="sm_90a", arch=None)

@@ -419,6 +419,12 @@ def _hwtests_conftest():
     return mod
 
 
+def _wgmma_fact(n: int, bf16: bool, a_regs: bool):
+    """The latency fact of one wgmma case (hwtests/specs_wgmma.py)."""
+    import specs_wgmma
+    return next(f for f in specs_wgmma.LATENCY if f.name == f"wgmma_{specs_wgmma.case_id(n, bf16, a_regs)}_latency_cycles")
+
+
 def _item(file: str, name: str = "test_x", **params):
     from types import SimpleNamespace
     module = None
@@ -444,7 +450,7 @@ def test_the_gpu_prefetch_compiles_what_the_selected_tests_launch():
     always = keys([])
     assert always == {("sm_90", "sm_clock_rate.cu", ()), ("sm_90", "clock_overhead.cu", ())}
     # one wgmma test: its own sm_90a build, not the file's 48
-    one = keys([_item("test_wgmma.py", "test_wgmma_latency", n=256, bf16=True, a_regs=True)]) - always
+    one = keys([_item("test_wgmma.py", "test_fact", fact=_wgmma_fact(256, True, True))]) - always
     assert one == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}
     # the tests of fact specs (the asynchronous and synchronous units): each fact's build, on the
     # fact's arch only
@@ -532,7 +538,7 @@ def test_the_builds_made_beside_the_tests_are_the_wgmma_files_own():
     the tests before them on a first run) and leaves out the shared, per-file and always-built ones."""
     gpu_builds = _hwtests_conftest()._gpu_builds
     import specs_async
-    items = [_item("test_wgmma.py", "test_wgmma_latency", n=256, bf16=True, a_regs=True), _item("test_smem.py"),
+    items = [_item("test_wgmma.py", "test_fact", fact=_wgmma_fact(256, True, True)), _item("test_smem.py"),
              _item("test_throughput_and_clocks.py"), _item("test_async_units.py", "test_fact", fact=specs_async.FACTS[0])]
     late = {(a, src, tuple(sorted(d.items()))) for a, src, d, _ in gpu_builds(items, "sm_90", per_test_only=True)}
     assert late == {("sm_90a", "wgmma.cu", tuple(sorted(specs.wgmma(256, True, True, unroll=1).defines.items())))}

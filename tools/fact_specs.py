@@ -17,7 +17,8 @@ from pytest_gpuprops import factspec
 
 HWTESTS = Path(__file__).resolve().parent.parent / "hwtests"
 #: the hwtests modules whose ``FACTS`` declare facts as specs
-SPEC_MODULES = ("specs_async", "specs_sync_units", "specs_alu", "specs_smem", "specs_tensorcore")
+SPEC_MODULES = ("specs_async", "specs_sync_units", "specs_alu", "specs_smem", "specs_tensorcore",
+                "specs_wgmma")
 
 
 def all_facts() -> list[factspec.FactSpec]:
