@@ -28,6 +28,9 @@ measured with these launches; only an arch without clusters would skip (specs_as
   SM's clock (mode block_span), median over the two. The stores are not waited for at the stop read
   (only a fence waits for a remote store): what is in flight then is a tail bounded by the store
   queues, against 32768 warp-wide stores (16 MiB) per CTA.
+* dsmem_<load|store>_bytes_per_cycle_cluster<k>: the same accesses with every CTA of 64 (one per SM,
+  64 / k clusters of k = 2, 4, 8, 16) loading / storing its neighbour's shared memory at once: DSMEM
+  throughput per SM against cluster size, the median of the 64 CTAs' spans.
 * cluster_barrier_cluster<k>_cycles: barrier.cluster.arrive.relaxed + barrier.cluster.wait, 16 in a
   row, clusters of k (64 CTAs, as the chase); cluster_barrier_release_cluster2_cycles: the default
   (release) arrive, which puts MEMBAR.ALL.GPU before it, as cooperative_groups' cluster.sync() does.
@@ -41,6 +44,12 @@ measured with these launches; only an arch without clusters would skip (specs_as
   copy (cp.async.bulk; cp.async.bulk.tensor.1d / .2d through a tensor map) of 1 or 4 KiB from L2
   (warmed by a first pass) issued by lane 0, completed through the mbarrier it armed with
   expect_tx, until the warp's try_wait returns.
+
+* tma_2d_load_bytes_per_cycle_box<1k|4k|16k>_blocks<1|2>: TMA throughput from L2 per SM, on every SM at
+  once: 1 or 2 one-warp blocks per SM (their dynamic shared memory lets no more on one), each streaming 2D
+  boxes of 1, 4 or 16 KiB through a ring of mbarrier stages (64 KiB in flight per block; each trip lane
+  0 arms a stage and issues its copies, the warp waits for the stage the next trip refills); the bytes
+  waited for in the region per cycle of each block's span, the median over blocks, x the blocks per SM.
 
 An L2 hit's latency depends on the slice that owns the line, which depends on the physical address
 the allocation got, so the L2 copies are measured line by line, 64 lines (memory_levels.near_tier_latency):

@@ -5,8 +5,11 @@ line and back into the region: pytest_gpuprops/factspec.py). Beside those rules,
 facts rely on: the token wait reads the arrive's result, cp.async and the TMA store wait for their
 group, the visible TMA store polls every row from pinned addresses and waits for its group only after
 the stop read, the DSMEM chase is a true chain, the bandwidth loop touches one pinned address per thread,
-and the cluster launches keep every CTA on its own SM. Every test takes one fact, by its name."""
+the cluster launches keep every CTA on its own SM, and the TMA stream reads pinned rows into the stage it
+armed with as many blocks per SM as its name says (with its pure functions: the ring's shape, the bytes
+counted, the rows). Every test takes one fact, by its name."""
 
+import dataclasses
 import re
 
 import fact_tests as ft
@@ -252,6 +255,11 @@ def test_tma_stream_region_refuses_a_copy_more_or_no_wait(fact):
     assert fact.region.problems(instrs, spec.defines) == []
     assert any("UTMALDG.2D" in p for p in more.problems(instrs, spec.defines))
     assert any("TRYWAIT" in p for p in no_wait.problems(instrs, spec.defines))
+    glue = len([i for i in ft.region(fact) if i.opcode not in unit])
+    tight = sa.Region(unit, dataclasses.replace(sa.COPY_RING, glue_max=glue - 1))
+    assert any(f"{glue} other instructions" in p for p in tight.problems(instrs, spec.defines))
+    elected = sa.Region(unit[:1] + unit[-2:], sa.ELECTED_COPY)
+    assert any("nor the glue of a elected_copy region" in p for p in elected.problems(instrs, spec.defines))
 
 
 def test_dsmem_bandwidth_takes_whole_clusters_only():
