@@ -57,7 +57,7 @@ SIDE_BY_SIDE = [
 
 
 #: -k expression selecting every test of the SIDE_BY_SIDE facts
-SIDE_BY_SIDE_K = "lds_latency or (smem_ and _bytes_per_cycle)"
+SIDE_BY_SIDE_K = "lds_latency or smem_lds_ or smem_sts_"
 
 #: accel-sim's GPU_Microbenchmark programs for the same facts: (label, program folder, our test, unit)
 ACCELSIM = [
