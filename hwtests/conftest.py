@@ -47,9 +47,6 @@ def _static_builds(item, specs, launched):
     if name == "test_launched_region_is_clean_and_as_intended" and params.get("spec_id") in launched:
         spec = launched[params["spec_id"]]
         return [(Build.of(KERNELS / spec.source, arch, spec.defines), spec)]
-    if name == "test_wgmma_region_holds_the_intended_hgmma" and arch == specs.WGMMA_ARCH:
-        spec = specs.wgmma_builds().get(params.get("build_id"))
-        return [(Build.of(KERNELS / spec.source, arch, spec.defines), spec)] if spec else []
     plain = {
         "test_lds_chase_each_address_is_the_previous_result":
             lambda: ("smem_latency_ld.cu", {"UNROLL": params["unroll"]}),

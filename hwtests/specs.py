@@ -302,16 +302,9 @@ def wgmma_opcode(n: int, bf16: bool) -> str:
 
 def wgmma(n: int, bf16: bool, a_regs: bool, unroll: int = WGMMA_UNROLL, warpgroups: int = 1) -> KernelSpec:
     """UNROLL wgmma.mma_async m64nNk16 (f16 or bf16 in, f32 accumulate) in one accumulator chain per
-    warpgroup, A from shared memory (descriptor) or registers; compile for :data:`WGMMA_ARCH`."""
+    warpgroup, A from shared memory (descriptor) or registers; compile for :data:`WGMMA_ARCH` (the wgmma
+    facts' launch: specs_wgmma.py says what the region holds and compiles it there)."""
     if n not in WGMMA_N:
         raise ValueError(f"N must be one of {WGMMA_N}, not {n}")
     return KernelSpec("wgmma.cu", "wgmma", {"N": n, "BF16": int(bf16), "A_REGS": int(a_regs), "UNROLL": unroll},
-                      grid=1, block=128 * warpgroups, args=lambda cp: (cp.zeros(1024, dtype=cp.float32),),
-                      region={"WARPGROUP.ARRIVE": 1, wgmma_opcode(n, bf16): unroll, "WARPGROUP.DEPBAR.LE": 1})
-
-
-def wgmma_builds() -> dict[str, KernelSpec]:
-    """Every wgmma build the GPU suite launches (sm_90a only, so not in :func:`launched`, which is
-    checked on sm_80 .. sm_90; test_static_chains.py checks these on sm_90a)."""
-    return {f"wgmma_n{n}_{'bf16' if b else 'f16'}_{'rs' if r else 'ss'}_u{u}": wgmma(n, b, r, u)
-            for n in WGMMA_N for b in (False, True) for r in (False, True) for u in (1, WGMMA_UNROLL)}
+                      grid=1, block=128 * warpgroups, args=lambda cp: (cp.zeros(1024, dtype=cp.float32),))

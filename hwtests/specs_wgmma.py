@@ -8,7 +8,7 @@ made from these specs.
 wgmma exists only on sm_90a: each fact is defined for the sm_90 GPUs (H100, H200; ``arch``) and its
 build compiled for sm_90a (``build_arch``: an sm_90a cubin runs on them). The region: WARPGROUP.ARRIVE,
 UNROLL HGMMA.64xNx16.F32[.BF16], WARPGROUP.DEPBAR.LE (region_rules.WARPGROUP_CHAIN). That the HGMMAs
-are one accumulator chain is test_static_chains.py's (test_wgmma_region_holds_the_intended_hgmma)."""
+are one accumulator chain is test_static_chains.py's (test_wgmma_hgmmas_are_one_accumulator_chain)."""
 
 import specs
 

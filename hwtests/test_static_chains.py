@@ -9,6 +9,7 @@ import fact_tests as ft
 import pytest
 import specs
 import specs_memory
+import specs_wgmma
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
@@ -88,22 +89,12 @@ def test_conflict_loads_all_read_one_address_register(arch, vec):
     assert len(ins) == 32 and len({i.operands[1] for i in ins}) == 1
 
 
-WGMMA = specs.wgmma_builds()
-
-
-@pytest.mark.parametrize("arch", [specs.WGMMA_ARCH])  # wgmma.mma_async exists only there
-@pytest.mark.parametrize("build_id", sorted(WGMMA))
-def test_wgmma_region_holds_the_intended_hgmma(arch, build_id):
-    """The timed region is WARPGROUP.ARRIVE, UNROLL HGMMA.64xNx16.F32[.BF16] on one accumulator chain,
-    WARPGROUP.DEPBAR.LE, clean at both ends as launched."""
-    from pytest_gpuprops.timing import build_for_timing
-    spec = WGMMA[build_id]
-    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, arch, spec.defines).cubin, arch, name=spec.source)
-    _, instrs = build_for_timing(cubin, spec)
-    assert sass.region_hazards(instrs) == []
-    assert sass.region_mismatch(instrs, spec.region, spec.region_other) == []
-    _, between, _ = sass.timed_region(instrs)
-    hgmma = [i for i in between if i.base_opcode == "HGMMA"]
+@pytest.mark.parametrize("fact", ft.static_params(specs_wgmma.FACTS))  # compiled for sm_90a, their build_arch
+def test_wgmma_hgmmas_are_one_accumulator_chain(fact):
+    """The timed region's UNROLL HGMMA.64xNx16.F32[.BF16] (its ARRIVE, HGMMAs and DEPBAR.LE as launched:
+    the spec's region, test_static_wgmma.py) are one accumulator chain, the last arming the group."""
+    hgmma = [i for i in ft.region(fact) if i.base_opcode == "HGMMA"]
+    assert len(hgmma) == fact.steps()
     accumulate = [[o for o in i.operands if o != "gsb0"][-1] for i in hgmma]  # C, before the group flag
     for prev, cur, c in zip(hgmma, hgmma[1:], accumulate[1:]):
         assert regs(c) == [dest(prev)], f"{cur.text} does not accumulate into {prev.text}'s result"
