@@ -41,8 +41,9 @@ def test_region_holds_what_the_fact_measures(fact):
 def test_sparse_mma_reads_one_metadata_register_and_selector_zero(fact):
     """Every HMMA.SP of the region: D, A, B, C, the metadata register E and the selector 0x0; E is one
     register for the whole region (set before the start read), not recomputed in the loop."""
-    mma = [i for i in ft.region(fact) if i.opcode == sm.opcode(fact.name[4:fact.name.index("_f32_") + 4])]
+    mma = [i for i in ft.region(fact) if i.opcode.startswith("HMMA.SP.")]
     defines = fact.build().defines
+    assert {i.opcode for i in mma} == {fact.region.unit[0]}
     assert len(mma) == defines["UNROLL"] * defines["ILP"]
     assert {len(i.operands) for i in mma} == {6}, mma[0].text
     assert {i.operands[-1] for i in mma} == {"0x0"}, mma[0].text
