@@ -54,7 +54,8 @@ TIME_UNITS = ("TFLOP/s", "GB/s", "MHz")
 #: B/clk facts of one SM's data path
 PER_SM_BYTES = ("smem_sts_float_bytes_per_cycle", "smem_sts_float2_bytes_per_cycle", "smem_sts_float4_bytes_per_cycle",
                 "smem_lds_float_bytes_per_cycle", "smem_lds_float2_bytes_per_cycle", "smem_lds_float4_bytes_per_cycle",
-                "l1_load_bytes_per_cycle", "dsmem_load_bytes_per_cycle", "dsmem_store_bytes_per_cycle")
+                "l1_load_bytes_per_cycle", "dsmem_load_bytes_per_cycle", "dsmem_store_bytes_per_cycle",
+                *(f"dsmem_{op}_bytes_per_cycle_cluster{k}" for op in ("load", "store") for k in (2, 4, 8, 16)))
 
 
 def readings(f: gp_facts.Fact) -> list[tuple[str, float]]:
