@@ -7,6 +7,7 @@ access beside the unit, a try_wait loop that is not there, an untimed second pas
 not allowed."""
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -448,6 +449,18 @@ def test_the_fact_list_tool_prints_every_spec_and_one_whole(capsys):
     assert one.endswith(f"method:    {FACTS['tma_2d_store_4k_source_read_cycles'].method}\n")
     assert tool.main(["--fact", "tma_2d_store"]) == 2
     assert f"no fact spec 'tma_2d_store'; {len(every)} facts are specs" in capsys.readouterr().err
+
+
+def test_the_fact_list_tool_finds_every_spec_module_without_a_list_to_keep():
+    """Every hwtests/specs_*.py with a FACTS list is in the fact list (a new module needs no registration);
+    a module without one (helpers, dtype tables) is not."""
+    from gp_testing import load_tool
+    tool = load_tool("fact_specs")
+    found = tool.spec_modules()
+    hwtests = Path(__file__).resolve().parent.parent / "hwtests"
+    declared = sorted(p.stem for p in hwtests.glob("specs_*.py") if re.search(r"^FACTS\b", p.read_text(), re.M))
+    assert found == declared and {"specs_async", "specs_memory", "specs_mma", "specs_wgmma"} <= set(found)
+    assert "specs_wgmma_dtypes" not in found
 
 
 # ----------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ statistic, divisor and unit; or one fact whole, its method included.
     python3 tools/fact_specs.py                    # the Markdown table of every spec
     python3 tools/fact_specs.py --fact NAME        # one fact's spec whole
 
-The specs live in the ``FACTS`` list of each module of :data:`SPEC_MODULES` (hwtests/).
+The specs live in the ``FACTS`` list of each hwtests/specs_*.py module that has one (:func:`spec_modules`).
 """
 
 import argparse
@@ -16,15 +16,19 @@ from pathlib import Path
 from pytest_gpuprops import factspec
 
 HWTESTS = Path(__file__).resolve().parent.parent / "hwtests"
-#: the hwtests modules whose ``FACTS`` declare facts as specs
-SPEC_MODULES = ("specs_async", "specs_sync_units", "specs_alu", "specs_smem", "specs_tensorcore",
-                "specs_wgmma")
+
+
+def spec_modules() -> list[str]:
+    """The hwtests/specs_*.py modules that declare facts (a ``FACTS`` list): found, not listed by hand,
+    so a new spec module is in the fact list the moment it exists."""
+    if str(HWTESTS) not in sys.path:
+        sys.path.insert(0, str(HWTESTS))
+    names = sorted(p.stem for p in HWTESTS.glob("specs_*.py"))
+    return [n for n in names if isinstance(getattr(importlib.import_module(n), "FACTS", None), list)]
 
 
 def all_facts() -> list[factspec.FactSpec]:
-    if str(HWTESTS) not in sys.path:
-        sys.path.insert(0, str(HWTESTS))
-    facts = [f for name in SPEC_MODULES for f in importlib.import_module(name).FACTS]
+    facts = [f for name in spec_modules() for f in importlib.import_module(name).FACTS]
     factspec.by_name(facts)  # a name declared in two modules is refused
     return facts
 
