@@ -249,8 +249,21 @@ def test_tlb_footprints_start_at_two_nodes_or_more_and_end_at_the_buffer():
         fs = sc.tlb_footprints(stride, buf)
         assert fs[0] == lo and fs[0] // stride >= 2 and fs[-1] == buf
         assert all(f % stride == 0 for f in fs) and fs == sorted(set(fs))
-    assert sc.tlb_fact(2 * MIB, 1) == "tlb_reach_step1_stride2m_mib" and set(sc.TLB_FACTS) == {
-        "tlb_reach_step1_stride2m_mib", "tlb_reach_step2_stride2m_mib", "tlb_reach_step1_stride32m_mib"}
+    assert sc.TLB_FACTS == {"tlb_no_step_to_half_memory_stride2m": 2 * MIB, "tlb_no_step_to_half_memory_stride32m": 32 * MIB}
+
+
+def test_the_tlb_condition_holds_on_a_flat_sweep_and_fails_on_a_step():
+    """The H100's sweep (276-279 cycles from 4 MiB to 40 GiB) holds; the same sweep with the L2-hit
+    level stepping to a page walk's past 8 GiB does not, and says where; an unreadable sweep does not."""
+    grid = sc.tlb_footprints(2 * MIB, 40256 * MIB)
+    flat = [(f, 277.5 + (i % 3) - 1) for i, f in enumerate(grid)]
+    holds, text = sc.tlb_flat(flat)
+    assert holds and text.startswith("no step: 276.5 .. 278.5 cycles a hop over 4 MiB .. 40256 MiB")
+    stepped = [(f, c if f <= 8192 * MIB else c + 420) for f, c in flat]
+    holds, text = sc.tlb_flat(stepped)
+    assert not holds and "1 step(s)" in text and "after 8192 MiB (278 -> 698 cycles)" in text
+    holds, text = sc.tlb_flat([(f, 100.0 * (i + 1)) for i, f in enumerate(grid)])
+    assert not holds and text.startswith("the sweep cannot be read")
 
 
 # ---------------------------------------------------------------------------------------------- reading sweeps
