@@ -198,6 +198,75 @@ def near_group_batches(values, batches: int, *, band: float = TIER_BAND) -> list
     return [percentile(tier[b::batches], 50) for b in range(batches)]
 
 
+# ----------------------------------------------------------------------------------------------
+# The per-hop L2 chase's two modes. Over L2/8, one hop per launch, the H100's hops fall in a near mode
+# (245..304 cycles, 84-86 % of hops, median 266-267) and a far mode (415..485, 14-18 %, median
+# 447-449), with no hop between: a gap of 36-38 % (four processes of GPU-ce7928d2, 2026-11-26). A hop's
+# line lives in whichever L2 partition its physical address picks, so the far share is the share of
+# lines the far partition owns along the chase and the far mode is a far-partition hit. The modes are
+# split at the hops' widest relative gap, refused (one mode) when it is under HOP_MODE_GAP: a
+# distribution of one mode read widest gaps of 2.6-4 % (the DRAM hops; the one-line chase's lines).
+
+#: the least relative gap that splits the near mode from the far one: half the H100's 36-38 %, five
+#: times the widest gap of a one-mode distribution seen (4 %)
+HOP_MODE_GAP = 0.20
+#: interleaved batches of a mode's hops: the median of each, their median the fact, their spread its
+#: noise (the far hops' 4 batches of 1024 hops spread 0.9-3.1 % on the H100, 2026-11-26)
+MODE_BATCHES = 4
+#: the least share of the hops a mode must hold for a gap to split it off (the far mode held 14-18 %):
+#: a few stray slow hops (an interrupt, a refresh) above the far mode do not make a mode of their own
+MODE_MIN_SHARE = 0.02
+#: hop_mode_batches' statistics: the far mode's median, the near mode's, the median over all hops
+HOP_MODE_STATISTICS = ("far_mode", "near_mode", "p50")
+
+
+def hop_modes(hops, *, min_gap: float = HOP_MODE_GAP, min_share: float = MODE_MIN_SHARE) -> tuple[list, list, tuple]:
+    """(the near mode's hops, the far mode's, (low, high, gap)) of ``hops`` (in their order), split at
+    their widest relative gap among splits that leave ``min_share`` of the hops on each side. Refused
+    when that gap is under ``min_gap``: the hops are one mode and there is no far one to take."""
+    hops = list(hops)
+    lo, hi, gap = widest_gap(hops, min_side=max(2, math.ceil(min_share * len(hops))))
+    if gap < min_gap:
+        raise ValueError(f"the hops form one mode: their widest gap (at least {min_share:.0%} of {len(hops)} hops on "
+                         f"each side), {lo:.1f} -> {hi:.1f} cycles, is {gap:.1%}, under {min_gap:.0%}; "
+                         f"p10 {percentile(hops, 10):.1f}, p50 {percentile(hops, 50):.1f}, p90 {percentile(hops, 90):.1f}")
+    return [h for h in hops if h < hi], [h for h in hops if h >= hi], (lo, hi, gap)
+
+
+def hop_mode_batches(kind: str, hops, *, batches: int = MODE_BATCHES, min_gap: float = HOP_MODE_GAP) -> list[float]:
+    """One value per interleaved batch (their median the fact, their spread its noise) of the per-hop
+    statistic ``kind`` (:data:`HOP_MODE_STATISTICS`): the far mode's median (``far_mode``), the near
+    mode's (``near_mode``), each split once over all hops (:func:`hop_modes`) and batched in the hops'
+    order; or the median over all hops (``p50``)."""
+    hops = list(hops)
+    if kind == "p50":
+        return batch_percentiles(hops, 50, batches)
+    if kind not in HOP_MODE_STATISTICS:
+        raise ValueError(f"per-hop statistic {kind!r}: expected one of {HOP_MODE_STATISTICS}")
+    near, far, _ = hop_modes(hops, min_gap=min_gap)
+    mode = far if kind == "far_mode" else near
+    if len(mode) < 2 * batches:
+        raise ValueError(f"{len(mode)} of {len(hops)} hops are in the {kind[:-5]} mode, too few for {batches} batches "
+                         "of 2 or more")
+    return [percentile(mode[b::batches], 50) for b in range(batches)]
+
+
+def hop_modes_summary(hops, *, min_gap: float = HOP_MODE_GAP) -> dict:
+    """What the report shows of the per-hop chase: p10 / p50 / p90 over hops, the widest gap, and where
+    it splits two modes, the far share and each mode's range and median (reported, not facts: p90 lies
+    in the far mode only while the far share is over 10 %)."""
+    hops = list(hops)
+    out = {f"p{q}_cycles": round(percentile(hops, q), 2) for q in (10, 50, 90)}
+    try:
+        near, far, (lo, hi, gap) = hop_modes(hops, min_gap=min_gap)
+    except ValueError as exc:
+        return dict(out, modes=1, one_mode=str(exc))
+    return dict(out, modes=2, widest_gap_cycles=[round(lo, 2), round(hi, 2), round(gap, 4)],
+                far_share=round(len(far) / len(hops), 4),
+                near_mode_cycles=[round(min(near), 2), round(percentile(near, 50), 2), round(max(near), 2)],
+                far_mode_cycles=[round(min(far), 2), round(percentile(far, 50), 2), round(max(far), 2)])
+
+
 def first_rise(points, reference: float, factor: float, after: int = 0) -> int | None:
     """The smallest footprint above ``after`` whose latency exceeds ``factor`` x ``reference``;
     ``points`` are (footprint, latency) pairs."""
@@ -334,19 +403,18 @@ NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L
 
 # ----------------------------------------------------------------------------------------------
 # A chase that stays on one line (kernels/global_chase.cu: the line holds its own address), measured
-# line by line over the same L2_LINES lines: with ld.global.cg each hop is an L2 hit served by the
-# slice that owns the line, and with DISCARD=1 one launch times one DRAM miss of it. One reading per
-# line serves every fact of the family (the lines' L2 tiers, their spread, their DRAM misses grouped by
-# tier); a re-measurement reads every line again.
-#
-# The tiers: the lowest is near_group's (within TIER_BAND of the fastest line); the highest is every
-# line above the widest relative gap between consecutive line latencies (the random chase on the H100,
-# 2026-11-21: near hops ~259 cycles, far ones 440 and more; global atomics over 64 lines: tiers of
-# 267-283, 302-317 and 439-524 cycles, so the widest gap, 38 %, is the one between the partitions,
-# and the highest tier's own 19 % spread has no gap like it).
+# line by line over the same L2_LINES lines. With ld.global.cg every hop is an L2 hit, and with
+# DISCARD=1 one launch times one DRAM miss of the line. The L2 hits are no fact: a load repeated on
+# one line is served near whatever slice owns it (64 lines read 253.0 .. 307.0 cycles on the H100,
+# widest gap 4 %, one tier, GPU-2bbcd972, 2026-11-26), so they say nothing the random chase's near mode
+# does not; they are each line's reference for its DRAM miss (a miss not COLD_MIN_RATIO x the line's
+# hit was not evicted). The DRAM misses are the fact: their median over lines, their own widest gap
+# reported (two tiers are told apart only past HOP_MODE_GAP; the random chase's DRAM hops have none,
+# gaps of 2.6-3.1 %, H100 2026-11-26). One reading per line, shared; a re-measurement reads every
+# line again.
 
 #: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS)
-CHASE_LINE_STATISTICS = ("near_tier", "far_tier", "all_lines", "p90_over_lines", "dram_near_tier", "dram_far_tier")
+CHASE_LINE_STATISTICS = ("dram_all_lines",)
 #: a DRAM reading of a line must exceed its L2-hit reading by this factor, or the line was not evicted:
 #: a line still in L2 reads its L2 hit (each line's readings are steady to 0.02 %), and a DRAM access
 #: (row activation and column read behind the L2 miss) adds far more than 10 %
@@ -355,30 +423,18 @@ COLD_MIN_RATIO = 1.10
 DRAM_LINE_STOP = StopRule(noise_target=0.01, min_samples=11, max_samples=41, time_budget_s=0.5)
 
 
-def widest_gap(values) -> tuple[float, float, float]:
-    """(low, high, high / low - 1) of the two consecutive sorted ``values`` farthest apart relatively."""
+def widest_gap(values, *, min_side: int = 1) -> tuple[float, float, float]:
+    """(low, high, high / low - 1) of the two consecutive sorted ``values`` farthest apart relatively,
+    among the splits that leave at least ``min_side`` values on each side (so a few stray slow values
+    cannot make the widest gap their own)."""
     xs = sorted(values)
-    if len(xs) < 2:
-        raise ValueError(f"{len(xs)} values have no gap between them")
-    lo, hi = max(zip(xs, xs[1:]), key=lambda p: p[1] / p[0])
+    if len(xs) < 2 * max(min_side, 1):
+        raise ValueError(f"{len(xs)} values have no gap with {min_side} or more on each side")
+    if xs[0] <= 0:
+        raise ValueError(f"the values must be positive latencies; the smallest is {xs[0]}")
+    pairs = list(zip(xs, xs[1:]))[max(min_side, 1) - 1:len(xs) - max(min_side, 1)]
+    lo, hi = max(pairs, key=lambda p: p[1] / p[0])
     return lo, hi, hi / lo - 1
-
-
-def far_group(values, *, band: float = TIER_BAND) -> list[float]:
-    """The highest tier of ``values`` (the lines of the far L2 partition), in their order: every value
-    above the widest relative gap (:func:`widest_gap`). Refused when that gap is no wider than ``band``:
-    then the values are one tier and there is no far one to take."""
-    lo, hi, gap = widest_gap(values)
-    if gap <= band:
-        raise ValueError(f"the values form one tier: their widest gap, {lo:.1f} -> {hi:.1f}, is {gap:.1%}, not over "
-                         f"{band:.0%}; the smallest {min(values):.1f}, the largest {max(values):.1f}")
-    return [v for v in values if v >= hi]
-
-
-def tier_lines(cycles, *, band: float = TIER_BAND) -> tuple[list[int], list[int]]:
-    """(the indices of the lowest tier's lines, those of the highest tier's) of the lines' L2-hit ``cycles``."""
-    near, far = set(near_group(cycles, band=band)), set(far_group(cycles, band=band))
-    return [k for k, c in enumerate(cycles) if c in near], [k for k, c in enumerate(cycles) if c in far]
 
 
 def batch_medians(values, batches: int) -> list[float]:
@@ -389,68 +445,60 @@ def batch_medians(values, batches: int) -> list[float]:
     return [percentile(values[i::batches], 50) for i in range(batches)]
 
 
-def line_statistic(kind: str, hits, misses=None, *, batches: int = NEAR_BATCHES, band: float = TIER_BAND) -> list[float]:
+def line_statistic(kind: str, hits, misses=None, *, batches: int = NEAR_BATCHES) -> list[float]:
     """One value per batch (their spread the fact's noise) of the chase-line statistic ``kind``
-    (:data:`CHASE_LINE_STATISTICS`) over the lines' L2-hit ``hits`` and, for the DRAM kinds, their
-    DRAM ``misses`` (same order): the lowest tier's median (near_group_batches), the highest tier's,
-    the median or the 90th percentile over all lines, the DRAM misses of the lowest or highest tier's
-    lines, their median."""
+    (:data:`CHASE_LINE_STATISTICS`): ``dram_all_lines``, the lines' DRAM ``misses`` (one per line of
+    ``hits``, same order), their median in each interleaved batch of lines."""
     hits = list(hits)
-    if kind == "near_tier":
-        return near_group_batches(hits, batches, band=band)
-    if kind == "far_tier":
-        far = far_group(hits, band=band)
-        if len(far) < batches:
-            raise ValueError(f"{len(far)} of {len(hits)} lines are in the highest tier, too few for {batches} batches")
-        return [percentile(far[b::batches], 50) for b in range(batches)]
-    if kind == "all_lines":
-        return batch_medians(hits, batches)
-    if kind == "p90_over_lines":
-        return batch_percentiles(hits, 90, batches)
-    if kind in ("dram_near_tier", "dram_far_tier"):
+    if kind == "dram_all_lines":
         if misses is None or len(misses) != len(hits):
             raise ValueError(f"{kind} needs one DRAM reading per line ({len(hits)}), got "
                              f"{None if misses is None else len(misses)}")
-        near, far = tier_lines(hits, band=band)
-        lines = near if kind == "dram_near_tier" else far
-        if len(lines) < batches:
-            raise ValueError(f"{len(lines)} of {len(hits)} lines are in the {kind[5:9]} tier, too few for {batches} batches")
-        return [percentile([misses[k] for k in lines[b::batches]], 50) for b in range(batches)]
+        return batch_medians(list(misses), batches)
     raise ValueError(f"chase-line statistic {kind!r}: expected one of {CHASE_LINE_STATISTICS}")
 
 
 def not_cold(hits, misses, ratio: float = COLD_MIN_RATIO) -> list[str]:
-    """The lines whose DRAM reading is not ``ratio`` x their L2-hit reading (they were not evicted), as
-    text; empty when every miss was cold."""
+    """The lines whose DRAM reading is not ``ratio`` x their L2-hit reading (they were not evicted, or
+    the timed load was not waited for), as text; empty when every miss was cold."""
     return [f"line {k}: DRAM {m:.1f} vs L2 hit {h:.1f} cycles" for k, (h, m) in enumerate(zip(hits, misses))
             if m < ratio * h]
 
 
-def over_lines_summary(hits, misses=None, *, band: float = TIER_BAND) -> dict:
-    """What the report shows of a chase-line reading: every line's cycles, the percentiles over lines,
-    the tiers (which lines, their range) where there are two, each line's DRAM miss."""
+def over_lines_summary(hits, misses=None, *, min_gap: float | None = None) -> dict:
+    """What the report shows of a chase-line reading: every line's L2 hit and the percentiles over
+    lines; each line's DRAM miss, its percentiles, its widest gap and, where that gap passes
+    ``min_gap`` (HOP_MODE_GAP), the two tiers' lines and medians (reported, not asserted)."""
+    min_gap = HOP_MODE_GAP if min_gap is None else min_gap
     out = {"line_cycles": [round(c, 3) for c in hits],
            **{f"p{q}_over_lines_cycles": round(percentile(hits, q), 3) for q in (10, 50, 90)}}
     lo, hi, gap = widest_gap(hits)
-    out["widest_gap_cycles"] = [round(lo, 3), round(hi, 3)]
-    if gap > band:
-        near, far = tier_lines(hits, band=band)
-        out.update(near_lines=near, far_lines=far)
+    out["widest_gap_cycles"] = [round(lo, 3), round(hi, 3), round(gap, 4)]
     if misses is not None:
+        misses = list(misses)
         out["dram_line_cycles"] = [round(c, 3) for c in misses]
+        out.update({f"dram_p{q}_over_lines_cycles": round(percentile(misses, q), 3) for q in (10, 50, 90)})
+        lo, hi, gap = widest_gap(misses)
+        out["dram_widest_gap_cycles"] = [round(lo, 3), round(hi, 3), round(gap, 4)]
+        if gap >= min_gap:
+            slow = [k for k, c in enumerate(misses) if c >= hi]
+            fast = [k for k, c in enumerate(misses) if c < hi]
+            out.update(dram_fast_lines=fast, dram_slow_lines=slow,
+                       dram_fast_median_cycles=round(percentile([misses[k] for k in fast], 50), 3),
+                       dram_slow_median_cycles=round(percentile([misses[k] for k in slow], 50), 3))
     return out
 
 
 _CHASE_LINES: dict = {}
 
 
-def chase_line_readings(gpuprops, fact, *, misses: bool, fresh: bool = False):
-    """(each line's L2-hit Measurement, each line's DRAM-miss Measurement or None) of the one-line
-    chase ``fact`` launches (``fact.launch(line, miss=...)``), read once per GPU and shared by the
-    family's facts; ``fresh`` reads every line again (a re-measurement)."""
+def chase_line_readings(gpuprops, fact, *, fresh: bool = False):
+    """(each line's L2-hit Measurement, each line's DRAM-miss Measurement) of the one-line chase
+    ``fact`` launches (``fact.launch(line, miss=...)``), read once per GPU and shared; ``fresh`` reads
+    every line again (a re-measurement)."""
     import dataclasses as dc
     out = []
-    for miss in (False, True) if misses else (False,):
+    for miss in (False, True):
         each = dc.replace(fact, launch=lambda line, miss=miss: fact.launch(line, miss=miss))
         build = each.build()
         key = (gpuprops.gpu.index, build.source, build.kernel, tuple(sorted(build.defines.items())))
@@ -461,28 +509,28 @@ def chase_line_readings(gpuprops, fact, *, misses: bool, fresh: bool = False):
                                  stop=DRAM_LINE_STOP if miss else LINE_STOP)
                 for k, offset in enumerate(l2_line_offsets())]
         out.append(_CHASE_LINES[key])
-    return out[0], out[1] if misses else None
+    return out[0], out[1]
 
 
 def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measurement:
     """``fact`` (a one-line chase's, its ``statistic.lines`` one of :data:`CHASE_LINE_STATISTICS`) as
     one measurement: line_statistic over the shared line readings, every line's cycles in its launch
-    info. A DRAM fact refuses lines whose miss was not cold (:func:`not_cold`)."""
+    info. Refused where a line's miss was not cold (:func:`not_cold`)."""
     kind = fact.statistic.lines
-    dram = kind.startswith("dram_")
-    hits, misses = chase_line_readings(gpuprops, fact, misses=dram, fresh=fresh)
+    hits, misses = chase_line_readings(gpuprops, fact, fresh=fresh)
     hit_cycles = [m.median for m in hits]
-    miss_cycles = [m.median for m in misses] if dram else None
-    if dram:
-        warm = not_cold(hit_cycles, miss_cycles)
-        if warm:
-            raise ValueError(f"{fact.name}: {len(warm)} of {len(hits)} lines were not evicted before the timed load "
-                             f"(DRAM under {COLD_MIN_RATIO} x the line's L2 hit): " + "; ".join(warm[:8]))
-    first = (misses if dram else hits)[0]
+    miss_cycles = [m.median for m in misses]
+    warm = not_cold(hit_cycles, miss_cycles)
+    if warm:
+        raise ValueError(f"{fact.name}: {len(warm)} of {len(hits)} lines' DRAM reading is under {COLD_MIN_RATIO} x "
+                         "the line's L2 hit (the line was not evicted, or the stop read did not wait for the timed "
+                         "load: check the DISCARD build's SASS, pytest hwtests -m static -k dram_latency): "
+                         + "; ".join(warm[:8]))
+    first = misses[0]
     m = Measurement.given(
         fact.name, line_statistic(kind, hit_cycles, miss_cycles), noise_target=NEAR_NOISE,
         overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
-        throttle=sorted({t for m in hits + (misses or []) for t in m.throttle}), kernel=first.kernel,
+        throttle=sorted({t for m in hits + misses for t in m.throttle}), kernel=first.kernel,
         launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
                     batches=NEAR_BATCHES, statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
     m.remeasure = lambda: chase_line_measurement(gpuprops, fact, fresh=True)

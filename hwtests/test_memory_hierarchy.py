@@ -1,8 +1,8 @@
 """The memory hierarchy by pointer chase (kernels/global_chase.cu): L1 hit, L2 hit and DRAM
-latency, the per-hop distribution of L2 and DRAM hops, and the capacity knees of a
-latency-vs-footprint sweep; line by line (specs_memory.FACTS), the L2 hit of the near and far tiers of
-64 lines, its median and 90th percentile over lines, and the lines' DRAM misses by tier; the L2's size
-as CUDA reports it.
+latency, the per-hop distribution of L2 and DRAM hops (the L2 hops' near and far modes: the far
+partition's hit, the near mode's, the median over hops), and the capacity knees of a
+latency-vs-footprint sweep; line by line (specs_memory.FACTS), the DRAM miss of each of 64 lines; the
+L2's size as CUDA reports it.
 
 Every footprint comes from the sizes this device reports (hwtests/memory_levels.py) and is checked
 against the level it measures before anything runs. L2 and DRAM latencies are the GPU's (its
@@ -15,11 +15,15 @@ import specs
 import specs_memory
 from memory_levels import (
     CG_SWEEP_HOPS,
+    HOP_MODE_GAP,
     LEVELS,
+    MODE_BATCHES,
     batch_percentiles,
     capacity_knees,
     device_sizes,
     footprint,
+    hop_mode_batches,
+    hop_modes_summary,
     sweep_footprints,
 )
 
@@ -30,8 +34,18 @@ from pytest_gpuprops.stats import StopRule
 pytestmark = pytest.mark.gpu
 U = specs.CHASE_UNROLL
 LEVEL_FACT = {"l1": "l1_hit_latency_cycles", "l2": "l2_hit_latency_cycles", "dram": "dram_latency_cycles"}
-HOPS, BATCHES, QUANTILES = 1024, 8, (10, 90)
-PERCENTILE_NOISE = 0.05  # a percentile of 128 hops: its spread over 8 batches
+#: single-hop launches per level: 2048 puts ~300 hops in the L2's far mode (14-18 % of hops on the H100),
+#: ~75 in each of its MODE_BATCHES batches (1024 hops' far batches spread 0.9-3.1 %, 2026-11-26)
+HOPS, BATCHES, QUANTILES = 2048, 8, (10, 90)
+PERCENTILE_NOISE = 0.05  # a percentile of 256 hops: its spread over 8 batches; a mode's median, over 4
+#: the per-hop L2 facts of the hops' modes: fact -> (memory_levels.hop_mode_batches kind, what it takes)
+HOP_MODE_FACTS = {
+    "l2_hit_latency_far_cycles": ("far_mode", f"the far mode: the hops above their widest relative gap (refused "
+                                              f"under {HOP_MODE_GAP:.0%}: one mode)"),
+    "l2_hit_latency_near_mode_cycles": ("near_mode", "the near mode: the hops below their widest relative gap "
+                                                     f"(refused under {HOP_MODE_GAP:.0%})"),
+    "l2_hit_latency_p50_cycles": ("p50", "every hop"),
+}
 SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=20, time_budget_s=0.3)
 METHOD = {
     "l1": "ld.global.ca chase over half the smallest L1 (warmed by one pass in the kernel)",
@@ -39,7 +53,7 @@ METHOD = {
     "dram": "ld.global.cg chase over 4 x L2, cold: 4 x L2 of other writes after laying it out",
 }
 CG_HOPS_TEXT = f"{CG_SWEEP_HOPS} launches of one timed hop each per footprint, going on through the cycle"
-gp_facts.register_gpu_scoped("l2_hit_latency_cycles", "dram_latency_cycles", "l2_size_bytes",
+gp_facts.register_gpu_scoped("l2_hit_latency_cycles", "dram_latency_cycles", "l2_size_bytes", *HOP_MODE_FACTS,
                              *(f"{lv}_latency_p{q}_cycles" for lv in ("l2_hit", "dram") for q in QUANTILES))
 
 
@@ -102,6 +116,34 @@ def test_chase_per_hop_distribution(gpuprops, sizes, level, q):
                                      f"the cycle; p{q} of each of {BATCHES} interleaved batches of hops, their median")
 
 
+def hop_mode(gpuprops, sizes, name, *, fresh=False) -> Measurement:
+    """The L2 per-hop fact ``name`` (HOP_MODE_FACTS) over the shared HOPS single-hop launches, one value
+    per interleaved batch (memory_levels.hop_mode_batches), the far share, p90 and both modes' ranges in
+    its launch info; its re-measurement is a fresh run of HOPS launches."""
+    hops = per_hop(gpuprops, sizes, "l2", fresh=fresh)
+    kind, _ = HOP_MODE_FACTS[name]
+    m = Measurement.given(name, hop_mode_batches(kind, hops.values), noise_target=PERCENTILE_NOISE,
+                          sm_clock_mhz=hops.sm_clock_mhz, throttle=hops.throttle, kernel="global_chase",
+                          launch=dict(hops.launch, hops=HOPS, batches=MODE_BATCHES, statistic=kind,
+                                      footprint=footprint("l2", sizes), **hop_modes_summary(hops.values)))
+    m.remeasure = lambda: hop_mode(gpuprops, sizes, name, fresh=True)
+    return m
+
+
+@pytest.mark.fact(lambda name: name)
+@pytest.mark.parametrize("name", list(HOP_MODE_FACTS))
+def test_l2_hop_modes(gpuprops, sizes, name, benchmark):
+    """The L2 hops' modes (memory_levels.hop_modes): a hop to a line of the far partition costs ~450
+    cycles on the H100, one of the near ~266, nothing between; the far mode's median, the near mode's and
+    the median over hops are facts, the far share and p90 (which lies in the far mode only while the far
+    share is over 10 %) are reported in the launch info."""
+    m = hop_mode(gpuprops, sizes, name)
+    _, what = HOP_MODE_FACTS[name]
+    gpuprops.check(name, m, benchmark=benchmark, method=(
+        f"{METHOD['l2']}: {HOPS} launches of one timed hop each, going on through the cycle; {what}, its median in "
+        f"each of {MODE_BATCHES} interleaved batches of those hops, the median of those"))
+
+
 @pytest.mark.fact("chase_capacity_knees")
 def test_latency_vs_footprint_shows_the_capacity_knees(gpuprops, gpu, sizes, request):
     """ld.global.ca chases from 4 KiB to 4 x L2: latency rises past L1 (between the smallest L1 and
@@ -141,9 +183,10 @@ def test_latency_vs_footprint_shows_the_capacity_knees(gpuprops, gpu, sizes, req
 @pytest.mark.fact(lambda fact: fact.name)
 @pytest.mark.parametrize("fact", fact_tests.gpu_params(specs_memory.FACTS))
 def test_line_by_line(gpuprops, fact, benchmark):
-    """The one-line chase's facts (specs_memory.FACTS): each of 64 lines' L2 hit (and, for the DRAM facts,
-    its DRAM miss) read once and shared; each fact a statistic over the lines, every line's cycles in its
-    launch info (line_cycles, dram_line_cycles, near_lines, far_lines)."""
+    """The one-line chase's facts (specs_memory.FACTS): each of 64 lines' DRAM miss (and its L2 hit, the
+    reference that says the line was evicted) read once and shared; each fact a statistic over the
+    lines, every line's cycles and the misses' widest gap in its launch info (line_cycles,
+    dram_line_cycles, dram_widest_gap_cycles and, past memory_levels.HOP_MODE_GAP, the two tiers)."""
     fact_tests.measure_and_check(gpuprops, fact, benchmark)
 
 

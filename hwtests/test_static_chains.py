@@ -2,7 +2,9 @@
 shared-memory conflict loads, wgmma; issue 10): each chain is a true dependency chain, as compiled,
 on every arch (the launched builds' regions are checked by test_static.py through specs.launched())."""
 
+import dataclasses
 import re
+import shutil
 from pathlib import Path
 
 import fact_tests as ft
@@ -13,6 +15,7 @@ import specs_wgmma
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
+from pytest_gpuprops.timing import build_for_timing
 
 pytestmark = pytest.mark.static
 KERNELS = Path(__file__).parent.parent / "kernels"
@@ -117,19 +120,68 @@ def test_alu_latency_shape_times_its_second_pass_and_throughput_shapes_their_onl
     assert len(back) == (1 if timed_pass == "second" else 0), [i.text for i in back]
 
 
+def _reference_hits(fact):
+    """The one-line chase's L2-hit build a DRAM fact launches as each line's reference (not a fact)."""
+    return dataclasses.replace(fact, name=f"{fact.name}_reference_hits", launch=lambda line: fact.launch(line, miss=False))
+
+
+def unread_result(region_instrs: list[sass.Instruction], load_opcode: str) -> list[str]:
+    """How the timed region fails to read its last ``load_opcode``'s result before the stop read (empty:
+    an instruction after the load reads a register it wrote). A region that ends with the load leaves
+    the stop read alone to wait for it: the DISCARD build of 2026-11-26 (CS2R, LDG, CS2R) read 2.0
+    cycles a DRAM miss on the H100."""
+    loads = [k for k, i in enumerate(region_instrs) if i.opcode == load_opcode]
+    if not loads:
+        return [f"no {load_opcode} in the region: " + "; ".join(i.text for i in region_instrs)]
+    load = region_instrs[loads[-1]]
+    written = set(range(dest(load), dest(load) + (2 if ".64" in load.opcode else 1)))
+    readers = [i for i in region_instrs[loads[-1] + 1:] if sources(i) & written]
+    return [] if readers else [f"nothing after {load.text} reads R{min(written)}..R{max(written)} before the stop "
+                               "read: " + "; ".join(i.text for i in region_instrs)]
+
+
 @pytest.mark.parametrize("fact", ft.static_params(specs_memory.FACTS))
-def test_line_chase_region_holds_its_loads(fact):
-    """As launched: the one-line chase's region is its ld.global.cg loads and nothing else, clean at
-    both ends (factspec rules, timing.build_for_timing); each hit's address is the previous hit's result."""
+def test_line_miss_region_is_its_load_then_the_read_of_its_value(fact):
+    """As launched: the DRAM miss's region is its one ld.global.cg and the LOP3 that reads its value,
+    clean at both ends (factspec rules, timing.build_for_timing); the read makes the region end when
+    the miss is in. The region without the read (the build that read 2.0 cycles) is refused."""
     assert ft.region_problems(fact) == []
     assert sass.region_hazards(list(ft.launched(fact))) == []
-    loads = ft.region(fact)
-    assert [i.opcode for i in loads] == [specs_memory.CG_LOAD] * fact.build().defines["UNROLL"]
+    body = ft.region(fact)
+    assert [i.opcode for i in body] == [specs_memory.CG_LOAD, "LOP3.LUT"], [i.text for i in body]
+    assert unread_result(body, specs_memory.CG_LOAD) == []
+    unread = [i for i in body if i.opcode != "LOP3.LUT"]  # planted: the load alone, as first built
+    assert unread_result(unread, specs_memory.CG_LOAD) != []
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH (compile_cuda(backend='nvcc'))")
+@pytest.mark.parametrize("fact", ft.static_params(specs_memory.FACTS))
+def test_line_miss_reads_its_value_compiled_by_nvcc_too(fact):
+    """The same region as nvcc's ptxas compiles it (nvcc 13.0 here, the device's NVRTC 13.0 release),
+    launched as the GPU would: the load, then the read of its value."""
+    spec = fact.build()
+    cubin = sass.Cubin(compile_cuda(KERNELS / spec.source, fact.arch, spec.defines, backend="nvcc").cubin, fact.arch,
+                       name=f"{spec.source} nvcc")
+    _, launched = build_for_timing(cubin, spec)
+    _, between, _ = sass.timed_region(launched)
+    body = [i for i in between if not sass.is_filler(i)]
+    assert [i.opcode for i in body] == [specs_memory.CG_LOAD, "LOP3.LUT"], [i.text for i in body]
+    assert unread_result(body, specs_memory.CG_LOAD) == []
+
+
+@pytest.mark.parametrize("fact", ft.static_params(specs_memory.FACTS))
+def test_line_reference_hits_are_one_chain_of_loads(fact):
+    """The L2-hit build each line's miss is compared with: its ld.global.cg loads and nothing else, each
+    hit's address the previous hit's result."""
+    hits = _reference_hits(fact)
+    assert ft.region_problems(hits) == []
+    loads = ft.region(hits)
+    assert [i.opcode for i in loads] == [specs_memory.CG_LOAD] * hits.build().defines["UNROLL"]
     for prev, cur in zip(loads, loads[1:]):
         assert regs(cur.operands[1]) == [dest(prev)], f"{cur.text} does not load from {prev.text}'s result"
 
 
-@pytest.mark.parametrize("fact", [f for f in specs_memory.FACTS if f.name.startswith("dram_")], ids=lambda f: f.name)
+@pytest.mark.parametrize("fact", ft.static_params(specs_memory.FACTS))
 def test_line_miss_discards_the_line_then_fences_before_the_start_read(fact):
     """The DRAM build, as launched: the line is loaded (warm), dropped from L2 (discard.global.L2:
     CCTL.E.RML2) and fenced (MEMBAR) before the start read, and the timed load reads the discarded
@@ -141,5 +193,5 @@ def test_line_miss_discards_the_line_then_fences_before_the_start_read(fact):
     assert len(discard) == 1, [i.text for i in before]
     after = before[before.index(discard[0]):]
     assert any(i.base_opcode == "MEMBAR" for i in after), [i.text for i in after]
-    (load,) = [i for i in between if not sass.is_filler(i)]
+    (load,) = [i for i in between if i.opcode == specs_memory.CG_LOAD]
     assert regs(load.operands[1]) == regs(discard[0].operands[0])

@@ -54,9 +54,8 @@ class Statistic:
     the median over warps; ``span``: the block's span; ``block_span``: the median of each block's span)
     and, for an L2 hit whose latency depends on the line's slice, ``lines``: measured line by line over
     the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``); a
-    chase that stays on each line (hwtests/memory_levels.py :data:`CHASE_LINE_STATISTICS`) also the
-    highest tier's median (``far_tier``), the 90th percentile over lines (``p90_over_lines``) and each
-    line's DRAM miss, grouped by its L2 tier (``dram_near_tier``, ``dram_far_tier``)."""
+    chase that stays on each line (hwtests/memory_levels.py :data:`CHASE_LINE_STATISTICS`) each line's
+    DRAM miss, their median over lines (``dram_all_lines``)."""
 
     mode: str = "warp"
     lines: str | None = None
@@ -76,10 +75,7 @@ class Statistic:
 #: Statistic.lines -> how its text ends
 LINE_STATISTICS = {None: "", "near_tier": ", line by line: the lowest tier's median",
                    "all_lines": ", line by line: the median over lines",
-                   "far_tier": ", line by line: the highest tier's median",
-                   "p90_over_lines": ", line by line: the 90th percentile over lines",
-                   "dram_near_tier": ", line by line: the DRAM miss of the lowest L2 tier's lines, their median",
-                   "dram_far_tier": ", line by line: the DRAM miss of the highest L2 tier's lines, their median"}
+                   "dram_all_lines": ", line by line: each line's DRAM miss, the median over lines"}
 
 MEDIAN_OVER_WARPS = Statistic()
 

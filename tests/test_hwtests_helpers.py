@@ -184,36 +184,78 @@ def test_near_tier_latency_measures_every_line_afresh_and_asserts_the_lowest_tie
     assert len(calls) == ml.L2_LINES and again.values == m.values
 
 
+# ---------------------------------------------------------------------------------------------- per-hop modes
+
+#: 2048 L2 hops shaped as the H100 gave them (GPU-ce7928d2, 2026-11-26): 85 % in a near mode 245..304
+#: cycles, 15 % in a far mode 415..485, nothing between; every seventh hop far, spread through the run
+HOPS_H100 = [415.0 + 70 * ((k * 37) % 100) / 99 if k % 7 == 3 else 245.0 + 59 * ((k * 53) % 100) / 99
+             for k in range(2048)]
+
+
+def test_hop_modes_split_at_the_widest_gap_and_refuse_one_mode():
+    near, far, (lo, hi, gap) = ml.hop_modes(HOPS_H100)
+    assert max(near) == lo <= 304.0 and min(far) == hi >= 415.0 and gap > 0.36
+    assert len(far) == sum(k % 7 == 3 for k in range(2048)) and len(near) + len(far) == 2048
+    assert far == [h for h in HOPS_H100 if h >= 415.0]  # in the hops' order
+    dram = [542.0 + 0.1 * k for k in range(2048)]  # one mode, as the DRAM hops (gaps of 3 %)
+    with pytest.raises(ValueError, match="one mode.*under 20%"):
+        ml.hop_modes(dram)
+    with pytest.raises(ValueError, match="one mode"):  # 15 % apart: under the 20 % split
+        ml.hop_modes([300.0] * 100 + [345.0] * 100)
+
+
+def test_a_few_stray_slow_hops_are_no_far_mode():
+    stray = HOPS_H100[:1000] + [2000.0, 2100.0]  # two hops 4 x slower (an interrupt), 0.2 % of the hops
+    near, far, (lo, hi, _) = ml.hop_modes(stray)
+    assert hi >= 415.0 and lo <= 304.0 and 2000.0 in far  # the split is still the partitions'
+    only_near = [h for h in HOPS_H100 if h < 400] + [2000.0, 2100.0]
+    with pytest.raises(ValueError, match="one mode"):
+        ml.hop_modes(only_near)  # 2 of ~1760 hops: under MODE_MIN_SHARE, no mode
+
+
+def test_hop_mode_batches_take_their_mode_and_never_the_other():
+    far = ml.hop_mode_batches("far_mode", HOPS_H100)
+    near = ml.hop_mode_batches("near_mode", HOPS_H100)
+    p50 = ml.hop_mode_batches("p50", HOPS_H100)
+    assert len(far) == len(near) == len(p50) == ml.MODE_BATCHES
+    assert all(415 <= v <= 485 for v in far) and all(245 <= v <= 304 for v in near)
+    assert p50 == ml.batch_percentiles(HOPS_H100, 50, ml.MODE_BATCHES) and all(245 <= v <= 304 for v in p50)
+    assert max(far) / min(far) - 1 < 0.05  # the far batches are steady: ~73 hops each
+    with pytest.raises(ValueError, match="one mode"):
+        ml.hop_mode_batches("far_mode", [542.0 + 0.1 * k for k in range(2048)])
+    with pytest.raises(ValueError, match="too few for 4 batches"):  # 5 far hops of 250: 2 % of them, 2 a batch short
+        ml.hop_mode_batches("far_mode", [266.0 + k % 9 for k in range(245)] + [450.0] * 5)
+    with pytest.raises(ValueError, match="expected one of"):
+        ml.hop_mode_batches("p90", HOPS_H100)
+
+
+def test_hop_modes_summary_reports_the_far_share_and_p90():
+    out = ml.hop_modes_summary(HOPS_H100)
+    assert out["modes"] == 2 and out["far_share"] == round(sum(k % 7 == 3 for k in range(2048)) / 2048, 4)
+    assert out["p90_cycles"] > 415 and 245 <= out["p50_cycles"] <= 304  # a far share over 10 %: p90 in the far mode
+    assert out["near_mode_cycles"][0] == 245.0 and out["far_mode_cycles"][2] == 485.0
+    one = ml.hop_modes_summary([542.0 + 0.1 * k for k in range(2048)])
+    assert one["modes"] == 1 and "far_share" not in one and "one mode" in one["one_mode"]
+
+
 # ---------------------------------------------------------------------------------------------- one-line chase
 
-#: 64 lines' L2 hits as the H100 gave the global atomics (2026-11-25): three tiers, 267-283, 302-317 and
-#: 439-524 cycles, here 24, 16 and 24 lines of them
-TIERED = [267.0 + 16 * (k % 24) / 23 for k in range(24)] + [302.0 + k for k in range(16)] + \
-         [439.0 + 85 * k / 23 for k in range(24)]
+#: 64 lines' L2 hits of the one-line chase as the H100 gave them (GPU-2bbcd972, 2026-11-26): one tier,
+#: 253.0 .. 307.0 cycles
+ONE_TIER = [253.0 + 54 * ((k * 29) % 64) / 63 for k in range(64)]
+#: 64 lines' DRAM misses in two tiers: 30 lines near 620 cycles, 34 near 800 (a planted split, 25 % apart)
+TWO_TIER_MISSES = [620.0 + (k % 5) if k % 2 else 800.0 + (k % 7) for k in range(64)]
 
 
 def test_widest_gap_is_the_partitions_not_a_tier_s_own_spread():
-    lo, hi, gap = ml.widest_gap(TIERED)
-    assert (lo, hi) == (317.0, 439.0) and gap == pytest.approx(439 / 317 - 1)
+    lo, hi, gap = ml.widest_gap(TWO_TIER_MISSES)
+    assert (lo, hi) == (624.0, 800.0) and gap == pytest.approx(800 / 624 - 1)
     with pytest.raises(ValueError, match="no gap"):
         ml.widest_gap([1.0])
-
-
-def test_far_group_takes_every_line_above_the_widest_gap_in_their_order():
-    far = ml.far_group(TIERED[::-1])
-    assert far == sorted(far, reverse=True) and len(far) == 24 and min(far) == 439.0 and max(far) == 524.0
-    with pytest.raises(ValueError, match="one tier"):
-        ml.far_group([280.0, 285.0, 290.0, 300.0])  # widest gap 3.4 %: no far tier
-    assert ml.far_group([400.0, 280.0, 285.0, 410.0]) == [400.0, 410.0]
-    with pytest.raises(ValueError, match="one tier"):
-        ml.far_group([280.0, 285.0, 400.0], band=0.5)  # 40 % gap, under a 50 % band
-
-
-def test_tier_lines_are_indices_of_the_lowest_and_highest_tiers():
-    near, far = ml.tier_lines(TIERED)
-    lowest = [k for k, c in enumerate(TIERED) if c <= 267.0 * (1 + ml.TIER_BAND)]
-    assert near == lowest and far == list(range(40, 64))
-    assert not set(near) & set(far)
+    assert ml.widest_gap([1.0, 1.1, 2.0, 2.1, 9.0])[:2] == (2.1, 9.0)
+    assert ml.widest_gap([1.0, 1.1, 2.0, 2.1, 9.0], min_side=2)[:2] == (1.1, 2.0)  # 2.1 -> 9 leaves one above
+    with pytest.raises(ValueError, match="positive"):
+        ml.widest_gap([0.0, 1.0])
 
 
 def test_batch_medians_are_interleaved_and_refuse_thin_batches():
@@ -222,44 +264,38 @@ def test_batch_medians_are_interleaved_and_refuse_thin_batches():
         ml.batch_medians([1, 2, 3], 2)
 
 
-def test_line_statistics_take_their_tier_and_never_the_other():
-    near = ml.line_statistic("near_tier", TIERED)
-    far = ml.line_statistic("far_tier", TIERED)
-    assert len(near) == len(far) == ml.NEAR_BATCHES
-    assert all(267 <= v <= 283 for v in near) and all(439 <= v <= 524 for v in far)
-    assert ml.line_statistic("all_lines", TIERED) == ml.batch_medians(TIERED, ml.NEAR_BATCHES)
-    p90 = ml.line_statistic("p90_over_lines", TIERED)
-    assert p90 == ml.batch_percentiles(TIERED, 90, ml.NEAR_BATCHES) and all(v > 480 for v in p90)
-    misses = [c + 300.0 for c in TIERED]  # each line's miss 300 cycles over its hit
-    dram_near = ml.line_statistic("dram_near_tier", TIERED, misses)
-    dram_far = ml.line_statistic("dram_far_tier", TIERED, misses)
-    assert all(567 <= v <= 583 for v in dram_near) and all(739 <= v <= 824 for v in dram_far)
+def test_the_dram_line_statistic_is_the_misses_median_never_the_hits():
+    misses = [c + 400.0 for c in ONE_TIER]
+    values = ml.line_statistic("dram_all_lines", ONE_TIER, misses)
+    assert values == ml.batch_medians(misses, ml.NEAR_BATCHES) and all(653 <= v <= 707 for v in values)
     with pytest.raises(ValueError, match="one DRAM reading per line"):
-        ml.line_statistic("dram_near_tier", TIERED, misses[:-1])
-    with pytest.raises(ValueError, match="expected one of"):
-        ml.line_statistic("p50", TIERED)
-    with pytest.raises(ValueError, match="too few"):  # 2 far lines cannot fill 4 batches
-        ml.line_statistic("far_tier", [280.0] * 62 + [450.0, 460.0])
+        ml.line_statistic("dram_all_lines", ONE_TIER, misses[:-1])
+    for gone in ("near_tier", "far_tier", "p90_over_lines", "dram_near_tier"):
+        with pytest.raises(ValueError, match="expected one of"):
+            ml.line_statistic(gone, ONE_TIER, misses)
 
 
-def test_not_cold_names_the_lines_whose_miss_reads_as_a_hit():
+def test_not_cold_names_the_lines_whose_miss_reads_as_a_hit_or_as_nothing():
     assert ml.not_cold([300.0, 450.0], [700.0, 800.0]) == []
     assert ml.not_cold([300.0, 450.0], [700.0, 451.0]) == ["line 1: DRAM 451.0 vs L2 hit 450.0 cycles"]
+    assert len(ml.not_cold(ONE_TIER, [2.0] * 64)) == 64  # the unread load of 2026-11-26: every line refused
 
 
-def test_over_lines_summary_reports_every_line_and_the_tiers():
-    out = ml.over_lines_summary(TIERED, [c + 300 for c in TIERED])
-    assert out["line_cycles"] == [round(c, 3) for c in TIERED] and len(out["dram_line_cycles"]) == 64
-    assert out["far_lines"] == list(range(40, 64)) and out["widest_gap_cycles"] == [317.0, 439.0]
+def test_over_lines_summary_reports_the_misses_tiers_only_past_the_mode_gap():
+    out = ml.over_lines_summary(ONE_TIER, TWO_TIER_MISSES)
+    assert out["line_cycles"] == [round(c, 3) for c in ONE_TIER] and len(out["dram_line_cycles"]) == 64
+    assert out["dram_slow_lines"] == list(range(0, 64, 2)) and out["dram_fast_lines"] == list(range(1, 64, 2))
+    assert out["dram_widest_gap_cycles"][:2] == [624.0, 800.0] and out["dram_fast_median_cycles"] == 622.0
     assert out["p10_over_lines_cycles"] < out["p50_over_lines_cycles"] < out["p90_over_lines_cycles"]
-    one_tier = ml.over_lines_summary([280.0, 281.0, 282.0])
-    assert "far_lines" not in one_tier and "dram_line_cycles" not in one_tier
+    one = ml.over_lines_summary(ONE_TIER, [c + 400.0 for c in ONE_TIER])
+    assert "dram_slow_lines" not in one and one["dram_widest_gap_cycles"][2] < ml.HOP_MODE_GAP
+    assert "dram_line_cycles" not in ml.over_lines_summary(ONE_TIER)
 
 
 class _LineGpu:
-    """A stand-in for the gpuprops fixture: line k's L2 hit TIERED[k] cycles, its miss ``miss(k)``."""
+    """A stand-in for the gpuprops fixture: line k's L2 hit ONE_TIER[k] cycles, its miss ``miss(k)``."""
 
-    def __init__(self, miss=lambda k: TIERED[k] + 300.0, index=0):
+    def __init__(self, miss=lambda k: ONE_TIER[k] + 400.0, index=0):
         from types import SimpleNamespace
         self.gpu = SimpleNamespace(index=index)
         self.calls = []
@@ -269,44 +305,41 @@ class _LineGpu:
         from pytest_gpuprops.measure import Measurement
         self.calls.append((name, spec.defines.get("DISCARD", 0), divisor, stop))
         k = ml.l2_line_offsets().index(int(name.rsplit("+", 1)[1].split()[0]))
-        cycles = self.miss(k) if spec.defines.get("DISCARD") else TIERED[k]
+        cycles = self.miss(k) if spec.defines.get("DISCARD") else ONE_TIER[k]
         return Measurement.given(name, [cycles] * 5, overhead_cycles=2.0, sm_clock_mhz=1980.0, kernel=spec.kernel,
                                  launch={"defines": dict(spec.defines)})
 
 
-def test_the_line_facts_share_one_reading_per_line_and_a_remeasure_reads_again(monkeypatch):
+def test_the_dram_fact_reads_each_line_s_hit_and_miss_once_and_a_remeasure_reads_again(monkeypatch):
     import specs_memory as sm
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
     gpu = _LineGpu()
-    facts = {f.name: f for f in sm.FACTS}
-    near = ml.chase_line_measurement(gpu, facts["l2_hit_latency_near_cycles"])
-    far = ml.chase_line_measurement(gpu, facts["l2_hit_latency_far_cycles"])
-    assert len(gpu.calls) == ml.L2_LINES  # the far fact reused the near fact's lines
-    assert {c[1:] for c in gpu.calls} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
-    assert all(267 <= v <= 283 for v in near.values) and all(439 <= v <= 524 for v in far.values)
-    assert far.launch["line_cycles"] == [round(c, 3) for c in TIERED] and far.launch["statistic"] == "far_tier"
-    dram = ml.chase_line_measurement(gpu, facts["dram_latency_far_cycles"])
-    assert len(gpu.calls) == 2 * ml.L2_LINES and {c[1:] for c in gpu.calls[64:]} == {(1, 1.0, ml.DRAM_LINE_STOP)}
-    assert all(739 <= v <= 824 for v in dram.values) and dram.launch["defines"]["DISCARD"] == 1
-    assert len(dram.launch["dram_line_cycles"]) == ml.L2_LINES
-    gpu.calls.clear()
-    again = near.remeasure()
-    assert len(gpu.calls) == ml.L2_LINES and again.values == near.values
+    (fact,) = sm.FACTS
+    dram = ml.chase_line_measurement(gpu, fact)
+    assert len(gpu.calls) == 2 * ml.L2_LINES
+    assert {c[1:] for c in gpu.calls[:64]} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
+    assert {c[1:] for c in gpu.calls[64:]} == {(1, 1.0, ml.DRAM_LINE_STOP)}
+    assert all(653 <= v <= 707 for v in dram.values) and dram.launch["defines"]["DISCARD"] == 1
+    assert dram.launch["statistic"] == "dram_all_lines" and len(dram.launch["dram_line_cycles"]) == ml.L2_LINES
+    ml.chase_line_measurement(gpu, fact)
+    assert len(gpu.calls) == 2 * ml.L2_LINES  # shared: read once
     gpu.calls.clear()
     dram.remeasure()
     assert len(gpu.calls) == 2 * ml.L2_LINES  # hits and misses read afresh
     other = _LineGpu(index=1)
-    ml.chase_line_measurement(other, facts["l2_hit_latency_near_cycles"])
-    assert len(other.calls) == ml.L2_LINES  # another GPU reads its own lines
+    ml.chase_line_measurement(other, fact)
+    assert len(other.calls) == 2 * ml.L2_LINES  # another GPU reads its own lines
 
 
-def test_a_dram_fact_refuses_lines_still_in_l2(monkeypatch):
+def test_the_dram_fact_refuses_lines_still_in_l2_or_a_load_not_waited_for(monkeypatch):
     import specs_memory as sm
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
-    gpu = _LineGpu(miss=lambda k: TIERED[k] * (1.0 if k == 7 else 2.0))  # line 7's discard left it in L2
-    dram = next(f for f in sm.FACTS if f.name == "dram_latency_near_cycles")
-    with pytest.raises(ValueError, match="1 of 64 lines were not evicted.*line 7:"):
-        ml.chase_line_measurement(gpu, dram)
+    gpu = _LineGpu(miss=lambda k: ONE_TIER[k] * (1.0 if k == 7 else 2.0))  # line 7's discard left it in L2
+    with pytest.raises(ValueError, match="1 of 64 lines' DRAM reading is under 1.1 x.*line 7:"):
+        ml.chase_line_measurement(gpu, sm.FACTS[0])
+    monkeypatch.setattr(ml, "_CHASE_LINES", {})
+    with pytest.raises(ValueError, match="64 of 64 lines.*static"):  # 2.0 cycles, as the unread load read
+        ml.chase_line_measurement(_LineGpu(miss=lambda k: 2.0), sm.FACTS[0])
 
 
 def test_line_chase_specs_hit_or_miss_one_line_with_one_build():
@@ -314,9 +347,9 @@ def test_line_chase_specs_hit_or_miss_one_line_with_one_build():
     hit, miss = sm.line_chase(5), sm.line_chase(9, miss=True)
     assert hit.defines == sm.line_chase(0).defines == {"CACHE": 1, "UNROLL": sm.LINE_CHASE_UNROLL}
     assert miss.defines == {"CACHE": 1, "UNROLL": 1, "DISCARD": 1}
-    assert [f.scope for f in sm.FACTS] == ["gpu"] * 6 and all(ml.is_chase_line(f) for f in sm.FACTS)
-    assert [f.build().defines.get("DISCARD", 0) for f in sm.FACTS] == [0, 0, 0, 0, 1, 1]
-    assert [f.per() for f in sm.FACTS] == [sm.LINE_CHASE_UNROLL] * 4 + [1.0, 1.0]
+    assert [f.name for f in sm.FACTS] == ["dram_latency_line_median_cycles"]
+    assert [f.scope for f in sm.FACTS] == ["gpu"] and all(ml.is_chase_line(f) for f in sm.FACTS)
+    assert [f.build().defines.get("DISCARD", 0) for f in sm.FACTS] == [1] and [f.per() for f in sm.FACTS] == [1.0]
     import specs_async
     assert not any(ml.is_chase_line(f) for f in specs_async.FACTS)  # their lines are near_tier_latency's
 
@@ -364,6 +397,12 @@ def test_line_chase_lays_the_line_holding_its_own_address_in_one_buffer(monkeypa
             assert address - int(words.base.ctypes.data) == ml.l2_line_offsets()[line]
             bases.add(int(words.base.ctypes.data))
     assert len(bases) == 1  # line k is one physical line in its hit and its miss readings
+
+
+#: 64 lines' L2 hits as the H100 gave the global atomics (2026-11-25): three tiers, 267-283, 302-317 and
+#: 439-524 cycles, here 24, 16 and 24 lines of them
+TIERED = [267.0 + 16 * (k % 24) / 23 for k in range(24)] + [302.0 + k for k in range(16)] + \
+         [439.0 + 85 * k / 23 for k in range(24)]
 
 
 def test_near_threshold_splits_at_the_widest_gap_or_says_there_is_none():
