@@ -266,17 +266,23 @@ def tma_store(visible: bool = False) -> KernelSpec:
                       grid=1, block=32, args=args)
 
 
-#: TMA throughput: every block of SMs x blocks-per-SM streams 2D boxes from L2 through a ring of mbarrier
-#: stages (kernels/tma_load.cu tma_stream). box bytes -> (box rows of TMA_STREAM_WIDTH fp32, copies a stage,
-#: stages): 64 KiB in flight per block for every box (Little's law: ~30 B/clk/SM at ~700 cycles of loaded
-#: L2 latency needs ~21 KiB; the ring holds three times that)
-TMA_STREAM_BOXES = {1024: (8, 4, 16), 4096: (32, 1, 16), 16384: (128, 1, 4)}
+#: TMA throughput: every block of SMs x blocks-per-SM streams 2D boxes from L2 (kernels/tma_load.cu tma_stream):
+#: each of its TMA_STREAM_ISSUERS warps through a ring of mbarrier stages of its own, one box a stage, the arm
+#: and the copy issued once per trip by the lane elect.sync picks. box bytes -> (box rows of TMA_STREAM_WIDTH
+#: fp32, stages a warp): 64 KiB in flight per block for every box (Little's law: ~30 B/clk/SM at ~700 cycles
+#: of loaded L2 latency needs ~21 KiB; the ring holds three times that). Four issuing warps, not one: one warp's
+#: copy of a 1 KiB box per trip read 9.566 B/clk a block at 1 and 2 blocks per SM alike (measured on an H100,
+#: GPU-2bbcd972, driver 580.159.04, CUDA 13.0, 2026-11-26, with lane 0 issuing 4 copies a stage in ELECT
+#: loops): the issuing warp's loop, not TMA. With 4 warps a block issues 4 copies in the time one warp
+#: issues one; the 16 KiB box's warps hold one stage each (4 in flight a block, as a ring of 4 in one warp)
+TMA_STREAM_BOXES = {1024: (8, 16), 4096: (32, 4), 16384: (128, 1)}
+TMA_STREAM_ISSUERS = 4
 TMA_STREAM_WIDTH = 32  # fp32 elements a tensor row and a box row: 128 bytes, one L2 line
 TMA_STREAM_BLOCKS_PER_SM = (1, 2)
 #: blocks per SM -> dynamic shared memory per block that lets that many on an SM and no more (228 KiB an SM,
 #: 1 KiB reserved per block on sm_90): 120 KiB, more than half; 100 KiB, two fit and three do not
 TMA_STREAM_SHARED = {1: 120 * 1024, 2: 100 * 1024}
-#: bytes every block copies in a launch (the copies waited for in the region: all but the last STAGES - 1 trips')
+#: bytes every block copies in a launch (TMA_STREAM_ISSUERS warps, a quarter each)
 TMA_STREAM_BYTES = 8 * 1024 * 1024
 #: SMs of the sm_90 GPUs measured (H100 SXM5 and H200): the grid the static checks and the docs show
 SM90_SMS = 132
@@ -297,37 +303,43 @@ def sm_count() -> int:
 
 
 def tma_stream_shape(box_bytes: int) -> dict:
-    """What :func:`tma_stream` copies for ``box_bytes``: the box (innermost first), the copies a stage,
-    the stages, the bytes of a stage and the loop's trips."""
+    """What :func:`tma_stream` copies for ``box_bytes``: the box (innermost first), the issuing warps a
+    block, the stages a warp (one box each: ``stage_bytes``), each warp's loop trips and ring, and the
+    block's ring (all its warps')."""
     if box_bytes not in TMA_STREAM_BOXES:
         raise ValueError(f"TMA stream box of {box_bytes} bytes: expected one of {sorted(TMA_STREAM_BOXES)}")
-    rows, copies, stages = TMA_STREAM_BOXES[box_bytes]
+    rows, stages = TMA_STREAM_BOXES[box_bytes]
     if TMA_STREAM_WIDTH * 4 * rows != box_bytes:
         raise ValueError(f"TMA stream box {box_bytes}: {rows} rows of {TMA_STREAM_WIDTH} fp32 are not that many bytes")
-    stage = box_bytes * copies
-    return {"box": (TMA_STREAM_WIDTH, rows), "copies": copies, "stages": stages, "stage_bytes": stage,
-            "trips": TMA_STREAM_BYTES // stage, "ring_bytes": stage * stages}
+    per_warp = TMA_STREAM_BYTES // TMA_STREAM_ISSUERS
+    if per_warp % (box_bytes * stages):
+        raise ValueError(f"TMA stream box {box_bytes}: a warp's {per_warp} bytes are not whole rounds of its "
+                         f"{stages} stages")
+    return {"box": (TMA_STREAM_WIDTH, rows), "issuers": TMA_STREAM_ISSUERS, "stages": stages,
+            "stage_bytes": box_bytes, "trips": per_warp // box_bytes, "warp_ring_bytes": box_bytes * stages,
+            "ring_bytes": box_bytes * stages * TMA_STREAM_ISSUERS}
 
 
 def tma_stream_waited_bytes(box_bytes: int) -> int:
-    """Bytes one block's timed region waits for: the copies of the first trips - stages + 1 trips (the last
-    wait in the region is for the stage the next trip would refill; the later stages are waited for after
-    the stop read)."""
+    """Bytes one block's timed regions wait for: each warp's copies of its first trips - stages + 1 trips
+    (the last wait in its region is for the stage the next trip would refill; the later stages are waited
+    for after the stop read), times the warps."""
     sh = tma_stream_shape(box_bytes)
-    return (sh["trips"] - sh["stages"] + 1) * sh["stage_bytes"]
+    return (sh["trips"] - sh["stages"] + 1) * sh["stage_bytes"] * sh["issuers"]
 
 
 def tma_stream_rows(grid: int, box_bytes: int) -> list[int]:
-    """The box row each copy reads: block b's copy k the (b x copies + k)-th box of the tensor, so each
-    block re-reads boxes of its own and the blocks together spread over L2's slices."""
+    """The box row each warp reads: warp w of block b the (b x issuers + w)-th box of the tensor, so each
+    warp re-reads a box of its own and the blocks together spread over L2's slices."""
     sh = tma_stream_shape(box_bytes)
-    return [(b * sh["copies"] + k) * sh["box"][1] for b in range(grid) for k in range(sh["copies"])]
+    return [(b * sh["issuers"] + w) * sh["box"][1] for b in range(grid) for w in range(sh["issuers"])]
 
 
 def tma_stream(box_bytes: int, blocks_per_sm: int) -> KernelSpec:
-    """``blocks_per_sm`` one-warp blocks on every SM (:func:`sm_count`; the dynamic shared memory lets no
-    more on one, and the largest carve-out, 228 KiB of shared memory, lets that many), each streaming ``box_bytes`` boxes of an fp32 tensor (TMA_STREAM_WIDTH wide, one column
-    of boxes, all of them in L2) through its ring."""
+    """``blocks_per_sm`` blocks of TMA_STREAM_ISSUERS warps on every SM (:func:`sm_count`; the dynamic shared
+    memory lets no more on one, and the largest carve-out, 228 KiB of shared memory, lets that many), each
+    warp streaming ``box_bytes`` boxes of an fp32 tensor (TMA_STREAM_WIDTH wide, one column of boxes, all of
+    them in L2) through its ring."""
     import numpy as np
     sh = tma_stream_shape(box_bytes)
     if blocks_per_sm not in TMA_STREAM_SHARED:
@@ -342,8 +354,8 @@ def tma_stream(box_bytes: int, blocks_per_sm: int) -> KernelSpec:
         tm = tensor_map(cp, (TMA_STREAM_WIDTH, rows[-1] + sh["box"][1]), sh["box"])
         return (tm, cp.asarray(rows, dtype=cp.uint32), np.uint32(sh["stage_bytes"]), np.int32(sh["trips"]),
                 cp.zeros(64, dtype=cp.uint32))
-    return KernelSpec("tma_load.cu", "tma_stream", {"STAGES": sh["stages"], "COPIES": sh["copies"]}, grid=grid,
-                      block=32, shared_mem=shared, carveout=100, args=args)
+    return KernelSpec("tma_load.cu", "tma_stream", {"STAGES": sh["stages"], "ISSUERS": sh["issuers"]}, grid=grid,
+                      block=32 * sh["issuers"], shared_mem=shared, carveout=100, args=args)
 
 
 def tensor_map_request(address: int, shape: tuple[int, ...], box: tuple[int, ...], elem_bytes: int = 4) -> dict:
@@ -584,22 +596,24 @@ def _tma_stream_facts() -> list[FactSpec]:
     for box in sorted(TMA_STREAM_BOXES):
         sh = tma_stream_shape(box)
         waited = tma_stream_waited_bytes(box)
+        stages = f"{sh['stages']} mbarrier stage{'s' if sh['stages'] > 1 else ''}"
         for b in TMA_STREAM_BLOCKS_PER_SM:
-            unit = (TMA_STREAM_OPCODES[0],) + (TMA_STREAM_OPCODES[1],) * sh["copies"] + (TMA_STREAM_OPCODES[2],)
             out.append(FactSpec(
                 f"tma_2d_load_bytes_per_cycle_box{KIB_NAME[box]}_blocks{b}", lambda box=box, b=b: tma_stream(box, b),
-                Region(unit, COPY_RING), scope=GPU, divisor=1, statistic=Statistic(mode="block_span"), unit="B/clk",
-                transform=lambda cycles, waited=waited, b=b: waited * b / cycles, plot=_tma_stream_plot(box, b),
-                method=f"{b} one-warp block{'s' if b > 1 else ''} on every SM at once ({TMA_STREAM_SHARED[b] // 1024} KiB "
-                       f"of dynamic shared memory each: no more fit), each streaming {sh['box']} fp32 boxes "
-                       f"({box} bytes; innermost first) of a {TMA_STREAM_WIDTH}-wide tensor in L2 with "
-                       f"cp.async.bulk.tensor.2d (UTMALDG.2D) through a ring of {sh['stages']} mbarrier stages of "
-                       f"{sh['copies']} box{'es' if sh['copies'] > 1 else ''} each ({sh['ring_bytes'] // 1024} KiB in "
-                       f"flight): each trip lane 0 arms its stage (arrive.expect_tx) and issues its copies, then the "
-                       f"warp's try_wait for the stage the next trip refills; {sh['trips']} trips, every block "
-                       f"re-reading its own {sh['copies'] * box} bytes (L2 hits: TMA does not fill L1); the bytes "
-                       f"waited for in the region ({waited} per block) per cycle of the block's span on its SM's "
-                       f"clock, median over blocks, x {b} blocks per SM"))
+                Region(TMA_STREAM_OPCODES, COPY_RING), scope=GPU, divisor=1, statistic=Statistic(mode="block_span"),
+                unit="B/clk", transform=lambda cycles, waited=waited, b=b: waited * b / cycles,
+                plot=_tma_stream_plot(box, b),
+                method=f"{b} block{'s' if b > 1 else ''} of {sh['issuers']} warps on every SM at once "
+                       f"({TMA_STREAM_SHARED[b] // 1024} KiB of dynamic shared memory each: no more fit); each warp "
+                       f"streams {sh['box']} fp32 boxes ({box} bytes; innermost first) of a {TMA_STREAM_WIDTH}-wide "
+                       f"tensor in L2 with cp.async.bulk.tensor.2d (UTMALDG.2D) through a ring of its own of "
+                       f"{stages}, one box each ({sh['ring_bytes'] // 1024} KiB in flight a block): each trip the "
+                       f"lane elect.sync picks arms its stage (arrive.expect_tx) and issues its copy, straight "
+                       f"line (no ELECT loop, vote or branch round them), then the warp's try_wait for the stage "
+                       f"the next trip refills; {sh['trips']} trips a warp, every warp re-reading its own box (L2 "
+                       f"hits: TMA does not fill L1); the bytes waited for in the regions ({waited} per block) per "
+                       f"cycle of the block's span (its warps' first start to last stop) on its SM's clock, median "
+                       f"over blocks, x {b} blocks per SM"))
     return out
 
 

@@ -11,12 +11,15 @@ counted, the rows). Every test takes one fact, by its name."""
 
 import dataclasses
 import re
+import shutil
 
 import fact_tests as ft
 import pytest
 import specs_async as sa
 
 from pytest_gpuprops import sass
+from pytest_gpuprops.compile import compile_cuda
+from pytest_gpuprops.timing import build_for_timing
 
 pytestmark = pytest.mark.static
 FACTS = {f.name: f for f in sa.FACTS}
@@ -176,27 +179,89 @@ def _stream(f) -> bool:
     return f.build().kernel == "tma_stream"
 
 
-@pytest.mark.parametrize("fact", _facts(_stream))
-def test_tma_stream_copies_read_pinned_rows_into_the_armed_stage(fact):
-    """Each copy's box row is a register set before the start read (nothing computes it in the region), and
-    every copy completes on the barrier the trip armed and the try_wait is not on (the next stage's)."""
-    ins = ft.region(fact)
-    copies = sa.tma_stream_shape(_box(fact))["copies"]
-    written = {r for i in ins if i.operands for r in _REG.findall(i.operands[0])}
-    sources = [_REG.findall(i.operands[-1]) for i in ins if i.base_opcode == "R2UR"]
-    pinned = {r[0] for r in sources if r and r[0] not in written}
-    assert len(pinned) == copies, (pinned, [i.text for i in ins if i.base_opcode == "R2UR"])
+def _uniform_base(operand: str) -> int:
+    """[UR12] -> 12."""
+    return int(re.fullmatch(r"\[UR(\d+)\]", operand).group(1))
+
+
+def tma_stream_copy_problems(ins: list, stages: int) -> list[str]:
+    """How one trip of the TMA stream's loop (``ins``: the region) breaks what the fact relies on: one ELECT,
+    straight line (no ELECT loop's BRA.U.ANY, no vote), the arm on the elected lane only, the copy issued once
+    (unpredicated, uniform); its tensor map address (the second operand's two uniform registers) and its
+    coordinates (the third and fourth of the first's) from registers set before the start read; its barrier
+    (the second of the first's) the one the trip armed, and the try_wait on another stage's (where there are
+    several)."""
+    problems = []
+    elects = [i for i in ins if i.base_opcode == "ELECT"]
+    looped = [i.text for i in ins if i.opcode.startswith(("BRA.U", "VOTE"))]
+    if len(elects) != 1 or looped:
+        return [f"not one straight-line ELECT: {[i.text for i in elects]}, loops or votes {looped}"]
+    elected = elects[0].operands[0]
     arm = next(i for i in ins if i.opcode == "SYNCS.ARRIVE.TRANS64")
+    copy = next(i for i in ins if i.opcode == "UTMALDG.2D")
     wait = next(i for i in ins if i.opcode == "SYNCS.PHASECHK.TRANS64.TRYWAIT")
+    if arm.predicate != f"@{elected}":
+        problems.append(f"the arm ({arm.text}) is not on the elected lane ({elects[0].text}) only")
+    if copy.predicate:
+        problems.append(f"the copy is predicated ({copy.text}): not issued once per trip")
+    written = {r for i in ins if i.operands for r in _REG.findall(i.operands[0])}
+    moved = {i.operands[0]: _REG.findall(i.operands[-1])[0] for i in ins
+             if i.base_opcode == "R2UR" and _REG.findall(i.operands[-1])}
+    desc, tmap = (_uniform_base(o) for o in copy.operands[:2])
+    pinned = {f"UR{r}" for r in (tmap, tmap + 1, desc + 2, desc + 3)}
+    unpinned = sorted(u for u in pinned if u not in moved or moved[u] in written)
+    if unpinned:
+        problems.append(f"the copy's map address or coordinates ({unpinned}) are not from registers set before the "
+                        f"start read: {sorted(moved.items())}")
     armed = _REG.findall(next(o for o in arm.operands if "[" in o))
     waited = _REG.findall(next(o for o in wait.operands if "[" in o))
-    assert armed and waited and armed != waited, (arm.text, wait.text)
-    barrier = {r[0] for r in sources if r and r[0] == armed[0]}
-    assert barrier == {armed[0]}, "the copies do not complete on the barrier the trip armed"
+    if moved.get(f"UR{desc + 1}") != armed[0]:
+        problems.append(f"the copy does not complete on the barrier the trip armed ({arm.text}; {copy.text})")
+    if stages > 1 and _last_write(ins, armed[0], arm.offset) is _last_write(ins, waited[0], wait.offset):
+        problems.append(f"the try_wait ({wait.text}) is on the barrier the trip armed ({arm.text}), not the next stage's")
+    return problems
+
+
+def _last_write(ins: list, reg: str, before: int):
+    """The instruction of ``ins`` that last wrote R``reg`` before offset ``before`` (None: set before the region)."""
+    return next((i for i in reversed(ins) if i.offset < before and i.operands
+                 and _REG.findall(i.operands[0])[:1] == [reg]), None)
+
+
+@pytest.mark.parametrize("fact", _facts(_stream))
+def test_tma_stream_issues_each_copy_once_from_pinned_operands(fact):
+    """One trip: the elected lane's arm, the copy issued once, straight line, from the pinned tensor map and
+    box row, on the barrier the trip armed; the try_wait on the next stage's."""
+    assert tma_stream_copy_problems(ft.region(fact), sa.tma_stream_shape(_box(fact))["stages"]) == []
 
 
 def _box(fact) -> int:
     return int(re.search(r"_box(\d+)k_", fact.name).group(1)) * 1024
+
+
+def _nvcc():
+    return pytest.mark.skipif(shutil.which("nvcc") is None,
+                              reason="nvcc is not on PATH: the nvcc build (a CUDA toolkit's, as on the GPU machine) is "
+                                     "checked where one is installed")
+
+
+@_nvcc()
+@pytest.mark.parametrize("fact", _facts(_stream))
+def test_tma_stream_region_holds_with_nvcc_too(fact):
+    """The same rules on nvcc's build (backend='nvcc'): another compiler than the NVRTC the static checks use
+    (the GPU machine's NVRTC 13.0 laid the old lane-0 loop out with an LDC.64 and a per-trip VOTEU.ALL that
+    NVRTC 13.5 did not), so the region holds the unit and its glue whichever compiles it."""
+    spec = fact.build()
+    arch = fact.compile_arch()
+    cubin = sass.Cubin(compile_cuda(ft.KERNELS / spec.source, arch, spec.defines, backend="nvcc").cubin, arch,
+                       name=f"nvcc {spec.source} {spec.defines}")
+    instrs = cubin.instructions(spec.kernel)
+    assert fact.region.problems(instrs, spec.defines) == []
+    launched = build_for_timing(cubin, spec)[1]
+    assert sass.region_hazards(list(launched)) == []
+    _, between, _ = sass.timed_region(list(launched))
+    region = [i for i in between if not sass.is_filler(i)]
+    assert tma_stream_copy_problems(region, sa.tma_stream_shape(_box(fact))["stages"]) == []
 
 
 def test_tma_stream_facts_cover_every_box_and_blocks_per_sm():
@@ -208,45 +273,56 @@ def test_tma_stream_facts_cover_every_box_and_blocks_per_sm():
 
 @pytest.mark.parametrize("fact", _facts(_stream))
 def test_tma_stream_shared_memory_places_that_many_blocks_on_an_sm(fact):
-    """The dynamic shared memory (plus under 1 KiB of static and the 1 KiB sm_90 reserves per block) lets
+    """The dynamic shared memory (plus under 2 KiB of static and the 1 KiB sm_90 reserves per block) lets
     the named number of blocks on one SM's 228 KiB (the largest carve-out, asked for) and not one more, so
-    grid = SMs x blocks puts exactly that many on every SM; the ring fits in it."""
+    grid = SMs x blocks puts exactly that many on every SM; every warp's ring fits in it."""
     spec = fact.build()
     blocks = int(fact.name.rsplit("blocks", 1)[1])
-    per_sm, reserved, static = 228 * 1024, 1024, 1024
+    per_sm, reserved, static = 228 * 1024, 1024, 2048
     low, high = spec.shared_mem + reserved, spec.shared_mem + reserved + static
     assert blocks * high <= per_sm < (blocks + 1) * low, (fact.name, spec.shared_mem)
-    assert spec.grid == sa.sm_count() * blocks and spec.block == 32 and spec.carveout == 100
-    assert sa.tma_stream_shape(_box(fact))["ring_bytes"] <= spec.shared_mem
+    sh = sa.tma_stream_shape(_box(fact))
+    assert spec.grid == sa.sm_count() * blocks and spec.block == 32 * sh["issuers"] and spec.carveout == 100
+    assert spec.defines == {"STAGES": sh["stages"], "ISSUERS": sh["issuers"]}
+    assert sh["ring_bytes"] <= spec.shared_mem
 
 
 def test_tma_stream_shape_and_bytes_counted():
-    """64 KiB in flight per block for every box; the trips are whole rounds of the ring; the bytes
-    counted are those of all trips but the last stages - 1 (their waits come after the stop read)."""
-    for box, (rows, copies, stages) in sa.TMA_STREAM_BOXES.items():
+    """64 KiB in flight per block for every box, over TMA_STREAM_ISSUERS warps; each warp's trips are whole
+    rounds of its ring; the bytes counted are those of all trips of every warp but its last stages - 1."""
+    for box, (rows, stages) in sa.TMA_STREAM_BOXES.items():
         sh = sa.tma_stream_shape(box)
-        assert sh["box"] == (32, rows) and rows * 128 == box
-        assert sh["ring_bytes"] == 64 * 1024 and sh["trips"] % stages == 0
-        assert sh["trips"] * sh["stage_bytes"] == sa.TMA_STREAM_BYTES
-        assert sa.tma_stream_waited_bytes(box) == sa.TMA_STREAM_BYTES - (stages - 1) * copies * box
-    assert sa.tma_stream_waited_bytes(16384) == (512 - 3) * 16384
+        assert sh["box"] == (32, rows) and rows * 128 == box and sh["stage_bytes"] == box
+        assert sh["issuers"] == sa.TMA_STREAM_ISSUERS == 4
+        assert sh["ring_bytes"] == 64 * 1024 == sh["warp_ring_bytes"] * 4 and sh["trips"] % stages == 0
+        assert sh["trips"] * box * sh["issuers"] == sa.TMA_STREAM_BYTES
+        assert sa.tma_stream_waited_bytes(box) == sa.TMA_STREAM_BYTES - 4 * (stages - 1) * box
+    assert sa.tma_stream_waited_bytes(1024) == 4 * (2048 - 15) * 1024
+    assert sa.tma_stream_waited_bytes(16384) == sa.TMA_STREAM_BYTES  # one stage a warp: every copy waited for
     with pytest.raises(ValueError, match="expected one of"):
         sa.tma_stream_shape(2048)
     with pytest.raises(ValueError, match="blocks per SM"):
         sa.tma_stream(4096, 3)
 
 
-def test_tma_stream_rows_give_every_copy_a_box_of_its_own():
-    rows = sa.tma_stream_rows(3, 1024)  # 4 copies a stage, boxes of 8 rows
+def test_tma_stream_rows_give_every_warp_a_box_of_its_own():
+    rows = sa.tma_stream_rows(3, 1024)  # 4 warps a block, boxes of 8 rows
     assert rows == [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88]
     big = sa.tma_stream_rows(264, 16384)
-    assert len(set(big)) == len(big) == 264 and big[-1] == 263 * 128
+    assert len(set(big)) == len(big) == 264 * 4 and big[-1] == (264 * 4 - 1) * 128
+
+
+def _planted(instrs: list, at: int, text: str) -> list:
+    """``instrs`` with the instruction at offset ``at`` read as ``text`` (same encoding words)."""
+    return [dataclasses.replace(i, text=text) if i.offset == at else i for i in instrs]
 
 
 @pytest.mark.parametrize("fact", _facts(_stream))
 def test_tma_stream_region_refuses_a_copy_more_or_no_wait(fact):
-    """Planted: the same build against a region expecting one more copy a trip, or the wait left out,
-    breaks the rules; the spec's own region holds."""
+    """Planted: the same build against a region expecting one more copy a trip, or the wait left out, or
+    one less glue instruction, or as an elected_copy, breaks the rules; the build with a glue instruction
+    read as the NVRTC 13.0 build's constant-bank reload (LDC.64 of the map's parameter) or its per-trip
+    vote (VOTEU.ALL), or as a second ELECT (an ELECT loop's), is refused; the spec's own region holds."""
     cubin, spec = ft.compiled(fact)
     instrs = cubin.instructions(spec.kernel)
     unit = fact.region.unit
@@ -258,8 +334,22 @@ def test_tma_stream_region_refuses_a_copy_more_or_no_wait(fact):
     glue = len([i for i in ft.region(fact) if i.opcode not in unit])
     tight = sa.Region(unit, dataclasses.replace(sa.COPY_RING, glue_max=glue - 1))
     assert any(f"{glue} other instructions" in p for p in tight.problems(instrs, spec.defines))
-    elected = sa.Region(unit[:1] + unit[-2:], sa.ELECTED_COPY)
+    elected = sa.Region(unit, sa.ELECTED_COPY)
     assert any("nor the glue of a elected_copy region" in p for p in elected.problems(instrs, spec.defines))
+    _, between, _ = sass.timed_region(instrs)
+    glue_at = next(i.offset for i in between if i.base_opcode == "SEL")
+    ldc = fact.region.problems(_planted(instrs, glue_at, "LDC.64 R12, c[0x0][0x198]"), spec.defines)
+    assert any("memory accesses the fact does not intend: LDC.64" in p for p in ldc), ldc
+    vote = fact.region.problems(_planted(instrs, glue_at, "VOTEU.ALL UP0, P0"), spec.defines)
+    assert any("copy_ring region" in p and "VOTEU.ALL" in p for p in vote), vote
+    region = [i for i in between if not sass.is_filler(i)]
+    stages = sa.tma_stream_shape(_box(fact))["stages"]
+    assert tma_stream_copy_problems(region, stages) == []
+    twice = _planted(region, glue_at, "ELECT P1, URZ, PT")
+    assert any("not one straight-line ELECT" in p for p in tma_stream_copy_problems(twice, stages))
+    arm = next(i for i in region if i.opcode == "SYNCS.ARRIVE.TRANS64")
+    every_lane = _planted(region, arm.offset, arm.text.split(None, 1)[1])
+    assert any("not on the elected lane" in p for p in tma_stream_copy_problems(every_lane, stages))
 
 
 def test_dsmem_bandwidth_takes_whole_clusters_only():

@@ -40,22 +40,25 @@
 //               it (one L2 round trip, RT), so the region ends between RT/2 and 1.5 RT after the last
 //               row lands in L2.
 //
-//   tma_stream  throughput, not latency: every block streams 2D boxes from L2 into a ring of STAGES
-//               stages of dynamic shared memory, COPIES boxes per stage under one mbarrier (one
-//               arrive.expect_tx of ``stage_bytes``, then COPIES cp.async.bulk.tensor.2d by lane 0, so
-//               STAGES x COPIES copies are in flight). Each trip of the loop waits for the stage it
-//               refills (try_wait.parity on the phase its copies of a round ago complete), after
-//               arming the stage it is at and issuing its copies; ``trips`` trips (a multiple of
-//               STAGES), the start read before the first, the stop read after the last wait: the copies
-//               waited for in the region are those of the first trips - STAGES + 1 trips; the others
-//               are waited for after the stop read (before the block exits). Every stage's phase 0 is
-//               completed before the start read (one plain arrive each), so the first round's waits
-//               return at once. Copy k of
-//               every stage reads the box at row ``rows[k]`` (a per-block table, pinned before the
-//               start read): the block re-reads COPIES boxes, L2 hits after the first round (bulk and
-//               tensor copies do not allocate in L1). SASS per trip: SYNCS.ARRIVE.TRANS64, COPIES x
-//               UTMALDG.2D (each in its ELECT loop), SYNCS.PHASECHK.TRANS64.TRYWAIT (retries out of
-//               line), with the loop's control and the stage's index and parity.
+//   tma_stream  throughput, not latency: every warp of ISSUERS a block streams 2D boxes from L2 into a
+//               ring of its own, STAGES stages of dynamic shared memory, one box (``stage_bytes``) a stage
+//               under one mbarrier. Each trip the lane elect.sync picks arms the stage the trip is at
+//               (arrive.expect_tx) and issues its cp.async.bulk.tensor.2d; then the warp waits for the stage
+//               it refills next (try_wait.parity on the phase its copy of a round ago completes).
+//               ``trips`` trips a warp (a multiple of STAGES), the start read before the first, the stop
+//               read after the last wait: the copies waited for in the region are those of the first
+//               trips - STAGES + 1 trips; the others are waited for after the stop read (before the block
+//               exits). Every stage's phase 0 is completed before the start read (one plain arrive each),
+//               so the first round's waits return at once. Warp w of block b reads the box at row
+//               ``rows[b * ISSUERS + w]`` every trip (L2 hits after the first: bulk and tensor copies do not
+//               allocate in L1). Everything the loop reads is pinned in registers before the start read,
+//               the tensor map's generic address too (gp_opaque64): the device's NVRTC 13.0 otherwise
+//               reloads it in the region (LDC.64 c[0x0][...]). elect.sync, not a lane-0 branch: ptxas
+//               then issues the arm and the copy once, straight line (WARPSYNC.ALL, ELECT, the copy's
+//               R2URs), where ``if (lane == 0)`` gave an ELECT loop round each copy (BRA.U.ANY) and, with
+//               NVRTC 13.0, a per-trip VOTEU.ALL. SASS per trip (NVRTC 13.5 and 13.0, nvcc 13.0 alike):
+//               SYNCS.ARRIVE.TRANS64, UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT (retries out of line),
+//               with the loop's control and the stage's index, parity and addresses: 27 instructions.
 //
 // SASS (NVRTC 13.5, sm_90): SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), UBLKCP.S.G / UTMALDG.1D /
 // UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT, with ELECT, BRA.U.ANY and the wait loop's branch.
@@ -180,8 +183,8 @@ extern "C" __global__ void tma_tensor(unsigned long long* cycles, const __grid_c
 #ifndef STAGES
 #define STAGES 4
 #endif
-#ifndef COPIES
-#define COPIES 1
+#ifndef ISSUERS
+#define ISSUERS 1
 #endif
 
 __device__ __forceinline__ void gp_wait_parity(unsigned bar, unsigned parity) {
@@ -192,57 +195,67 @@ __device__ __forceinline__ void gp_wait_parity(unsigned bar, unsigned parity) {
         "@!p bra GP_WAITP_%=;\n}" ::"r"(bar), "r"(parity) : "memory");
 }
 
+// gp_opaque for a 64-bit value (the tensor map's generic address): pinned in a register pair before the
+// start read, so no compiler reloads the parameter's address (LDC / ULDC of c[0x0][...]) in the region.
+__device__ __forceinline__ unsigned long long gp_opaque64(unsigned long long v, volatile unsigned long long* slot,
+                                                          unsigned* sink) {
+    *slot = v;
+    v = *slot;
+    if (v == ~0ull) sink[0] = 0u;
+    return v;
+}
+
 extern "C" __global__ void tma_stream(unsigned long long* cycles, const __grid_constant__ gp_tensor_map tmap,
                                       const unsigned* rows, unsigned stage_bytes, int trips, unsigned* sink) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ __align__(8) unsigned long long bars[STAGES];
-    __shared__ unsigned slot[32];
-    unsigned lane = threadIdx.x & 31;
-    if (threadIdx.x < STAGES)
+    __shared__ __align__(8) unsigned long long bars[ISSUERS * STAGES];
+    __shared__ __align__(8) unsigned long long wide[32 * ISSUERS];
+    __shared__ unsigned slot[32 * ISSUERS];
+    unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x < ISSUERS * STAGES)
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((unsigned)__cvta_generic_to_shared(&bars[threadIdx.x]))
                      : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     __syncthreads();
     // phase 0 of every stage completed: the first round's waits return at once
-    if (threadIdx.x < STAGES)
+    if (threadIdx.x < ISSUERS * STAGES)
         asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n}"
                      ::"r"((unsigned)__cvta_generic_to_shared(&bars[threadIdx.x])) : "memory");
     __syncthreads();
-    unsigned bar0 = (unsigned)__cvta_generic_to_shared(bars), ring0 = (unsigned)__cvta_generic_to_shared(ring);
-    unsigned leader = gp_opaque(lane, &slot[lane], sink);
-    unsigned n = gp_opaque(stage_bytes, &slot[lane], sink);
-    unsigned box = gp_opaque(stage_bytes / COPIES, &slot[lane], sink);
-    int count = (int)gp_opaque((unsigned)trips, &slot[lane], sink);
-    unsigned y[COPIES];
-#pragma unroll
-    for (int k = 0; k < COPIES; ++k) y[k] = gp_opaque(rows[blockIdx.x * COPIES + k], &slot[lane], sink);
-    unsigned long long map = reinterpret_cast<unsigned long long>(&tmap);
+    // this warp's ring: its STAGES barriers and stages; everything the loop reads pinned before the start read
+    volatile unsigned* mine = &slot[threadIdx.x];
+    unsigned bar0 = gp_opaque((unsigned)__cvta_generic_to_shared(&bars[warp * STAGES]), mine, sink);
+    unsigned n = gp_opaque(stage_bytes, mine, sink);
+    unsigned ring0 = gp_opaque((unsigned)__cvta_generic_to_shared(ring) + warp * STAGES * stage_bytes, mine, sink);
+    unsigned y = gp_opaque(rows[blockIdx.x * ISSUERS + warp], mine, sink);
+    int count = (int)gp_opaque((unsigned)trips, mine, sink);
+    unsigned long long map = gp_opaque64(reinterpret_cast<unsigned long long>(&tmap), &wide[threadIdx.x], sink);
     // the loop's state, pinned like the rest (constants would be set after the start read)
-    unsigned x = 0u, s = gp_opaque(0u, &slot[lane], sink), parity = gp_opaque(0u, &slot[lane], sink);
-    int it = (int)gp_opaque(0u, &slot[lane], sink);
+    unsigned x = gp_opaque(0u, mine, sink), s = gp_opaque(0u, mine, sink), parity = gp_opaque(0u, mine, sink);
+    int it = (int)gp_opaque(0u, mine, sink);
     __syncwarp();
     unsigned long long t0 = gp_clock();
 #pragma unroll 1
     do {  // at least one trip: no zero-trip guard in the region
         unsigned bar = bar0 + 8u * s, dst = ring0 + n * s;
-        if (leader == 0) {
-            asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}"
-                         ::"r"(bar), "r"(n) : "memory");
-#pragma unroll
-            for (int k = 0; k < COPIES; ++k)
-                asm volatile(
-                    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                    ::"r"(dst + box * k), "l"(map), "r"(x), "r"(y[k]), "r"(bar) : "memory");
-        }
+        // elect.sync picks one lane of the (converged) warp: ptxas issues the arm and the copy once, straight
+        // line (ELECT, the copy's R2URs), with no per-lane branch, vote or ELECT loop round them
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t.reg .b64 st;\n\t"
+            "elect.sync _|p, 0xffffffff;\n\t"
+            "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t"
+            "@p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%2], [%3, {%4, %5}], [%0];\n}"
+            ::"r"(bar), "r"(n), "r"(dst), "l"(map), "r"(x), "r"(y) : "memory");
         if (++s == STAGES) {
             s = 0u;
             parity ^= 1u;
         }
-        gp_wait_parity(bar0 + 8u * s, parity);  // the stage the next trip refills: its copies of a round ago
+        gp_wait_parity(bar0 + 8u * s, parity);  // the stage the next trip refills: its copy of a round ago
     } while (++it < count);
     unsigned long long t1 = gp_clock();
-    // the last STAGES stages' copies, before the block's shared memory is released
+    // the last round's copies (trips is a multiple of STAGES: s is 0 again, and every stage's last copy
+    // completes the phase of parity ``parity``), before the block's shared memory is released
 #pragma unroll
     for (int k = 0; k < STAGES; ++k) gp_wait_parity(bar0 + 8u * k, parity);
     sink[32 + lane] = reinterpret_cast<volatile unsigned*>(ring)[lane];

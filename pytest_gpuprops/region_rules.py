@@ -107,17 +107,18 @@ LANE0_STORE_POLL = Shape("lane0_store_poll",
 
 SHAPES = {s.name: s for s in (ONLY, INTERLEAVED, LOOP, GUARDED_LOOP, FIXED_TRIP_LOOP, WARPGROUP_CHAIN, WAIT_LOOP,
                                ELECTED_COPY, LANE0_BULK_GROUP, LANE0_STORE_POLL)}
-#: a ring of mbarrier stages streamed by a counted loop (kernels/tma_load.cu tma_stream): each trip arms
-#: the stage it is at, lane 0 issues the stage's copies (each in ptxas's one-trip ELECT loop, the other
-#: lanes branch round them), then every lane's try_wait for the stage the next trip refills (retries out
-#: of line). Beside them the loop's control, the stage's index, parity and addresses (SEL, LOP3, LEA,
-#: SHF, IMAD), each copy's uniform operands (R2UR, PLOP3, ELECT, S2UR of the CTA's shared window,
-#: uniform set-up): with NVRTC 13.5, 38 for one copy a stage and 9 more for each further copy (its ELECT
-#: loop): 65 for 4 copies, the most of the builds
-COPY_RING = Shape("copy_ring", "a counted loop: arm a stage, an elected lane's copies into it, every lane's try_wait "
-                  "for the next stage (retries out of line)", lambda u, n: list(u) * n + ["BRA"],
-                  LOOP_CONTROL | {"ELECT", "PLOP3", "SHF", "SEL", "LOP3", "LEA", "R2UR", "S2UR"}, uniform=True,
-                  glue_max=65, wait_loop=True)
+#: a ring of mbarrier stages streamed by a counted loop (kernels/tma_load.cu tma_stream): each trip the lane
+#: elect.sync picks arms the stage it is at and issues its copy, straight line (ELECT after the WARPSYNC that
+#: elect.sync's full mask compiles to, the copy's operands moved to uniform registers by R2UR; no ELECT loop,
+#: no vote, no branch round them), then every lane's try_wait for the stage the next trip refills (retries
+#: out of line). Beside them the loop's control and the stage's index, parity and addresses (SEL, LOP3, SHF,
+#: IMAD): 24 with NVRTC 13.5, NVRTC 13.0 and nvcc 13.0 alike for every box. Nothing reads memory or the
+#: constant bank: the tensor map's address is pinned in registers before the start read (NVRTC 13.0 reloaded
+#: it with LDC.64 c[0x0][...] in the region, and voted per trip with VOTEU.ALL round a lane-0 branch, where
+#: the copy was issued under ``if (lane == 0)``)
+COPY_RING = Shape("copy_ring", "a counted loop: the elected lane arms a stage and issues its copy (straight line), "
+                  "every lane's try_wait for the next stage (retries out of line)", lambda u, n: list(u) * n + ["BRA"],
+                  LOOP_CONTROL | {"WARPSYNC", "ELECT", "R2UR", "SEL", "LOP3", "SHF"}, glue_max=24, wait_loop=True)
 SHAPES[COPY_RING.name] = COPY_RING
 
 
