@@ -55,7 +55,8 @@ TIME_UNITS = ("TFLOP/s", "GB/s", "MHz")
 PER_SM_BYTES = ("smem_sts_float_bytes_per_cycle", "smem_sts_float2_bytes_per_cycle", "smem_sts_float4_bytes_per_cycle",
                 "smem_lds_float_bytes_per_cycle", "smem_lds_float2_bytes_per_cycle", "smem_lds_float4_bytes_per_cycle",
                 "l1_load_bytes_per_cycle", "dsmem_load_bytes_per_cycle", "dsmem_store_bytes_per_cycle",
-                *(f"dsmem_{op}_bytes_per_cycle_cluster{k}" for op in ("load", "store") for k in (2, 4, 8, 16)))
+                *(f"dsmem_{op}_bytes_per_cycle_cluster{k}" for op in ("load", "store") for k in (2, 4, 8, 16)),
+                *(f"tma_2d_load_bytes_per_cycle_box{box}_blocks{b}" for box in ("1k", "4k", "16k") for b in (1, 2)))
 
 
 def readings(f: gp_facts.Fact) -> list[tuple[str, float]]:
