@@ -157,9 +157,30 @@ __device__ __forceinline__ void tp_store(uint4* p, uint4 v, unsigned long long p
 #endif
 }
 
+// stream_read_cg's load, L2_LOAD: L2_LOAD_CG (default, ld.global.cg: LDG.E.128.STRONG.GPU), or a weak load
+// that does not allocate in L1, so a repeated window is still read from L2: L2_LOAD_NC_NO_ALLOCATE
+// (ld.global.nc.L1::no_allocate, the read-only path), L2_LOAD_NO_ALLOCATE (ld.global.L1::no_allocate)
+#define L2_LOAD_CG 1
+#define L2_LOAD_NC_NO_ALLOCATE 2
+#define L2_LOAD_NO_ALLOCATE 3
+#ifndef L2_LOAD
+#define L2_LOAD L2_LOAD_CG
+#endif
+#if L2_LOAD < L2_LOAD_CG || L2_LOAD > L2_LOAD_NO_ALLOCATE
+#error "L2_LOAD must be L2_LOAD_CG, L2_LOAD_NC_NO_ALLOCATE or L2_LOAD_NO_ALLOCATE"
+#endif
+
 __device__ __forceinline__ uint4 tp_load_cg(const uint4* p) {
     uint4 v;
+#if L2_LOAD == L2_LOAD_CG
     asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#elif L2_LOAD == L2_LOAD_NC_NO_ALLOCATE
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#else
+    asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#endif
     return v;
 }
 
