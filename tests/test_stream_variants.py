@@ -95,7 +95,7 @@ def test_the_defaults_named_build_the_suites_kernels_byte_for_byte(cache_dir):
     assert compiled(cache_dir, **{**NAMED_DEFAULTS, "STORE": "STORE_CS"}).cubin != suite
 
 
-@pytest.mark.parametrize("define, wrong", [("STORE", "STORE_CSS"), ("LOAD", "LOAD_NONE"),
+@pytest.mark.parametrize("define, wrong", [("STORE", "STORE_CSS"), ("LOAD", "LOAD_NONE"), ("L2_LOAD", "4"),
                                            ("LAYOUT", "LAYOUT_TILE"), ("GUARD", "GUARD_NONE"), ("STORE", "0")])
 def test_a_misspelt_variant_is_refused_not_built_as_the_default(cache_dir, define, wrong):
     with pytest.raises(CompileError, match=f"{define} must be"):
@@ -128,6 +128,18 @@ def test_load_variant_loop_holds_its_loads(build, kernel, load):
 
 def test_read_cg_keeps_its_own_load_whatever_the_load_variant(build):
     assert memory_ops(loop_of(build, "stream_read_cg", LOAD="LOAD_CS")) == {"LDG.E.128.STRONG.GPU": UNROLL}
+
+
+#: L2_LOAD -> stream_read_cg's 16-byte load: the strong .cg load, or weak loads that do not allocate in L1
+L2_LOADS = {"L2_LOAD_CG": "LDG.E.128.STRONG.GPU", "L2_LOAD_NC_NO_ALLOCATE": "LDG.E.NA.128.CONSTANT",
+            "L2_LOAD_NO_ALLOCATE": "LDG.E.NA.128"}
+
+
+@pytest.mark.parametrize("l2_load", list(L2_LOADS))
+def test_read_cg_loads_as_its_l2_load_variant_says(build, cache_dir, l2_load):
+    assert memory_ops(loop_of(build, "stream_read_cg", L2_LOAD=l2_load)) == {L2_LOADS[l2_load]: UNROLL}
+    if l2_load == "L2_LOAD_CG":  # the default, named: the suite's L2 read as it always was
+        assert compiled(cache_dir, L2_LOAD=l2_load).cubin == compiled(cache_dir).cubin
 
 
 @pytest.mark.parametrize("kernel, hinted, defines", [
