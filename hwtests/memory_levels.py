@@ -206,6 +206,14 @@ def near_group_batches(values, batches: int, *, band: float = TIER_BAND) -> list
 # lines the far partition owns along the chase and the far mode is a far-partition hit. The modes are
 # split at the hops' widest relative gap, refused (one mode) when it is under HOP_MODE_GAP: a
 # distribution of one mode read widest gaps of 2.6-4 % (the DRAM hops; the one-line chase's lines).
+#
+# Only the far mode's median is a fact: 456.0 and 453.5 cycles on two more H100s (GPU-9db59b7a,
+# GPU-fd48deeb, 2048 hops, 2026-11-26; batches 0.3 / 1.0 % apart), 447-449 on GPU-ce7928d2. The near
+# mode's median read 288.0 and 268.5 on those two units, the median over hops 291.0 and 272.0, 7 %
+# apart while each was steady to 0.2-1.9 % within its process: the near mode is a mix of slices at
+# different crossbar distances, and its median moves with which slices the allocation's lines fall
+# in. It is the allocation's, not the GPU model's, so it and the median over hops are reported (the
+# far fact's launch info, :func:`hop_modes_summary`), not asserted.
 
 #: the least relative gap that splits the near mode from the far one: half the H100's 36-38 %, five
 #: times the widest gap of a one-mode distribution seen (4 %)
@@ -216,8 +224,9 @@ MODE_BATCHES = 4
 #: the least share of the hops a mode must hold for a gap to split it off (the far mode held 14-18 %):
 #: a few stray slow hops (an interrupt, a refresh) above the far mode do not make a mode of their own
 MODE_MIN_SHARE = 0.02
-#: hop_mode_batches' statistics: the far mode's median, the near mode's, the median over all hops
-HOP_MODE_STATISTICS = ("far_mode", "near_mode", "p50")
+#: the noise target of a mode's (or a tier's) median over its batches: 4 batches of 2048 hops' far
+#: mode spread 0.3-1.0 % on the H100 (GPU-9db59b7a, GPU-fd48deeb), 1024 hops' 0.9-3.1 % (GPU-ce7928d2)
+MODE_NOISE = 0.05
 
 
 def hop_modes(hops, *, min_gap: float = HOP_MODE_GAP, min_share: float = MODE_MIN_SHARE) -> tuple[list, list, tuple]:
@@ -233,28 +242,22 @@ def hop_modes(hops, *, min_gap: float = HOP_MODE_GAP, min_share: float = MODE_MI
     return [h for h in hops if h < hi], [h for h in hops if h >= hi], (lo, hi, gap)
 
 
-def hop_mode_batches(kind: str, hops, *, batches: int = MODE_BATCHES, min_gap: float = HOP_MODE_GAP) -> list[float]:
-    """One value per interleaved batch (their median the fact, their spread its noise) of the per-hop
-    statistic ``kind`` (:data:`HOP_MODE_STATISTICS`): the far mode's median (``far_mode``), the near
-    mode's (``near_mode``), each split once over all hops (:func:`hop_modes`) and batched in the hops'
-    order; or the median over all hops (``p50``)."""
+def far_mode_batches(hops, *, batches: int = MODE_BATCHES, min_gap: float = HOP_MODE_GAP) -> list[float]:
+    """The far mode's median in each of ``batches`` interleaved batches of its hops (their median the
+    fact, their spread its noise): the hops split once over all of them (:func:`hop_modes`), the far
+    ones batched in the hops' order."""
     hops = list(hops)
-    if kind == "p50":
-        return batch_percentiles(hops, 50, batches)
-    if kind not in HOP_MODE_STATISTICS:
-        raise ValueError(f"per-hop statistic {kind!r}: expected one of {HOP_MODE_STATISTICS}")
-    near, far, _ = hop_modes(hops, min_gap=min_gap)
-    mode = far if kind == "far_mode" else near
-    if len(mode) < 2 * batches:
-        raise ValueError(f"{len(mode)} of {len(hops)} hops are in the {kind[:-5]} mode, too few for {batches} batches "
-                         "of 2 or more")
-    return [percentile(mode[b::batches], 50) for b in range(batches)]
+    _, far, _ = hop_modes(hops, min_gap=min_gap)
+    if len(far) < 2 * batches:
+        raise ValueError(f"{len(far)} of {len(hops)} hops are in the far mode, too few for {batches} batches of 2 or more")
+    return [percentile(far[b::batches], 50) for b in range(batches)]
 
 
 def hop_modes_summary(hops, *, min_gap: float = HOP_MODE_GAP) -> dict:
     """What the report shows of the per-hop chase: p10 / p50 / p90 over hops, the widest gap, and where
-    it splits two modes, the far share and each mode's range and median (reported, not facts: p90 lies
-    in the far mode only while the far share is over 10 %)."""
+    it splits two modes, the far share and each mode's range and median (reported, not facts: the near
+    mode's median and p50 move with the allocation's slices, and p90 lies in the far mode only while
+    the far share is over 10 %)."""
     hops = list(hops)
     out = {f"p{q}_cycles": round(percentile(hops, q), 2) for q in (10, 50, 90)}
     try:
@@ -408,19 +411,32 @@ NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L
 # one line is served near whatever slice owns it (64 lines read 253.0 .. 307.0 cycles on the H100,
 # widest gap 4 %, one tier, GPU-2bbcd972, 2026-11-26), so they say nothing the random chase's near mode
 # does not; they are each line's reference for its DRAM miss (a miss not COLD_MIN_RATIO x the line's
-# hit was not evicted). The DRAM misses are the fact: their median over lines, their own widest gap
-# reported (two tiers are told apart only past HOP_MODE_GAP; the random chase's DRAM hops have none,
-# gaps of 2.6-3.1 %, H100 2026-11-26). One reading per line, shared; a re-measurement reads every
-# line again.
+# hit was not evicted). One reading per line, shared; a re-measurement reads every line again.
+#
+# The DRAM misses form two tiers: 535 .. 785 cycles over 64 lines, the widest gap 589 -> 723 (22.8 %)
+# on GPU-9db59b7a and 590 -> 679 (15.1 %) on GPU-fd48deeb (H100, driver 580.159.04, CUDA 13.0,
+# 2026-11-26; p10 550 / 557, median 588 / 634, p90 770 / 775). The median over lines falls in either
+# tier or in the gap (an interleaved batch's median read 576.5 .. 742), so it is no fact: each tier's
+# median is (:func:`dram_tiers`), split at the misses' widest relative gap where it is at least
+# DRAM_TIER_GAP with at least DRAM_TIER_MIN_LINES lines on each side.
 
-#: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS)
-CHASE_LINE_STATISTICS = ("dram_all_lines",)
+#: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS): the DRAM
+#: misses of the lines below the misses' widest gap, those of the lines above it
+CHASE_LINE_STATISTICS = ("dram_near_tier", "dram_far_tier")
 #: a DRAM reading of a line must exceed its L2-hit reading by this factor, or the line was not evicted:
 #: a line still in L2 reads its L2 hit (each line's readings are steady to 0.02 %), and a DRAM access
 #: (row activation and column read behind the L2 miss) adds far more than 10 %
 COLD_MIN_RATIO = 1.10
 #: one DRAM miss per launch: its latency varies launch to launch more than a chain of hits does
 DRAM_LINE_STOP = StopRule(noise_target=0.01, min_samples=11, max_samples=41, time_budget_s=0.5)
+#: the least relative gap between the DRAM misses' tiers: two thirds of the narrowest split seen (15.1 %,
+#: GPU-fd48deeb), 2.5 x the widest gap of a one-tier distribution seen (4 %: the one-line chase's L2
+#: hits; the random chase's DRAM hops 2.6-3.1 %)
+DRAM_TIER_GAP = 0.10
+#: the least lines a DRAM tier holds: 2 in each of NEAR_BATCHES batches (the H100's tiers each held about
+#: half the 64 lines: the median over lines, 588 and 634, lay at the gap); a few stray slow lines above
+#: the rest make no tier
+DRAM_TIER_MIN_LINES = 8
 
 
 def widest_gap(values, *, min_side: int = 1) -> tuple[float, float, float]:
@@ -445,17 +461,39 @@ def batch_medians(values, batches: int) -> list[float]:
     return [percentile(values[i::batches], 50) for i in range(batches)]
 
 
+def dram_tiers(misses, *, min_gap: float = DRAM_TIER_GAP, min_lines: int = DRAM_TIER_MIN_LINES) -> tuple[list, list, tuple]:
+    """(the indices of the near tier's lines, those of the far tier's, (low, high, gap)) of the lines'
+    DRAM ``misses``, split at their widest relative gap among the splits that leave ``min_lines`` lines
+    on each side. Refused (one tier) when that gap is under ``min_gap``, naming a wider gap that left
+    too few lines on a side where there is one."""
+    misses = list(misses)
+    lo, hi, gap = widest_gap(misses, min_side=min_lines)
+    if gap < min_gap:
+        any_lo, any_hi, any_gap = widest_gap(misses)
+        side = min(sum(c <= any_lo for c in misses), sum(c >= any_hi for c in misses))
+        wider = (f"; the widest gap of all, {any_lo:.1f} -> {any_hi:.1f} ({any_gap:.1%}), leaves {side} lines on a "
+                 f"side, under {min_lines}" if any_gap >= min_gap else "")
+        raise ValueError(f"the DRAM misses form one tier: their widest gap with {min_lines} or more of "
+                         f"{len(misses)} lines on each side, {lo:.1f} -> {hi:.1f} cycles, is {gap:.1%}, under "
+                         f"{min_gap:.0%}{wider}; p10 {percentile(misses, 10):.1f}, p50 {percentile(misses, 50):.1f}, "
+                         f"p90 {percentile(misses, 90):.1f}")
+    return [k for k, c in enumerate(misses) if c < hi], [k for k, c in enumerate(misses) if c >= hi], (lo, hi, gap)
+
+
 def line_statistic(kind: str, hits, misses=None, *, batches: int = NEAR_BATCHES) -> list[float]:
     """One value per batch (their spread the fact's noise) of the chase-line statistic ``kind``
-    (:data:`CHASE_LINE_STATISTICS`): ``dram_all_lines``, the lines' DRAM ``misses`` (one per line of
-    ``hits``, same order), their median in each interleaved batch of lines."""
+    (:data:`CHASE_LINE_STATISTICS`) over the lines' DRAM ``misses`` (one per line of ``hits``, same
+    order): the near tier's (``dram_near_tier``) or the far tier's (``dram_far_tier``) misses
+    (:func:`dram_tiers`), their median in each of ``batches`` interleaved batches of the tier's lines."""
     hits = list(hits)
-    if kind == "dram_all_lines":
-        if misses is None or len(misses) != len(hits):
-            raise ValueError(f"{kind} needs one DRAM reading per line ({len(hits)}), got "
-                             f"{None if misses is None else len(misses)}")
-        return batch_medians(list(misses), batches)
-    raise ValueError(f"chase-line statistic {kind!r}: expected one of {CHASE_LINE_STATISTICS}")
+    if kind not in CHASE_LINE_STATISTICS:
+        raise ValueError(f"chase-line statistic {kind!r}: expected one of {CHASE_LINE_STATISTICS}")
+    if misses is None or len(misses) != len(hits):
+        raise ValueError(f"{kind} needs one DRAM reading per line ({len(hits)}), got "
+                         f"{None if misses is None else len(misses)}")
+    misses = list(misses)
+    near, far, _ = dram_tiers(misses)
+    return batch_medians([misses[k] for k in (near if kind == "dram_near_tier" else far)], batches)
 
 
 def not_cold(hits, misses, ratio: float = COLD_MIN_RATIO) -> list[str]:
@@ -465,28 +503,30 @@ def not_cold(hits, misses, ratio: float = COLD_MIN_RATIO) -> list[str]:
             if m < ratio * h]
 
 
-def over_lines_summary(hits, misses=None, *, min_gap: float | None = None) -> dict:
+def over_lines_summary(hits, misses=None) -> dict:
     """What the report shows of a chase-line reading: every line's L2 hit and the percentiles over
-    lines; each line's DRAM miss, its percentiles, its widest gap and, where that gap passes
-    ``min_gap`` (HOP_MODE_GAP), the two tiers' lines and medians (reported, not asserted)."""
-    min_gap = HOP_MODE_GAP if min_gap is None else min_gap
+    lines; each line's DRAM miss, its percentiles and, split into tiers (:func:`dram_tiers`), the gap,
+    each tier's lines, share and (min, median, max), or why the misses are one tier."""
     out = {"line_cycles": [round(c, 3) for c in hits],
            **{f"p{q}_over_lines_cycles": round(percentile(hits, q), 3) for q in (10, 50, 90)}}
     lo, hi, gap = widest_gap(hits)
     out["widest_gap_cycles"] = [round(lo, 3), round(hi, 3), round(gap, 4)]
-    if misses is not None:
-        misses = list(misses)
-        out["dram_line_cycles"] = [round(c, 3) for c in misses]
-        out.update({f"dram_p{q}_over_lines_cycles": round(percentile(misses, q), 3) for q in (10, 50, 90)})
-        lo, hi, gap = widest_gap(misses)
-        out["dram_widest_gap_cycles"] = [round(lo, 3), round(hi, 3), round(gap, 4)]
-        if gap >= min_gap:
-            slow = [k for k, c in enumerate(misses) if c >= hi]
-            fast = [k for k, c in enumerate(misses) if c < hi]
-            out.update(dram_fast_lines=fast, dram_slow_lines=slow,
-                       dram_fast_median_cycles=round(percentile([misses[k] for k in fast], 50), 3),
-                       dram_slow_median_cycles=round(percentile([misses[k] for k in slow], 50), 3))
-    return out
+    if misses is None:
+        return out
+    misses = list(misses)
+    out["dram_line_cycles"] = [round(c, 3) for c in misses]
+    out.update({f"dram_p{q}_over_lines_cycles": round(percentile(misses, q), 3) for q in (10, 50, 90)})
+    try:
+        near, far, (lo, hi, gap) = dram_tiers(misses)
+    except ValueError as exc:
+        return dict(out, dram_tiers=1, dram_one_tier=str(exc))
+
+    def span(lines):
+        cycles = [misses[k] for k in lines]
+        return [round(min(cycles), 3), round(percentile(cycles, 50), 3), round(max(cycles), 3)]
+    return dict(out, dram_tiers=2, dram_widest_gap_cycles=[round(lo, 3), round(hi, 3), round(gap, 4)],
+                dram_near_lines=near, dram_far_lines=far, dram_far_share=round(len(far) / len(misses), 4),
+                dram_near_cycles=span(near), dram_far_cycles=span(far))
 
 
 _CHASE_LINES: dict = {}
@@ -515,7 +555,8 @@ def chase_line_readings(gpuprops, fact, *, fresh: bool = False):
 def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measurement:
     """``fact`` (a one-line chase's, its ``statistic.lines`` one of :data:`CHASE_LINE_STATISTICS`) as
     one measurement: line_statistic over the shared line readings, every line's cycles in its launch
-    info. Refused where a line's miss was not cold (:func:`not_cold`)."""
+    info. Refused where a line's miss was not cold (:func:`not_cold`) or the misses form one tier
+    (:func:`dram_tiers`), the lines' misses then in the error."""
     kind = fact.statistic.lines
     hits, misses = chase_line_readings(gpuprops, fact, fresh=fresh)
     hit_cycles = [m.median for m in hits]
@@ -526,9 +567,14 @@ def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measuremen
                          "the line's L2 hit (the line was not evicted, or the stop read did not wait for the timed "
                          "load: check the DISCARD build's SASS, pytest hwtests -m static -k dram_latency): "
                          + "; ".join(warm[:8]))
+    try:
+        values = line_statistic(kind, hit_cycles, miss_cycles)
+    except ValueError as exc:
+        raise ValueError(f"{fact.name}: {exc}; the lines' DRAM misses: "
+                         + ", ".join(f"{c:.1f}" for c in miss_cycles)) from exc
     first = misses[0]
     m = Measurement.given(
-        fact.name, line_statistic(kind, hit_cycles, miss_cycles), noise_target=NEAR_NOISE,
+        fact.name, values, noise_target=MODE_NOISE,
         overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
         throttle=sorted({t for m in hits + misses for t in m.throttle}), kernel=first.kernel,
         launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,

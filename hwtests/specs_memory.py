@@ -1,7 +1,7 @@
-"""The memory hierarchy's line-by-line fact (:data:`FACTS`, one pytest_gpuprops.factspec.FactSpec): a
+"""The memory hierarchy's line-by-line facts (:data:`FACTS`, pytest_gpuprops.factspec.FactSpec): the
 DRAM miss of each of memory_levels.L2_LINES lines, by a chase that stays on the line
-(kernels/global_chase.cu; the line holds its own address). The GPU test is test_memory_hierarchy.py's,
-the static region checks test_static_chains.py's.
+(kernels/global_chase.cu; the line holds its own address), its two tiers' medians. The GPU test is
+test_memory_hierarchy.py's, the static region checks test_static_chains.py's.
 
 No far tier for loads repeated on one line. Chased on itself with ld.global.cg, each of 64 lines
 read 253.0 .. 307.0 cycles, its widest gap 273.8 -> 284.8 (4 %), one tier, median 274.9 (H100
@@ -9,20 +9,24 @@ GPU-2bbcd972, driver 580.159.04, CUDA 13.0, 2026-11-26), while the random chase'
 into a near mode (median 266-267) and a far one (447-449), 36-38 % apart (GPU-ce7928d2, same day). A
 load repeated on one line is served near whatever slice owns the line (a copy in the near
 partition), so the one-line chase measures no far-partition hit and its L2 hits are no fact: the
-L2 hit's near mode, far mode and median are the per-hop chase's (test_memory_hierarchy.py
-test_l2_hop_modes). The one-line hits stay as each line's reference for its DRAM miss.
+L2 hit's far mode is the per-hop chase's (test_memory_hierarchy.py test_l2_hop_far_mode). The
+one-line hits stay as each line's reference for its DRAM miss.
 
 The DRAM miss (DISCARD=1): one ld.global.cg of the line after a warm load and discard.global.L2,
-its value read before the stop read. The first build left the value unread until after the stop read
-and every line read 2.0 cycles (the same H100): the static check now asks for the read. Which
-partition a missed line's slice is in could split the misses into tiers; the fact is their median
-over lines, and their own widest gap is reported (two tiers past memory_levels.HOP_MODE_GAP) rather
-than asserted, since the random chase's DRAM hops show none (gaps 2.6-3.1 %). The fact is the GPU
-model's (its L2, crossbar, memory and clocks): record mode files it per GPU model.
+its value read before the stop read (a build that left it unread read 2.0 cycles for every line; the
+static check asks for the read). Read so, the 64 lines' misses form two tiers (H100 GPU-9db59b7a and
+GPU-fd48deeb, driver 580.159.04, CUDA 13.0, 2026-11-26): 535 .. 785 cycles, the widest gap 589 -> 723
+(22.8 %) and 590 -> 679 (15.1 %). Their median over lines was no fact (588 on one unit, 634 in the
+gap on the other, a batch's median 576.5 .. 742: it falls in either tier), so the facts are each
+tier's median, dram_latency_near_cycles below the widest gap and dram_latency_far_cycles above it
+(memory_levels.dram_tiers: refused as one tier under memory_levels.DRAM_TIER_GAP or with fewer than
+DRAM_TIER_MIN_LINES lines on a side); both tiers' lines, the far share and the gap are in the launch
+info. They are the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU
+model.
 
 The other facts of the family (l1_hit_latency_cycles, dram_latency_cycles, the per-hop percentiles and
-modes, the capacity knees) stay tests of test_memory_hierarchy.py: their footprints come from the sizes
-the device reports (memory_levels.footprint), which a spec's launch, declared before any device is
+far mode, the capacity knees) stay tests of test_memory_hierarchy.py: their footprints come from the
+sizes the device reports (memory_levels.footprint), which a spec's launch, declared before any device is
 known, cannot take."""
 
 import memory_levels as ml
@@ -83,13 +87,23 @@ def _miss(line: int, miss: bool = True) -> KernelSpec:
 MISS_REGION = Region((CG_LOAD,), steps="UNROLL", trailing=("LOP3.LUT",))
 
 
+#: the DRAM miss facts: name -> (Statistic.lines, which tier's lines are taken)
+DRAM_FACTS = {
+    "dram_latency_near_cycles": ("dram_near_tier", "below"),
+    "dram_latency_far_cycles": ("dram_far_tier", "above"),
+}
+
+
 def _facts() -> list[FactSpec]:
     return [FactSpec(
-        "dram_latency_line_median_cycles", _miss, MISS_REGION, scope=GPU, statistic=Statistic(lines="dram_all_lines"),
+        name, _miss, MISS_REGION, scope=GPU, statistic=Statistic(lines=kind),
         method=f"one ld.global.cg {ml.CHASE_LINE_TEXT}, after a warm load and discard.global.L2 of it (a DRAM miss, "
                f"its page's translation cached), its value read before the stop read; each line's median over "
                f"launches, refused unless {ml.COLD_MIN_RATIO} x the line's L2 hit (the same line chased on itself); "
-               f"the median over lines in each of {ml.NEAR_BATCHES} interleaved batches of lines, the median of those")]
+               f"the lines {side} the misses' widest relative gap (refused under {ml.DRAM_TIER_GAP:.0%} or with "
+               f"fewer than {ml.DRAM_TIER_MIN_LINES} lines on a side: one tier), their median in each of "
+               f"{ml.NEAR_BATCHES} interleaved batches of those lines, the median of those")
+        for name, (kind, side) in DRAM_FACTS.items()]
 
 
 FACTS: list[FactSpec] = _facts()

@@ -213,20 +213,24 @@ def test_a_few_stray_slow_hops_are_no_far_mode():
         ml.hop_modes(only_near)  # 2 of ~1760 hops: under MODE_MIN_SHARE, no mode
 
 
-def test_hop_mode_batches_take_their_mode_and_never_the_other():
-    far = ml.hop_mode_batches("far_mode", HOPS_H100)
-    near = ml.hop_mode_batches("near_mode", HOPS_H100)
-    p50 = ml.hop_mode_batches("p50", HOPS_H100)
-    assert len(far) == len(near) == len(p50) == ml.MODE_BATCHES
-    assert all(415 <= v <= 485 for v in far) and all(245 <= v <= 304 for v in near)
-    assert p50 == ml.batch_percentiles(HOPS_H100, 50, ml.MODE_BATCHES) and all(245 <= v <= 304 for v in p50)
-    assert max(far) / min(far) - 1 < 0.05  # the far batches are steady: ~73 hops each
+def test_far_mode_batches_take_the_far_hops_and_never_the_near_ones():
+    far = ml.far_mode_batches(HOPS_H100)
+    assert len(far) == ml.MODE_BATCHES and all(415 <= v <= 485 for v in far)
+    assert max(far) / min(far) - 1 < ml.MODE_NOISE  # the far batches are steady: ~73 hops each
     with pytest.raises(ValueError, match="one mode"):
-        ml.hop_mode_batches("far_mode", [542.0 + 0.1 * k for k in range(2048)])
+        ml.far_mode_batches([542.0 + 0.1 * k for k in range(2048)])
     with pytest.raises(ValueError, match="too few for 4 batches"):  # 5 far hops of 250: 2 % of them, 2 a batch short
-        ml.hop_mode_batches("far_mode", [266.0 + k % 9 for k in range(245)] + [450.0] * 5)
-    with pytest.raises(ValueError, match="expected one of"):
-        ml.hop_mode_batches("p90", HOPS_H100)
+        ml.far_mode_batches([266.0 + k % 9 for k in range(245)] + [450.0] * 5)
+
+
+def test_the_near_mode_and_p50_are_reported_beside_the_far_mode():
+    """The near mode read 288.0 and 268.5 cycles on two H100s (GPU-9db59b7a, GPU-fd48deeb, 2026-11-26):
+    it moves with the allocation's slices, so only the far mode is a fact; the summary the far fact's
+    launch info takes carries the near mode's median, p10 / p50 / p90 and the far share."""
+    out = ml.hop_modes_summary(HOPS_H100)
+    assert {"p10_cycles", "p50_cycles", "p90_cycles", "far_share", "near_mode_cycles"} <= set(out)
+    assert 245 <= out["near_mode_cycles"][1] <= 304 and out["near_mode_cycles"][1] == round(
+        ml.percentile([h for h in HOPS_H100 if h < 400], 50), 2)
 
 
 def test_hop_modes_summary_reports_the_far_share_and_p90():
@@ -264,15 +268,86 @@ def test_batch_medians_are_interleaved_and_refuse_thin_batches():
         ml.batch_medians([1, 2, 3], 2)
 
 
-def test_the_dram_line_statistic_is_the_misses_median_never_the_hits():
-    misses = [c + 400.0 for c in ONE_TIER]
-    values = ml.line_statistic("dram_all_lines", ONE_TIER, misses)
-    assert values == ml.batch_medians(misses, ml.NEAR_BATCHES) and all(653 <= v <= 707 for v in values)
+#: planted DRAM misses, one a line: one tier (the L2 hits + 400: 653 .. 707 cycles, gaps under 1 %)
+ONE_TIER_MISSES = [c + 400.0 for c in ONE_TIER]
+#: two tiers 15 % apart: 32 lines at 600 .. 604 cycles, 32 at 695 .. 701 (695 / 604 = 1.151)
+SPLIT_15 = [600.0 + k % 5 if k % 2 else 695.0 + k % 7 for k in range(64)]
+#: 58 lines at 600 .. 604 and 6 at 800: a 32 % gap, but 6 lines above it, under DRAM_TIER_MIN_LINES
+FEW_SLOW = [800.0 if k % 11 == 5 else 600.0 + k % 5 for k in range(64)]
+
+
+def _h100_lines(anchors):
+    """64 lines' misses whose sorted values run linearly between ``anchors`` ((sorted index, cycles)),
+    line k holding sorted value (29 k) mod 64, so each tier's lines fall among all four batches."""
+    ranked = [float(np.interp(i, [a for a, _ in anchors], [c for _, c in anchors])) for i in range(64)]
+    return [round(ranked[(29 * k) % 64], 1) for k in range(64)]
+
+
+#: The DRAM misses of the two H100s, planted to their reported shape (the lines themselves were not
+#: kept): GPU-9db59b7a and GPU-fd48deeb (driver 580.159.04, CUDA 13.0, 2026-11-26), 535 .. 785 cycles,
+#: the widest gap 589 -> 723 (22.8 %) and 590 -> 679 (15.1 %), p10 550 / 557, median 588 / 634, p90
+#: 770 / 775
+H100_9DB59B7A = _h100_lines([(0, 535.0), (6, 550.0), (7, 550.0), (31, 587.0), (32, 589.0), (33, 723.0),
+                             (56, 770.0), (57, 770.0), (63, 785.0)])
+H100_FD48DEEB = _h100_lines([(0, 541.0), (6, 557.0), (7, 557.0), (31, 589.6), (32, 678.4), (56, 775.0),
+                             (57, 775.0), (63, 785.0)])
+
+
+def test_the_h100_readings_split_at_their_widest_gap_into_steady_tiers():
+    for misses, (lo, hi, gap), (p10, p50, p90), near_lines in (
+            (H100_9DB59B7A, (589.0, 723.0, 0.228), (550.0, 588.0, 770.0), 33),
+            (H100_FD48DEEB, (589.6, 678.4, 0.151), (557.0, 634.0, 775.0), 32)):
+        assert [ml.percentile(misses, q) for q in (10, 50, 90)] == pytest.approx([p10, p50, p90])
+        near, far, split = ml.dram_tiers(misses)
+        assert split[:2] == (lo, hi) and split[2] == pytest.approx(gap, abs=5e-4)
+        assert len(near) == near_lines and sorted(near + far) == list(range(64))
+        assert max(misses[k] for k in near) == lo and min(misses[k] for k in far) == hi
+        for kind, (low, high) in (("dram_near_tier", (535.0, lo)), ("dram_far_tier", (hi, 785.0))):
+            values = ml.line_statistic(kind, ONE_TIER, misses)
+            assert len(values) == ml.NEAR_BATCHES and all(low <= v <= high for v in values)
+            assert max(values) / min(values) - 1 < ml.MODE_NOISE, (kind, values)
+        # the median over lines was the old fact: on GPU-fd48deeb it lies in the gap, read by no line
+        whole = ml.batch_medians(misses, ml.NEAR_BATCHES)
+        assert misses is H100_9DB59B7A or all(lo < v < hi for v in whole)
+    spread = ml.batch_medians(H100_9DB59B7A, ml.NEAR_BATCHES)  # and on GPU-9db59b7a its batches straddle the gap
+    assert min(spread) < 589.0 < 723.0 > max(spread) and max(spread) / min(spread) - 1 > ml.MODE_NOISE
+
+
+def test_dram_tiers_split_a_15_percent_gap_into_the_lines_below_and_above_it():
+    near, far, (lo, hi, gap) = ml.dram_tiers(SPLIT_15)
+    assert (lo, hi) == (604.0, 695.0) and gap == pytest.approx(695 / 604 - 1)
+    assert near == list(range(1, 64, 2)) and far == list(range(0, 64, 2))
+    assert ml.line_statistic("dram_near_tier", ONE_TIER, SPLIT_15) == ml.batch_medians(
+        [SPLIT_15[k] for k in near], ml.NEAR_BATCHES)
+    assert all(695 <= v <= 701 for v in ml.line_statistic("dram_far_tier", ONE_TIER, SPLIT_15))
+    with pytest.raises(ValueError, match="one tier.*15.1%, under 20%"):  # a 20 % rule would refuse it
+        ml.dram_tiers(SPLIT_15, min_gap=0.20)
+
+
+def test_dram_tiers_refuse_one_tier_and_a_gap_with_too_few_lines_on_a_side():
+    with pytest.raises(ValueError, match=r"one tier: their widest gap with 8 or more of 64 lines on each side.*under 10%"):
+        ml.dram_tiers(ONE_TIER_MISSES)
+    with pytest.raises(ValueError, match="one tier") as refused:
+        ml.line_statistic("dram_far_tier", ONE_TIER, ONE_TIER_MISSES)
+    assert "leaves" not in str(refused.value)  # no wider gap to name
+    with pytest.raises(ValueError, match=r"one tier.*604.0 -> 800.0 \(32.5%\), leaves 6 lines on a side, under 8"):
+        ml.dram_tiers(FEW_SLOW)
+    near, far, _ = ml.dram_tiers(FEW_SLOW, min_lines=6)  # the rule, not the data, refused it
+    assert len(far) == 6
+    with pytest.raises(ValueError, match="no gap with 8 or more"):
+        ml.dram_tiers(SPLIT_15[:15])
+
+
+def test_the_dram_line_statistics_are_the_misses_tiers_never_the_hits():
     with pytest.raises(ValueError, match="one DRAM reading per line"):
-        ml.line_statistic("dram_all_lines", ONE_TIER, misses[:-1])
-    for gone in ("near_tier", "far_tier", "p90_over_lines", "dram_near_tier"):
+        ml.line_statistic("dram_near_tier", ONE_TIER, SPLIT_15[:-1])
+    with pytest.raises(ValueError, match="one DRAM reading per line"):
+        ml.line_statistic("dram_far_tier", ONE_TIER)
+    for gone in ("near_tier", "far_tier", "p90_over_lines", "dram_all_lines"):
         with pytest.raises(ValueError, match="expected one of"):
-            ml.line_statistic(gone, ONE_TIER, misses)
+            ml.line_statistic(gone, ONE_TIER, SPLIT_15)
+    assert ml.line_statistic("dram_near_tier", SPLIT_15, SPLIT_15) == ml.line_statistic(
+        "dram_near_tier", ONE_TIER, SPLIT_15)  # the hits take no part
 
 
 def test_not_cold_names_the_lines_whose_miss_reads_as_a_hit_or_as_nothing():
@@ -281,21 +356,25 @@ def test_not_cold_names_the_lines_whose_miss_reads_as_a_hit_or_as_nothing():
     assert len(ml.not_cold(ONE_TIER, [2.0] * 64)) == 64  # the unread load of 2026-11-26: every line refused
 
 
-def test_over_lines_summary_reports_the_misses_tiers_only_past_the_mode_gap():
+def test_over_lines_summary_reports_both_tiers_lines_share_and_gap_or_why_there_is_one():
     out = ml.over_lines_summary(ONE_TIER, TWO_TIER_MISSES)
     assert out["line_cycles"] == [round(c, 3) for c in ONE_TIER] and len(out["dram_line_cycles"]) == 64
-    assert out["dram_slow_lines"] == list(range(0, 64, 2)) and out["dram_fast_lines"] == list(range(1, 64, 2))
-    assert out["dram_widest_gap_cycles"][:2] == [624.0, 800.0] and out["dram_fast_median_cycles"] == 622.0
-    assert out["p10_over_lines_cycles"] < out["p50_over_lines_cycles"] < out["p90_over_lines_cycles"]
-    one = ml.over_lines_summary(ONE_TIER, [c + 400.0 for c in ONE_TIER])
-    assert "dram_slow_lines" not in one and one["dram_widest_gap_cycles"][2] < ml.HOP_MODE_GAP
+    assert out["dram_far_lines"] == list(range(0, 64, 2)) and out["dram_near_lines"] == list(range(1, 64, 2))
+    assert out["dram_widest_gap_cycles"][:2] == [624.0, 800.0] and out["dram_far_share"] == 0.5
+    assert out["dram_near_cycles"] == [620.0, 622.0, 624.0] and out["dram_far_cycles"][0] == 800.0
+    assert out["dram_tiers"] == 2 and out["p10_over_lines_cycles"] < out["p50_over_lines_cycles"]
+    gold = ml.over_lines_summary(ONE_TIER, H100_FD48DEEB)
+    assert gold["dram_widest_gap_cycles"] == [589.6, 678.4, 0.1506] and gold["dram_far_share"] == 0.5
+    assert gold["dram_p50_over_lines_cycles"] == 634.0
+    one = ml.over_lines_summary(ONE_TIER, ONE_TIER_MISSES)
+    assert one["dram_tiers"] == 1 and "one tier" in one["dram_one_tier"] and "dram_far_lines" not in one
     assert "dram_line_cycles" not in ml.over_lines_summary(ONE_TIER)
 
 
 class _LineGpu:
     """A stand-in for the gpuprops fixture: line k's L2 hit ONE_TIER[k] cycles, its miss ``miss(k)``."""
 
-    def __init__(self, miss=lambda k: ONE_TIER[k] + 400.0, index=0):
+    def __init__(self, miss=lambda k: H100_9DB59B7A[k], index=0):
         from types import SimpleNamespace
         self.gpu = SimpleNamespace(index=index)
         self.calls = []
@@ -310,28 +389,31 @@ class _LineGpu:
                                  launch={"defines": dict(spec.defines)})
 
 
-def test_the_dram_fact_reads_each_line_s_hit_and_miss_once_and_a_remeasure_reads_again(monkeypatch):
+def test_the_dram_facts_read_each_line_s_hit_and_miss_once_and_a_remeasure_reads_again(monkeypatch):
     import specs_memory as sm
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
     gpu = _LineGpu()
-    (fact,) = sm.FACTS
-    dram = ml.chase_line_measurement(gpu, fact)
+    near_fact, far_fact = sm.FACTS
+    near = ml.chase_line_measurement(gpu, near_fact)
     assert len(gpu.calls) == 2 * ml.L2_LINES
     assert {c[1:] for c in gpu.calls[:64]} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
     assert {c[1:] for c in gpu.calls[64:]} == {(1, 1.0, ml.DRAM_LINE_STOP)}
-    assert all(653 <= v <= 707 for v in dram.values) and dram.launch["defines"]["DISCARD"] == 1
-    assert dram.launch["statistic"] == "dram_all_lines" and len(dram.launch["dram_line_cycles"]) == ml.L2_LINES
-    ml.chase_line_measurement(gpu, fact)
-    assert len(gpu.calls) == 2 * ml.L2_LINES  # shared: read once
+    far = ml.chase_line_measurement(gpu, far_fact)
+    assert len(gpu.calls) == 2 * ml.L2_LINES  # shared by both facts: read once
+    assert all(535 <= v <= 589 for v in near.values) and all(723 <= v <= 785 for v in far.values)
+    assert near.noise_target == far.noise_target == ml.MODE_NOISE and near.launch["defines"]["DISCARD"] == 1
+    assert (near.launch["statistic"], far.launch["statistic"]) == ("dram_near_tier", "dram_far_tier")
+    assert len(far.launch["dram_line_cycles"]) == ml.L2_LINES and far.launch["dram_far_share"] == round(31 / 64, 4)
+    assert len(near.launch["dram_near_lines"]) == 33 and far.launch["dram_widest_gap_cycles"][:2] == [589.0, 723.0]
     gpu.calls.clear()
-    dram.remeasure()
+    far.remeasure()
     assert len(gpu.calls) == 2 * ml.L2_LINES  # hits and misses read afresh
     other = _LineGpu(index=1)
-    ml.chase_line_measurement(other, fact)
+    ml.chase_line_measurement(other, near_fact)
     assert len(other.calls) == 2 * ml.L2_LINES  # another GPU reads its own lines
 
 
-def test_the_dram_fact_refuses_lines_still_in_l2_or_a_load_not_waited_for(monkeypatch):
+def test_the_dram_facts_refuse_lines_still_in_l2_a_load_not_waited_for_or_one_tier(monkeypatch):
     import specs_memory as sm
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
     gpu = _LineGpu(miss=lambda k: ONE_TIER[k] * (1.0 if k == 7 else 2.0))  # line 7's discard left it in L2
@@ -340,6 +422,9 @@ def test_the_dram_fact_refuses_lines_still_in_l2_or_a_load_not_waited_for(monkey
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
     with pytest.raises(ValueError, match="64 of 64 lines.*static"):  # 2.0 cycles, as the unread load read
         ml.chase_line_measurement(_LineGpu(miss=lambda k: 2.0), sm.FACTS[0])
+    monkeypatch.setattr(ml, "_CHASE_LINES", {})
+    with pytest.raises(ValueError, match=r"dram_latency_far_cycles: the DRAM misses form one tier.*misses: 653\.0"):
+        ml.chase_line_measurement(_LineGpu(miss=lambda k: ONE_TIER_MISSES[k]), sm.FACTS[1])
 
 
 def test_line_chase_specs_hit_or_miss_one_line_with_one_build():
@@ -347,9 +432,11 @@ def test_line_chase_specs_hit_or_miss_one_line_with_one_build():
     hit, miss = sm.line_chase(5), sm.line_chase(9, miss=True)
     assert hit.defines == sm.line_chase(0).defines == {"CACHE": 1, "UNROLL": sm.LINE_CHASE_UNROLL}
     assert miss.defines == {"CACHE": 1, "UNROLL": 1, "DISCARD": 1}
-    assert [f.name for f in sm.FACTS] == ["dram_latency_line_median_cycles"]
-    assert [f.scope for f in sm.FACTS] == ["gpu"] and all(ml.is_chase_line(f) for f in sm.FACTS)
-    assert [f.build().defines.get("DISCARD", 0) for f in sm.FACTS] == [1] and [f.per() for f in sm.FACTS] == [1.0]
+    assert [f.name for f in sm.FACTS] == ["dram_latency_near_cycles", "dram_latency_far_cycles"]
+    assert [f.statistic.lines for f in sm.FACTS] == list(ml.CHASE_LINE_STATISTICS)
+    assert [f.scope for f in sm.FACTS] == ["gpu", "gpu"] and all(ml.is_chase_line(f) for f in sm.FACTS)
+    assert [f.build().defines.get("DISCARD", 0) for f in sm.FACTS] == [1, 1] and [f.per() for f in sm.FACTS] == [1.0] * 2
+    assert len({(b.source, tuple(b.defines.items())) for b in (f.build() for f in sm.FACTS)}) == 1  # one build
     import specs_async
     assert not any(ml.is_chase_line(f) for f in specs_async.FACTS)  # their lines are near_tier_latency's
 
