@@ -93,6 +93,9 @@ class Verdict:
     units_range: list[float] | None = None
     #: a pair fact's peer GPU (the other end of the link; ``gpu`` issued the work), as ``gpu``
     peer: dict | None = None
+    #: the reading its unit accepted outside the SKU's population, within which this one passed
+    #: (accepted_units.py: measured, date, path, forced, sm_clock_mhz, band); None for every other verdict
+    accepted_reading: dict | None = None
 
     @property
     def ok(self) -> bool:

@@ -192,6 +192,8 @@ class FactChecker:
         v.gpu = self.gpu.identity()
         if self.peer_index is not None:
             v.peer = self._state.info(self.peer_index).identity()
+        if not self._state.record_path:  # outside the SKU's population, and accepted for this unit: not red
+            v = self._state.accepted.judge(v)
         self.verdicts.append(v)
         _pending(self._request.node)["verdicts"].append(v.as_dict())
         self._request.node.user_properties.append((f"gpuprops:{v.fact}", f"{v.measured} {v.unit} {v.verdict_text}"))

@@ -57,6 +57,12 @@ def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     if beyond:  # a new extreme of a population fact: seen the first time, not when a later unit fails
         line += (f"; {len(beyond)} {BEYOND_UNITS} ({', '.join(beyond[:3])}{', ...' if len(beyond) > 3 else ''}: "
                  "inside the band; tools/unit_values.py lists them)")
+    from .accepted_units import accepted
+    known = accepted(verdicts)
+    if known:  # outside the SKU's population, accepted for their unit: counted, never absorbed
+        names = list(dict.fromkeys(v.fact for v in known))
+        line += (f"; {len(known)} PASS outside the SKU's population, accepted for their unit "
+                 f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}: listed with their accepted runs)")
     return line
 
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from .accepted_units import accepted, describe
 from .assertions import Verdict
 from .report import gpu_table, link_matrices, link_tables, summary_line, table
 
@@ -35,6 +36,10 @@ def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] =
     matrices = link_matrices(vs)
     if matrices:
         head += ["## Node links: GPU x GPU", "", link_tables(matrices, fmt="github"), ""]
+    known = accepted(vs)
+    if known:
+        head += ["## Outside the SKU's population, accepted for their unit (not red)", "",
+                 *(f"- {describe(v)}" for v in known), ""]
     failing = [v for v in vs + fleet if not v.ok]
     if failing:
         head += ["## Not passing", ""]

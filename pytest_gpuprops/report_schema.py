@@ -201,7 +201,11 @@ VERDICT = Obj({
     "tolerance": Num(nullable=True, at_least=0), "scope": OneOf(("arch", "gpu")),
     "same_unit_tolerance_rel": Num(nullable=True, at_least=0),
     "units_range": ListOf(Num(), nullable=True, length=2, expected="[lowest, highest]"), "verdict": Str(),
-    "peer": Obj(GPU.fields, nullable=True, expected=GPU.expected)},
+    "peer": Obj(GPU.fields, nullable=True, expected=GPU.expected),
+    "accepted_reading": Obj({"measured": Num(), "date": Str(), "path": Str(), "forced": Bool(),
+                             "sm_clock_mhz": Num(nullable=True), "band": Num(at_least=0)},
+                            nullable=True,
+                            expected="the reading its unit accepted (measured, date, path, forced, ...), or null")},
     required=("fact", "arch", "status", "expected", "measured", "measured_text", "unit", "method", "source"),
     expected="a verdict", name_key="fact")
 #: a fact recorded in record mode (facts.Fact's fields)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from . import assertions, baselines, devices, inputs, measure, nsight, results, stats
+from . import accepted_units, assertions, baselines, devices, inputs, measure, nsight, results, stats
 
 
 class GpuSlot:
@@ -43,6 +43,8 @@ class GpuPropsState:
         self.baseline_accept: bool = bool(getattr(opt, "gpuprops_baseline_accept", False))
         self.store = baselines.Store(getattr(opt, "gpuprops_baselines", None) or baselines.default_dir())
         self.baseline_of: dict[str, baselines.Baseline] = {}
+        #: the readings each unit's baseline accepted outside its SKU's population (read where checked)
+        self.accepted = accepted_units.AcceptedUnits(self.store, self.baseline_choice)
         self.baseline_notes: list[str] = []
         self.stored: list[tuple] = []
         self.plots_dir = opt.gpuprops_plots

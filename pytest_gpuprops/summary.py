@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import accepted_units, facts_record, plots, report, report_files, results
 from . import facts as gp_facts
-from . import facts_record, plots, report, report_files, results
 from .session import GpuPropsState
 
 
@@ -21,6 +21,11 @@ def write_summary(tr, state: GpuPropsState, verbose: int) -> None:
         tr.write_sep("=", "gpuprops facts")
         tr.write_line(report.terminal_table(verdicts, verbose))
         tr.write_line(report.summary_line(verdicts + state.fleet, state.run))
+        known = accepted_units.accepted(verdicts)
+        if known:
+            tr.write_sep("-", "outside the SKU's population, accepted for their unit (not red)", yellow=True)
+            for v in known:
+                tr.write_line(f"  {accepted_units.describe(v)}", yellow=True)
         if len({results.gpu_key(v) for v in verdicts if v.gpu}) > 1:
             tr.write_sep("-", "per GPU")
             tr.write_line(report.gpu_table(verdicts))

@@ -15,7 +15,16 @@ from types import SimpleNamespace
 import pytest
 from gp_testing import fake_gpu_conftest
 
-from pytest_gpuprops import assertions, devices, driver_launch, measure, results, timing
+from pytest_gpuprops import (
+    accepted_units,
+    assertions,
+    baselines,
+    devices,
+    driver_launch,
+    measure,
+    results,
+    timing,
+)
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops.fixture import (
     FactChecker,
@@ -136,6 +145,8 @@ class _State:
         self._runner, self.facts_path, self.record_path = runner, facts_path, record_path
         self.results = results.SessionResults()
         self.asked = []
+        #: no unit baseline: an outside-the-population FAIL stays one (tests/test_accepted_units.py has the rest)
+        self.accepted = accepted_units.AcceptedUnits(None, baselines.NONE)
 
     def info(self, index):
         self.asked.append(index)

@@ -253,7 +253,7 @@ def _outside(status, text, nodeid=NODEID, fact="test_x[a b]", reproduce=REPRODUC
     return {"fact": fact, "arch": "-", "status": status, "expected": "-", "measured": None, "measured_text": text,
             "unit": "", "method": "", "source": "", "kind": "test", "flags": [], "reproduce": reproduce,
             "nodeid": nodeid, "measurement": None, "attempts": [], "gpu": None, "tolerance": None, "scope": "arch",
-            "same_unit_tolerance_rel": None, "units_range": None, "peer": None}
+            "same_unit_tolerance_rel": None, "units_range": None, "peer": None, "accepted_reading": None}
 
 
 def _part(*verdicts):
