@@ -1,4 +1,4 @@
-"""Static checks of the zero-operand tensor stress (hwtests/test_tensor_power.py), without a GPU: built
+"""Static checks of the zero-operand tensor stress (hwtests/test_throughput_and_clocks.py), without a GPU: built
 with ZERO_OPERANDS=1, kernels/stress_ffma.cu's stress_wgmma runs the same loop as with its pseudo-random
 operands (the same HGMMA, the same control: only the data differs, so a power difference is the
 data's), and it fills its shared-memory tiles with zeros (every STS stores RZ) where the random build

@@ -1,15 +1,28 @@
 """Validation facts in time units, per GPU model: the SM clock the GPU sustains under a whole-GPU
-load, and what all its SMs do per second (FFMA, dense bf16 and e4m3 wgmma, DRAM read and copy, L2
-read). pytest_gpuprops/throughput.py measures them (its docstring has the method); the kernels are
+load, what all its SMs do per second (FFMA, dense bf16 and e4m3 wgmma, DRAM read and copy, L2 read),
+and the power the tensor stress draws with its pseudo-random operands and with all-zero ones.
+pytest_gpuprops/throughput.py measures them (its docstring has the method; power.py the power's); the kernels are
 kernels/stress_ffma.cu and kernels/stream_bandwidth.cu, and hwtests/test_static_throughput.py checks
 without a GPU that their loops hold what these facts count. Every rate carries the SM clock of the same
 launches it counts, and a rate above its ceiling at that clock, or a clock above the GPU's maximum, is
 ERROR, not a pass (assertions.evaluate, ceilings.impossible_reading).
 
 They depend on the SKU (SM count, clocks, power limit, memory), not only on the arch: record mode
-files them under the GPU's section. `pytest hwtests -m validation` takes about 24 s on an H100 or
-H200: the tensor stress (6 s, read by the sustained tensor clock and the dense bf16 rate), the e4m3
-rate after the cap settles (6 s), the FFMA stress (2 s), the rest under a second each."""
+files them under the GPU's section. `pytest hwtests -m validation` takes about 30 s on an H100 or
+H200: the tensor stress (6 s, read by the sustained tensor clock, the dense bf16 rate and the
+random-operand power), the e4m3 rate after the cap settles (6 s), the FFMA stress (2 s), the rest under
+a second each, and last the zero-operand stress (6 s).
+
+Tensor-core power with zero against random operands (Luo et al., arXiv 2501.12084: Hopper's tensor
+cores draw less on zero data). One stress gives the random-operand values: the tensor stress, NVML's
+energy counter sampled every 10 ms beside its clock, so wgmma_bf16_random_operand_power_w is the power
+over the same 5 windows as sustained_sm_clock_tensor_mhz and wgmma_bf16_dense_tflops. The same stress
+on all-zero tiles (ZERO_OPERANDS=1) gives sustained_sm_clock_tensor_zero_operand_mhz and
+wgmma_bf16_zero_operand_power_w; wgmma_bf16_zero_operand_power_pct_of_random is its power over the
+tensor stress's, window by window. The zero-operand tests are this file's last and their stress asks
+for the tensor stress first: nothing measured before it is heated by it (on 2026-11-26, H100s
+GPU-9db59b7a and GPU-fd48deeb, a zero then a random stress run before this file's facts put the
+tensor clock and the bf16 and e4m3 rates under their bands), and it always follows the random one."""
 
 from types import SimpleNamespace
 
@@ -17,6 +30,7 @@ import pytest
 
 from pytest_gpuprops import datasheets, stats, throughput_text, workloads
 from pytest_gpuprops import facts as gp_facts
+from pytest_gpuprops import power as gp_power
 from pytest_gpuprops import throughput as tp
 from pytest_gpuprops.compile import compile_cuda
 
@@ -41,7 +55,21 @@ CLOCK_FACTS = {"ffma": "sustained_sm_clock_ffma_mhz", "tensor": "sustained_sm_cl
 RATE_FACTS = {"ffma": "ffma_fp32_tflops", "wgmma_bf16": "wgmma_bf16_dense_tflops",
               "wgmma_e4m3": "wgmma_e4m3_dense_tflops", "dram_read": "dram_read_gbps",
               "dram_copy": "dram_copy_gbps", "dram_write": "dram_write_gbps", "l2_read": "l2_read_gbps"}
-gp_facts.register_gpu_scoped(*CLOCK_FACTS.values(), *RATE_FACTS.values())
+#: the tensor stress's power (random operands) and the zero-operand stress's clock and power
+POWER_FACTS = {"random": "wgmma_bf16_random_operand_power_w", "zero": "wgmma_bf16_zero_operand_power_w"}
+ZERO_CLOCK_FACT = "sustained_sm_clock_tensor_zero_operand_mhz"
+POWER_RATIO_FACT = "wgmma_bf16_zero_operand_power_pct_of_random"
+gp_facts.register_gpu_scoped(*CLOCK_FACTS.values(), *RATE_FACTS.values(), *POWER_FACTS.values(), ZERO_CLOCK_FACT,
+                             POWER_RATIO_FACT)
+
+
+#: where the tensor stress's values come from and when it runs (the method texts say it)
+TENSOR_STRESS_ORDER = ("the tensor stress (pseudo-random operands) gives sustained_sm_clock_tensor_mhz, "
+                       "wgmma_bf16_dense_tflops and wgmma_bf16_random_operand_power_w from the same launches; the "
+                       "zero-operand stress runs after it and after every other fact of this file")
+#: the zero-operand stress's place
+ZERO_STRESS_ORDER = ("the zero-operand stress runs after the tensor stress and after every other fact of "
+                     "test_throughput_and_clocks.py (its tests are the file's last)")
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +132,10 @@ def ffma(gpuprops, gpu, device):
     return workloads.ffma_workload(cupy, fn, sms=gpu.sm_count, max_threads_per_sm=device.max_threads_per_sm)
 
 
-def wgmma(runner, gpu, dtype: str):
+def wgmma(runner, gpu, dtype: str, zero_operands: bool = False):
     import cupy
-    fn = load(runner, "stress_ffma.cu", "stress_wgmma", workloads.wgmma_defines(dtype), arch=WGMMA_ARCH)
-    return workloads.wgmma_workload(cupy, fn, dtype, sms=gpu.sm_count)
+    fn = load(runner, "stress_ffma.cu", "stress_wgmma", workloads.wgmma_defines(dtype, zero_operands), arch=WGMMA_ARCH)
+    return workloads.wgmma_workload(cupy, fn, dtype, sms=gpu.sm_count, zero_operands=zero_operands)
 
 
 def on_every_sm(m, gpu) -> None:
@@ -134,24 +162,30 @@ def test_sustained_sm_clock_under_ffma(gpuprops, gpu, device):
     gpuprops.check(name, m, method=throughput_text.clock_method(m, device.sheet))
 
 
-@pytest.fixture(scope="module")
-def tensor_stress(gpu_runner, gpu):
-    """Dense bf16 wgmma m64n256k16 chains, two warpgroups on every SM, for TENSOR_STRESS_S, read from
-    TENSOR_SUSTAINED_FROM_S on: run once, read by the sustained tensor clock and by the dense bf16
-    rate (its load's own rate)."""
+def energy_stress(runner, gpu, clock_name: str, zero_operands: bool) -> gp_power.EnergyStress:
+    """The dense bf16 wgmma stress (pseudo-random or all-zero tiles) for TENSOR_STRESS_S, read from
+    TENSOR_SUSTAINED_FROM_S on, NVML's energy counter sampled beside its clock (power.energy_stress)."""
     import cupy
-    return tp.stress_clock(cupy, wgmma(gpu_runner, gpu, "bf16"), name=CLOCK_FACTS["tensor"], info=gpu,
-                           duration_s=TENSOR_STRESS_S, sustained_from_s=TENSOR_SUSTAINED_FROM_S)
+    return gp_power.energy_stress(cupy, wgmma(runner, gpu, "bf16", zero_operands), clock_name=clock_name, info=gpu,
+                                  duration_s=TENSOR_STRESS_S, sustained_from_s=TENSOR_SUSTAINED_FROM_S)
+
+
+@pytest.fixture(scope="module")
+def tensor_stress(gpu_runner, gpu) -> gp_power.EnergyStress:
+    """Dense bf16 wgmma m64n256k16 chains on pseudo-random tiles, two warpgroups on every SM: run once,
+    read by the sustained tensor clock, the dense bf16 rate (its load's own rate) and the
+    random-operand power (its energy counter samples)."""
+    return energy_stress(gpu_runner, gpu, CLOCK_FACTS["tensor"], zero_operands=False)
 
 
 @pytest.mark.arch("sm_90")
 @pytest.mark.fact(CLOCK_FACTS["tensor"])
 def test_sustained_sm_clock_under_tensor_load(gpuprops, gpu, device, tensor_stress):
     name = gpuprops.fact_name
-    m = tensor_stress
+    m = tensor_stress.clock
     on_every_sm(m, gpu)
     plot_clock(gpuprops, "bf16 wgmma", m)
-    gpuprops.check(name, m, method=throughput_text.clock_method(m, device.sheet))
+    gpuprops.check(name, m, method=throughput_text.clock_method(m, device.sheet) + "; " + TENSOR_STRESS_ORDER)
 
 
 @pytest.mark.fact(RATE_FACTS["ffma"])
@@ -170,8 +204,9 @@ def test_wgmma_bf16_dense_tflops_under_the_tensor_stress(gpuprops, gpu, device, 
     rate measured apart after the cap settled (6.5 s more), and the same value within 0.75 % over
     eleven runs on three units (docs/performance.md)."""
     name = gpuprops.fact_name
-    m = tp.stress_rate(tensor_stress, name)
-    gpuprops.check(name, m, method=throughput_text.stress_rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
+    m = tp.stress_rate(tensor_stress.clock, name)
+    gpuprops.check(name, m, method=throughput_text.stress_rate_method(m, gpu.arch, gpu.sm_count, device.sheet)
+                   + "; " + TENSOR_STRESS_ORDER)
 
 
 @pytest.mark.arch("sm_90")
@@ -203,3 +238,80 @@ def test_memory_bandwidth(gpuprops, gpu, device, buffers, kind):
                                 nbytes=nbytes, src=src, dst=dst)
         m = tp.measure_rate(cupy, wl, name=name, info=gpu, target_launch_s=0.002, launches=8)
     gpuprops.check(name, m, method=throughput_text.rate_method(m, gpu.arch, gpu.sm_count, device.sheet))
+
+
+def stress_power(stress: gp_power.EnergyStress, name: str):
+    """The power fact of ``stress`` (its energy samples over its clock's windows); the test fails, saying
+    why, where NVML's energy counter cannot give it (the stress's clock facts stand)."""
+    try:
+        return stress.power(name)
+    except ValueError as exc:  # the energy counter: not read, or too few steps in a window
+        pytest.fail(f"{name}: NVML's energy counter could not give the stress's power: {exc}. Check that "
+                    "nvmlDeviceGetTotalEnergyConsumption works on this GPU (nvidia-smi -q -d POWER).", pytrace=False)
+
+
+def power_method(m, operands: str, order: str) -> str:
+    ln = m.launch
+    return (f"stress_wgmma bf16 m64n256k16 ({'all-zero' if operands == 'zero' else 'pseudo-random'} A and B tiles) on "
+            f"all {ln['sms_covered']} SMs, launches of ~{ln['launch_s'] * 1e3:.0f} ms two deep for {ln['duration_s']:g} s; "
+            f"NVML's total energy counter every {ln['period_s'] * 1e3:g} ms (it moved every "
+            f"{ln['energy_step_period_s']} s): the energy between the first and last steps seen in each of 5 windows "
+            f"of {ln['power_from_s']:g} .. {ln['power_to_s']:g} s over the time between them, the median window "
+            f"(whole span {ln['span_power_w']:g} W; NVML's power reading {ln['reading_power_w']} W); the SM clock "
+            f"of the same windows {ln['window_clock_mhz']} MHz (kernel stamps), throttle reasons: "
+            f"{', '.join(m.throttle) or 'none'}; {order}")
+
+
+@pytest.mark.arch("sm_90")
+@pytest.mark.fact(POWER_FACTS["random"])
+def test_tensor_stress_power_with_random_operands(gpuprops, gpu, tensor_stress):
+    """The tensor stress's power, from the energy samples taken beside its clock: no second stress."""
+    name = gpuprops.fact_name
+    m = stress_power(tensor_stress, name)
+    on_every_sm(m, gpu)
+    gpuprops.check(name, m, method=power_method(m, "random", TENSOR_STRESS_ORDER))
+
+
+# The zero-operand stress: its tests stay the file's last (tests/test_throughput_facts_simulated.py checks it).
+
+
+@pytest.fixture(scope="module")
+def zero_operand_stress(gpu_runner, gpu, tensor_stress) -> gp_power.EnergyStress:
+    """The tensor stress's loop on all-zero A and B tiles (ZERO_OPERANDS=1). It asks for the tensor stress
+    first, so it runs after it whatever a selection keeps; only the file's last tests use it."""
+    return energy_stress(gpu_runner, gpu, ZERO_CLOCK_FACT, zero_operands=True)
+
+
+@pytest.mark.arch("sm_90")
+@pytest.mark.fact(ZERO_CLOCK_FACT)
+def test_sustained_sm_clock_with_zero_operands(gpuprops, gpu, device, zero_operand_stress):
+    m = zero_operand_stress.clock
+    on_every_sm(m, gpu)
+    plot_clock(gpuprops, "bf16 wgmma, zero operands", m)
+    gpuprops.check(ZERO_CLOCK_FACT, m, method=throughput_text.clock_method(m, device.sheet) + "; " + ZERO_STRESS_ORDER)
+
+
+@pytest.mark.arch("sm_90")
+@pytest.mark.fact(POWER_FACTS["zero"])
+def test_tensor_stress_power_with_zero_operands(gpuprops, gpu, zero_operand_stress):
+    m = stress_power(zero_operand_stress, POWER_FACTS["zero"])
+    on_every_sm(m, gpu)
+    gpuprops.check(POWER_FACTS["zero"], m, method=power_method(m, "zero", ZERO_STRESS_ORDER))
+
+
+@pytest.mark.arch("sm_90")
+@pytest.mark.fact(POWER_RATIO_FACT)
+def test_zero_operand_power_as_a_share_of_random(gpuprops, tensor_stress, zero_operand_stress):
+    zero, rand = stress_power(zero_operand_stress, POWER_FACTS["zero"]), stress_power(tensor_stress, POWER_FACTS["random"])
+    m = gp_power.power_ratio_pct(zero, rand, POWER_RATIO_FACT)
+
+    def again():  # the random stress first, then the zero one, as in the run
+        r = rand.remeasure()
+        return gp_power.power_ratio_pct(zero.remeasure(), r, POWER_RATIO_FACT)
+    m.remeasure = again
+    ln = m.launch
+    gpuprops.check(POWER_RATIO_FACT, m, method=(
+        f"window by window, the zero-operand stress's power over the tensor stress's (random operands; 5 windows of "
+        f"{TENSOR_SUSTAINED_FROM_S:g} .. {TENSOR_STRESS_S:g} s, energy counter): {ln['numerator_w']:g} W at "
+        f"{ln['numerator_mhz']} MHz against {ln['denominator_w']:g} W at {ln['denominator_mhz']} MHz; the random "
+        f"power is the samples of the stress of sustained_sm_clock_tensor_mhz in this session, and {ZERO_STRESS_ORDER}"))

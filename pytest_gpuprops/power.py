@@ -4,7 +4,9 @@ Why: the tensor cores' power depends on the data they switch. Luo et al. (arXiv 
 Hopper's wgmma power with zero against random operands; on an H100 SXM a dense bf16 wgmma stress with
 random data runs at the 700 W power limit and the clock it sustains is the capped one
 (sustained_sm_clock_tensor_mhz), so the same instructions on all-zero data should draw less, at a
-higher clock. The facts say how much, per GPU model (hwtests/test_tensor_power.py).
+higher clock. The facts say how much, per GPU model (hwtests/test_throughput_and_clocks.py: the
+random-operand power is the sustained tensor clock's own stress, the zero-operand stress runs after
+every tensor-stress fact of the file).
 
 Method. A stress (:func:`throughput.stress_clock`: launches kept two deep for ``duration_s``, the clock
 from every block's own stamps) runs with NVML sampled every ``period_s`` (10 ms here) by
@@ -183,22 +185,36 @@ def nvml_energy_reader(info: devices.GpuInfo) -> Callable[[], tuple[int | None, 
     return read
 
 
-def stress_power(cp, wl, *, clock_name: str, power_name: str, info: devices.GpuInfo, duration_s: float,
-                 sustained_from_s: float, period_s: float = PERIOD_S
-                 ) -> tuple[Measurement, Measurement]:  # pragma: no mutate block  (GPU only)
-    """``wl``'s sustained clock (:func:`throughput.stress_clock`) and its power over the same windows
-    (:func:`power_measurement`), from one stress with NVML's energy counter sampled every ``period_s``.
-    Each measured again runs the stress again."""
+class EnergyStress:
+    """One stress's clock measurement (:func:`throughput.stress_clock`) and the NVML energy samples
+    taken beside it (:class:`EnergyRecorder`): the clock fact reads ``clock``, the power fact
+    :meth:`power` of the same samples, so clock, rate and power come from the same launches. ``rerun``
+    runs the stress again (a failing fact's confirmation)."""
+
+    def __init__(self, clock: Measurement, samples: Sequence[Sample], rerun: Callable[[], EnergyStress]):
+        self.clock, self.samples, self.rerun = clock, list(samples), rerun
+
+    def power(self, name: str) -> Measurement:
+        """The stress's power over its clock's windows (:func:`power_measurement`); measured again, it
+        runs the stress again. A ValueError where the energy counter cannot give it."""
+        m = power_measurement(self.clock, self.samples, name)
+        m.remeasure = lambda: self.rerun().power(name)
+        return m
+
+
+def energy_stress(cp, wl, *, clock_name: str, info: devices.GpuInfo, duration_s: float, sustained_from_s: float,
+                  period_s: float = PERIOD_S) -> EnergyStress:  # pragma: no mutate block  (GPU only)
+    """``wl``'s sustained clock (:func:`throughput.stress_clock`) with NVML's energy counter sampled
+    beside it every ``period_s``: one stress, its clock and (:meth:`EnergyStress.power`) its power over
+    the same windows. The clock does not depend on the counter: a GPU without one still has its clock."""
     from . import throughput
     from .clocks import nvml_reader
     recorder = EnergyRecorder(nvml_reader(info), nvml_energy_reader(info))
     clock = throughput.stress_clock(cp, wl, name=clock_name, info=info, duration_s=duration_s, read=recorder,
                                     period_s=period_s, sustained_from_s=sustained_from_s)
-    power = power_measurement(clock, recorder.samples, power_name)
 
-    def again():
-        return stress_power(cp, wl, clock_name=clock_name, power_name=power_name, info=info, duration_s=duration_s,
-                            sustained_from_s=sustained_from_s, period_s=period_s)
-    clock.remeasure = lambda: again()[0]
-    power.remeasure = lambda: again()[1]
-    return clock, power
+    def again() -> EnergyStress:
+        return energy_stress(cp, wl, clock_name=clock_name, info=info, duration_s=duration_s,
+                             sustained_from_s=sustained_from_s, period_s=period_s)
+    clock.remeasure = lambda: again().clock
+    return EnergyStress(clock, recorder.samples, again)

@@ -186,7 +186,7 @@ def test_a_ten_percent_change_of_power_fails(change):
 # a stress on a simulated GPU, its counter simulated
 
 
-def test_stress_power_reads_the_power_of_the_clock_windows_on_a_simulated_gpu(monkeypatch):
+def test_energy_stress_reads_clock_and_power_from_one_stress_on_a_simulated_gpu(monkeypatch):
     gpu = SimGpu(4, 1980.0, 10_000.0, real_s_per_launch=0.004)
     wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4, zero_operands=True)
     assert wl.kind == "wgmma_bf16_zero" and wl.defines["ZERO_OPERANDS"] == 1
@@ -194,22 +194,49 @@ def test_stress_power_reads_the_power_of_the_clock_windows_on_a_simulated_gpu(mo
     # a counter at 480 W that steps every 5 ms: (mJ, mW) at the time it is read
     monkeypatch.setattr(power, "nvml_energy_reader",
                         lambda info: lambda: (int((time.monotonic() - t0) / 0.005) * 2400, 480_000))
-    clock, p = power.stress_power(gpu, wl, clock_name="sustained_sm_clock_tensor_zero_operand_mhz",
-                                  power_name="wgmma_bf16_zero_operand_power_w", info=INFO, duration_s=0.6,
-                                  sustained_from_s=0.1)
+    stress = power.energy_stress(gpu, wl, clock_name="sustained_sm_clock_tensor_zero_operand_mhz", info=INFO,
+                                 duration_s=0.6, sustained_from_s=0.1)
+    clock, launched = stress.clock, gpu.launches
     assert clock.median == pytest.approx(1980.0) and clock.launch["sms_covered"] == 4
-    assert clock.launch["period_s"] == power.PERIOD_S
+    assert clock.launch["period_s"] == power.PERIOD_S and launched > 0
+    p = stress.power("wgmma_bf16_zero_operand_power_w")
+    # the power is read from the stress's samples: nothing more is launched
+    assert gpu.launches == launched
     assert p.unit == "W" and len(p.values) == 5 and p.median == pytest.approx(480.0, rel=0.15)
     assert p.launch["span_power_w"] == pytest.approx(480.0, rel=0.05)
     assert p.launch["reading_power_w"] == [480.0] * 5 and p.sm_clock_mhz == clock.sm_clock_mhz
+    assert p.launch["window_clock_mhz"] == clock.launch["kernel_clock"]["windows_mhz"]
     assert (p.launch["power_from_s"], p.launch["power_to_s"]) == (0.1, 0.6)
-    assert p.remeasure().unit == "W"
+    assert p.launch["launches"] == clock.launch["launches"]
+    # measured again (a failing fact's confirmation), the power runs the stress once more, and so does the clock
+    again = p.remeasure()
+    assert again.unit == "W" and gpu.launches > launched
+    launched = gpu.launches
+    assert clock.remeasure().name == "sustained_sm_clock_tensor_zero_operand_mhz" and gpu.launches > launched
 
 
-def test_stress_power_without_an_energy_counter_says_so(monkeypatch):
+def test_energy_stress_without_an_energy_counter_keeps_its_clock_and_says_why_there_is_no_power(monkeypatch):
     gpu = SimGpu(4, 1980.0, 10_000.0, real_s_per_launch=0.004)
     wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4)
     assert wl.kind == "wgmma_bf16" and "ZERO_OPERANDS" not in wl.defines
     monkeypatch.setattr(power, "nvml_energy_reader", lambda info: lambda: (None, None))
+    stress = power.energy_stress(gpu, wl, clock_name="c", info=INFO, duration_s=0.3, sustained_from_s=0.1)
+    assert stress.clock.median == pytest.approx(1980.0)
     with pytest.raises(ValueError, match="0 energy counter steps"):
-        power.stress_power(gpu, wl, clock_name="c", power_name="p", info=INFO, duration_s=0.3, sustained_from_s=0.1)
+        stress.power("p")
+
+
+def test_energy_stress_power_is_its_samples_over_its_clock_windows():
+    """EnergyStress.power with given samples: power_measurement of the stress's own clock, and its
+    remeasure the rerun's power."""
+    samples = [(1000.0 + t, e, p) for t, e, p in counter(700.0, -0.25, 0.02, 6.1)]
+    reruns = []
+
+    def rerun():
+        reruns.append(1)
+        return power.EnergyStress(_clock(), [(1000.0 + t, e, p) for t, e, p in counter(690.0, -0.25, 0.02, 6.1)], rerun)
+    stress = power.EnergyStress(_clock(), samples, rerun)
+    m = stress.power("wgmma_bf16_random_operand_power_w")
+    assert m.values == [pytest.approx(700.0, rel=0.01)] * 5 and not reruns
+    assert m.launch["window_clock_mhz"] == stress.clock.launch["kernel_clock"]["windows_mhz"]
+    assert m.remeasure().median == pytest.approx(690.0, rel=0.01) and reruns == [1]
