@@ -206,3 +206,14 @@ def test_xdist_workers_read_the_accepted_reading_from_the_store(unit, monkeypatc
     assert r.ret == 0
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["*1 PASS outside the SKU's population, accepted for their unit*"])
+
+
+def test_on_a_node_the_accepted_unit_and_its_peer_differ_inside_the_band_and_neither_is_an_outlier(tmp_path):
+    judged = AU.AcceptedUnits(store_with(tmp_path, 198.71), baselines.LAST).judge(reading(198.72))
+    peer = reading(197.0)
+    peer.gpu = dict(GPU, index=1, uuid="GPU-9db59b7a-0000-0000-0000-000000000000")
+    assert peer.status == A.PASS
+    out, _ = results.outliers([judged, peer])
+    assert [o.status for o in out] == [results.UNITS_DIFFER] * 2 and not results.red(out)
+    unaccepted, _ = results.outliers([reading(198.72), peer])  # the same node before the unit was accepted
+    assert results.OUTLIER in [o.status for o in unaccepted]

@@ -17,7 +17,17 @@ from types import SimpleNamespace
 import pytest
 from gp_testing import KERNELS, child_processes_outside_mutmut, fake_gpu_conftest, ncu_stand_in
 
-from pytest_gpuprops import assertions, cli, devices, measure, nsight, report, results
+from pytest_gpuprops import (
+    accepted_units,
+    assertions,
+    baselines,
+    cli,
+    devices,
+    measure,
+    nsight,
+    report,
+    results,
+)
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops.fixture import CannotConfirm, FactChecker
 
@@ -30,6 +40,7 @@ class _State:
     def __init__(self):
         self.facts_path, self.record_path = None, None
         self.results = results.SessionResults()
+        self.accepted = accepted_units.AcceptedUnits(None, baselines.NONE)  # no unit baseline consulted
 
     def info(self, index):
         return GPU
