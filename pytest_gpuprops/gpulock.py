@@ -1,6 +1,7 @@
 """One process at a time measures on a GPU: a file lock per GPU, taken around every measurement
 and by the process Nsight Compute profiles (launch.py), so pytest-xdist workers and ncu's launches
-never overlap on one GPU.
+never overlap on one GPU. And one GPU of a node at a time draws its power-bound load (the throughput
+layer's rates and stresses): :func:`power_lock`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,27 @@ def gpu_lock(index: int, timeout: float = LOCK_TIMEOUT_S):
     FileLock each time cost 0.1 ms of filelock's instance bookkeeping."""
     from filelock import FileLock
     key = (str(gpu_lock_path(index)), timeout)
+    lock = _GPU_LOCKS.get(key)
+    if lock is None:
+        lock = _GPU_LOCKS[key] = FileLock(key[0], timeout=timeout)
+    return lock
+
+
+def power_lock_path() -> Path:
+    """The node's power lock's file, beside the GPUs' locks."""
+    return Path(os.environ.get("GPUPROPS_LOCK_DIR", tempfile.gettempdir())) / "gpuprops-node-power.lock"
+
+
+def power_lock(timeout: float = LOCK_TIMEOUT_S):
+    """The node's lock for power-bound measurements (a sustained clock under its power cap, a rate at the
+    peak): a node's GPUs share its power delivery and cooling, and a GPU's clock under its cap fell while
+    its neighbour ran the same stress. Two H100s stressed together sustained 1514.7 / 1535.6 MHz under
+    the tensor stress, an H100 alone 1582-1591 (2026-11-26, GPU-9db59b7a + GPU-fd48deeb, GPU-ce7928d2);
+    GPU 0's L2 read moved to its 1995 MHz state and 2-3 % lower while GPU 1 ran GEMMs. Taken inside the GPU's
+    own lock (the order every holder keeps: no two processes wait on each other). One object per file and
+    timeout, as :func:`gpu_lock`."""
+    from filelock import FileLock
+    key = (str(power_lock_path()), timeout)
     lock = _GPU_LOCKS.get(key)
     if lock is None:
         lock = _GPU_LOCKS[key] = FileLock(key[0], timeout=timeout)

@@ -60,7 +60,7 @@ from .clocks import (
 )
 from .devices import GpuInfo
 from .driver_launch import KernelLaunchError
-from .gpulock import gpu_lock
+from .gpulock import gpu_lock, power_lock
 from .measure import Measurement
 from .rates import (
     RATE_WINDOWS,
@@ -175,7 +175,7 @@ def measure_rate(cp, wl: Workload, *, name: str, info: GpuInfo, target_launch_s:
     measured at the clock the power cap settles to, not on the way down (a dense tensor-core load on
     an H100 SXM: 1.98 GHz for the first ~0.1 s, then capped)."""
     read = read or nvml_reader(info)
-    with gpu_lock(info.index):
+    with gpu_lock(info.index), power_lock():
         if wl.fixed_scale:  # one pass a launch: as many launches as make target_launch_s, per launch counted
             scale, stamps = 1, _new_stamps(cp, wl)
             timed_launches(cp, wl, 1, 2, stamps)  # loads the module, warms the buffers
@@ -242,7 +242,7 @@ def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: GpuInfo
         raise ValueError("no placements to measure")
     read = read or nvml_reader(info)
     first = wls[0]
-    with gpu_lock(info.index):
+    with gpu_lock(info.index), power_lock():
         scale = calibrate(cp, first, target_launch_s)
         timed = len(wls) * launches  # a row per timed launch of a repeat, and one for the untimed reads
         stamps = _new_stamps(cp, first, timed + 1)
@@ -307,7 +307,7 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
     sustained over the second half, or from ``sustained_from_s`` on."""
     read = read or nvml_reader(info)
     timeout = max(30.0, 40 * launch_s)
-    with gpu_lock(info.index):
+    with gpu_lock(info.index), power_lock():
         scale = calibrate(cp, wl, launch_s)
         # every launch's stamps in one buffer allocated up front (an allocation in the loop may wait on
         # the GPU); room for launches 8 x shorter than calibrated, then more rows if it runs out

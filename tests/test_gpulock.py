@@ -30,3 +30,22 @@ def test_a_gpus_lock_is_one_object_per_file_and_timeout(monkeypatch, tmp_path):
         pass
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path / "other"))
     assert gpulock.gpu_lock(1).lock_file == str(tmp_path / "other" / "gpuprops-gpu1.lock")
+
+
+def test_the_power_lock_is_one_file_for_the_node(monkeypatch, tmp_path):
+    """Every GPU's power-bound measurement takes the same lock: one file beside the GPUs' locks, not one a GPU."""
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+    lock = gpulock.power_lock()
+    assert lock.lock_file == str(tmp_path / "gpuprops-node-power.lock") and lock.timeout == 600.0
+    assert lock is gpulock.power_lock() is not gpulock.gpu_lock(0)
+    with gpulock.gpu_lock(0), lock:
+        assert (tmp_path / "gpuprops-node-power.lock").exists()
+
+
+def test_every_rate_and_stress_of_the_throughput_layer_takes_the_power_lock():
+    """measure_rate, measure_placed_rate and stress_clock hold the node's power lock inside the GPU's lock."""
+    import inspect
+
+    from pytest_gpuprops import throughput
+    for fn in (throughput.measure_rate, throughput.measure_placed_rate, throughput.stress_clock):
+        assert "with gpu_lock(info.index), power_lock():" in inspect.getsource(fn), fn.__name__
