@@ -18,8 +18,9 @@ cores draw less on zero data). One stress gives the random-operand values: the t
 energy counter sampled every 10 ms beside its clock, so wgmma_bf16_random_operand_power_w is the power
 over the same 5 windows as sustained_sm_clock_tensor_mhz and wgmma_bf16_dense_tflops. The same stress
 on all-zero tiles (ZERO_OPERANDS=1) gives sustained_sm_clock_tensor_zero_operand_mhz and
-wgmma_bf16_zero_operand_power_w; wgmma_bf16_zero_operand_power_pct_of_random is its power over the
-tensor stress's, window by window. The zero-operand tests are this file's last and their stress asks
+wgmma_bf16_zero_operand_power_w. (Their ratio is no fact: on the H100 node GPU-8caf6a4d + GPU-c20797dd it read
+41.97-45.94 % between a cool GPU and one warmed by the whole suite, 2026-11-26: a band that held it could not catch
+10 %; the two powers are the facts.) The zero-operand tests are this file's last and their stress asks
 for the tensor stress first: nothing measured before it is heated by it (on 2026-11-26, H100s
 GPU-9db59b7a and GPU-fd48deeb, a zero then a random stress run before this file's facts put the
 tensor clock and the bf16 and e4m3 rates under their bands), and it always follows the random one."""
@@ -58,9 +59,7 @@ RATE_FACTS = {"ffma": "ffma_fp32_tflops", "wgmma_bf16": "wgmma_bf16_dense_tflops
 #: the tensor stress's power (random operands) and the zero-operand stress's clock and power
 POWER_FACTS = {"random": "wgmma_bf16_random_operand_power_w", "zero": "wgmma_bf16_zero_operand_power_w"}
 ZERO_CLOCK_FACT = "sustained_sm_clock_tensor_zero_operand_mhz"
-POWER_RATIO_FACT = "wgmma_bf16_zero_operand_power_pct_of_random"
-gp_facts.register_gpu_scoped(*CLOCK_FACTS.values(), *RATE_FACTS.values(), *POWER_FACTS.values(), ZERO_CLOCK_FACT,
-                             POWER_RATIO_FACT)
+gp_facts.register_gpu_scoped(*CLOCK_FACTS.values(), *RATE_FACTS.values(), *POWER_FACTS.values(), ZERO_CLOCK_FACT)
 
 
 #: where the tensor stress's values come from and when it runs (the method texts say it)
@@ -297,21 +296,3 @@ def test_tensor_stress_power_with_zero_operands(gpuprops, gpu, zero_operand_stre
     m = stress_power(zero_operand_stress, POWER_FACTS["zero"])
     on_every_sm(m, gpu)
     gpuprops.check(POWER_FACTS["zero"], m, method=power_method(m, "zero", ZERO_STRESS_ORDER))
-
-
-@pytest.mark.arch("sm_90")
-@pytest.mark.fact(POWER_RATIO_FACT)
-def test_zero_operand_power_as_a_share_of_random(gpuprops, tensor_stress, zero_operand_stress):
-    zero, rand = stress_power(zero_operand_stress, POWER_FACTS["zero"]), stress_power(tensor_stress, POWER_FACTS["random"])
-    m = gp_power.power_ratio_pct(zero, rand, POWER_RATIO_FACT)
-
-    def again():  # the random stress first, then the zero one, as in the run
-        r = rand.remeasure()
-        return gp_power.power_ratio_pct(zero.remeasure(), r, POWER_RATIO_FACT)
-    m.remeasure = again
-    ln = m.launch
-    gpuprops.check(POWER_RATIO_FACT, m, method=(
-        f"window by window, the zero-operand stress's power over the tensor stress's (random operands; 5 windows of "
-        f"{TENSOR_SUSTAINED_FROM_S:g} .. {TENSOR_STRESS_S:g} s, energy counter): {ln['numerator_w']:g} W at "
-        f"{ln['numerator_mhz']} MHz against {ln['denominator_w']:g} W at {ln['denominator_mhz']} MHz; the random "
-        f"power is the samples of the stress of sustained_sm_clock_tensor_mhz in this session, and {ZERO_STRESS_ORDER}"))

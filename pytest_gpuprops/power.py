@@ -150,21 +150,6 @@ def power_measurement(clock: Measurement, samples: Sequence[Sample], name: str) 
                        launch=dict(ln, series_mhz=[], window_clock_mhz=kernel_clock.get("windows_mhz"), **fields))
 
 
-def power_ratio_pct(numerator: Measurement, denominator: Measurement, name: str) -> Measurement:
-    """One power as a percentage of another, window by window (window k of each stress: the same time
-    after its start): steady where the two powers move together (the GPU's temperature, the supply)."""
-    a, b = numerator.values, denominator.values
-    if len(a) != len(b) or not a or any(v <= 0 for v in b):
-        raise ValueError(f"{name}: {len(a)} and {len(b)} window powers ({b}): expected as many, all > 0")
-    return Measurement(name=name, unit="%", values=[100.0 * x / y for x, y in zip(a, b)], stop_reason="time budget",
-                       noise_target=POWER_NOISE, overhead_cycles=0.0, sm_clock_mhz=numerator.sm_clock_mhz,
-                       throttle=sorted(set(numerator.throttle) | set(denominator.throttle)), kernel=numerator.kernel,
-                       launch={"numerator": numerator.name, "numerator_w": round(numerator.median, 2),
-                               "numerator_window_w": list(a), "numerator_mhz": numerator.sm_clock_mhz,
-                               "denominator": denominator.name, "denominator_w": round(denominator.median, 2),
-                               "denominator_window_w": list(b), "denominator_mhz": denominator.sm_clock_mhz})
-
-
 def nvml_energy_reader(info: devices.GpuInfo) -> Callable[[], tuple[int | None, int | None]]:  # pragma: no mutate block  (GPU only)
     """NVML's (total energy mJ, power mW) of the GPU ``info``; (None, None) where NVML is absent."""
     nvml, handle = devices._nvml_handle(info.pci_bus_id)

@@ -128,19 +128,6 @@ def test_power_measurement_is_the_windows_power_at_the_clock_of_the_same_windows
         power.power_measurement(_clock(), [(1000.0 + t, None, p) for t, _, p in samples], "p")
 
 
-def test_power_ratio_is_taken_window_by_window():
-    zero = Measurement.given("z", [350.0, 351.0, 352.0, 350.0, 349.0], unit="W", sm_clock_mhz=1980.0)
-    rand = Measurement.given("r", [700.0, 702.0, 704.0, 700.0, 698.0], unit="W", sm_clock_mhz=1590.0,
-                             throttle=["sw_power_cap"])
-    m = power.power_ratio_pct(zero, rand, "wgmma_bf16_zero_operand_power_pct_of_random")
-    assert m.unit == "%" and m.values == [pytest.approx(50.0)] * 5 and m.throttle == ["sw_power_cap"]
-    assert (m.launch["numerator_w"], m.launch["denominator_w"], m.launch["denominator_mhz"]) == (350.0, 700.0, 1590.0)
-    with pytest.raises(ValueError, match="5 and 4 window powers"):
-        power.power_ratio_pct(zero, Measurement.given("r", [700.0] * 4, unit="W"), "x")
-    with pytest.raises(ValueError, match="all > 0"):
-        power.power_ratio_pct(zero, Measurement.given("r", [700.0, 0.0, 700.0, 700.0, 700.0], unit="W"), "x")
-
-
 def test_energy_recorder_passes_the_clock_on_and_keeps_the_energy_with_its_time():
     readings = iter([(5000, 700_000), RuntimeError("NVML gone")])
 
