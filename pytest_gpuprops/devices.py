@@ -157,3 +157,15 @@ def throttle_reasons(info: GpuInfo) -> tuple[list[str], int | None]:  # pragma: 
     except Exception:
         return [], None
     return [name for bit, name in _THROTTLE_BITS.items() if bits & bit], clock
+
+
+def gpu_temperature_c(info: GpuInfo) -> int | None:  # pragma: no mutate block  (GPU only)
+    """The GPU's core temperature (NVML, degrees C); None where NVML is absent. A stress records it at its
+    start and end: the clock a stress sustains under the power cap follows the GPU's thermal state."""
+    nvml, handle = _nvml_handle(info.pci_bus_id)
+    if handle is None:
+        return None
+    try:
+        return int(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
+    except Exception:
+        return None

@@ -58,7 +58,7 @@ from .clocks import (
     nvml_reader,
     summarize_clock,
 )
-from .devices import GpuInfo
+from .devices import GpuInfo, gpu_temperature_c
 from .driver_launch import KernelLaunchError
 from .gpulock import gpu_lock, power_lock
 from .measure import Measurement
@@ -300,12 +300,15 @@ def stress_reading(per_launch: Sequence, work_per_launch: float, unit: str, *, b
 
 def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: float = 2.0,
                  launch_s: float = 0.05, idle_s: float = 0.25, bin_s: float = 0.01, period_s: float = 0.05,
-                 read: Callable | None = None, sustained_from_s: float | None = None
-                 ) -> Measurement:  # pragma: no mutate block  (GPU only)
+                 read: Callable | None = None, sustained_from_s: float | None = None,
+                 temperature: Callable[[], int | None] | None = None) -> Measurement:  # pragma: no mutate block
     """The SM clock ``wl`` sustains on every SM: ``duration_s`` of launches kept two deep, the clock
     sampled in the kernels (every block, SAMPLES intervals a launch) and by NVML (every ``period_s``);
-    sustained over the second half, or from ``sustained_from_s`` on."""
+    sustained over the second half, or from ``sustained_from_s`` on. The GPU's temperature at the
+    stress's start and end (``temperature``, NVML's by default) goes beside it: under the power cap the
+    sustained clock follows the thermal state the stress starts from (docs/method.md)."""
     read = read or nvml_reader(info)
+    temperature = temperature or (lambda: gpu_temperature_c(info))
     timeout = max(30.0, 40 * launch_s)
     with gpu_lock(info.index), power_lock():
         scale = calibrate(cp, wl, launch_s)
@@ -316,6 +319,7 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
         launched = 0
         with ClockSampler(read, period_s) as nvml:
             time.sleep(idle_s)
+            start_c = temperature()
             idle = [mhz for _, mhz in nvml.series()]
             nvml.mark()
             pending: collections.deque = collections.deque()
@@ -334,6 +338,7 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
             while pending:
                 _wait(pending.popleft(), timeout, wl)
             end_s = time.monotonic() - nvml.t0
+            end_c = temperature()
         shape = (wl.grid, wl.stamps_per_block, 2)
         per_launch = [row.reshape(shape).tolist() for block in pool for row in block.get()][:launched]
         sms = len(set(wl.smids.get().tolist())) if wl.smids is not None else None
@@ -350,13 +355,14 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
                   samples=wl.stamps_per_block, sms_covered=sms, sm_count=info.sm_count,
                   kernel_clock=kernel.as_dict(), nvml_clock=nvml_summary,
                   idle_mhz=round(statistics.median(idle), 1) if idle else None, rate_unit=wl.unit,
+                  temperature_c=[start_c, end_c],  # the GPU's at the stress's start and end
                   nvml_mark_monotonic_s=nvml.t0, **fields)  # where NVML's other readings (power.py) start
     m = Measurement(name=name, unit="MHz", values=kernel.windows_mhz, stop_reason="time budget",
                     noise_target=CLOCK_NOISE, overhead_cycles=0.0, sm_clock_mhz=round(kernel.sustained_mhz, 1),
                     throttle=nvml.reasons(0.0, end_s), kernel=wl.kernel, launch=launch)
     m.remeasure = lambda: stress_clock(cp, wl, name=name, info=info, duration_s=duration_s, launch_s=launch_s,
                                        idle_s=idle_s, bin_s=bin_s, period_s=period_s, read=read,
-                                       sustained_from_s=sustained_from_s)
+                                       sustained_from_s=sustained_from_s, temperature=temperature)
     return m
 
 

@@ -287,9 +287,11 @@ def test_stress_clock_on_a_simulated_gpu_finds_sustained_ramp_and_every_sm():
     # 50 ms launches (10 us trips); the clock ramps 1000 -> 1980 MHz over 40 ms after the idle spell
     gpu = SimGpu(4, 1980.0, 10_000.0, ramp_ns=40e6, real_s_per_launch=0.004)
     wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4)
+    temps = iter(range(41, 1000))  # read at the stress's start and end, and again at each re-measurement's
     m = tp.stress_clock(gpu, wl, name="sustained_sm_clock_tensor_mhz", info=INFO, duration_s=0.15, idle_s=0.15,
-                        read=lambda: (["sw_power_cap"], 1980), period_s=0.005)
+                        read=lambda: (["sw_power_cap"], 1980), period_s=0.005, temperature=lambda: next(temps))
     assert m.unit == "MHz" and m.median == pytest.approx(1980.0) and m.noise < 1e-6
+    assert m.launch["temperature_c"] == [41, 42]  # the thermal state it started from and ended in, beside the clock
     assert m.stop_reason == "time budget" and m.noise_target == tp.CLOCK_NOISE
     k = m.launch["kernel_clock"]
     assert k["start_mhz"] < 1100  # the first bin is the idle clock waking up
