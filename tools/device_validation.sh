@@ -42,7 +42,13 @@ timed() {  # timed <label> <log> <command...>: run, print label, exit status, se
   "$@" >"$log" 2>&1
   local rc=$?
   echo "$label: rc=$rc $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s | $(grep -a '^gpuprops: ' "$log" | tail -1) | $(grep -aE '[0-9]+ (passed|failed)' "$log" | tail -1)"
+  pack  # after every step: a run the device's time limit stops keeps what it had done
 }
+
+pack() {  # the logs so far into the mode's archive ($OUT/<mode>.tar.gz)
+  mkdir -p "$OUT" && tar -C "$LOGS" -czf "$OUT/${MODE}.tar.gz" . 2>/dev/null || true
+}
+MODE=${1:-none}
 
 case "${1:-}" in
 record)
