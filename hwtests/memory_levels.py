@@ -116,19 +116,27 @@ def level_of(nbytes: int, sizes: CacheSizes) -> str | None:
     return None
 
 
-def sweep_footprints(sizes: CacheSizes, start: int = 4 * KIB, per_octave: int = 2) -> list[int]:
-    """A log grid from ``start`` to 4 x L2 (inclusive), ``per_octave`` points per doubling, each a
-    multiple of NODE_STRIDE."""
-    stop = 4 * _lines(sizes.l2_bytes)
+def log_grid(lo: int, hi: int, per_octave: int, quantum: int) -> list[int]:
+    """Footprints from ``lo`` to ``hi`` (inclusive, the last point even off the octaves), ``per_octave``
+    points per doubling, each rounded down to a multiple of ``quantum``, no footprint twice."""
+    if quantum <= 0 or lo < quantum or hi < lo or lo % quantum or hi % quantum or per_octave < 1:
+        raise ValueError(f"log grid {lo}..{hi}, {per_octave} per octave, quantum {quantum}: expected "
+                         "quantum <= lo <= hi, both multiples of the quantum, at least 1 point per octave")
     out, k = [], 0
     while True:
-        f = _lines(int(round(start * 2 ** (k / per_octave))))
-        if f >= stop:
+        f = int(lo * 2 ** (k / per_octave)) // quantum * quantum
+        if f >= hi:
             break
         if not out or f > out[-1]:
             out.append(f)
         k += 1
-    return out + [stop]
+    return out + [hi]
+
+
+def sweep_footprints(sizes: CacheSizes, start: int = 4 * KIB, per_octave: int = 2) -> list[int]:
+    """A log grid from ``start`` to 4 x L2 (inclusive), ``per_octave`` points per doubling, each a
+    multiple of NODE_STRIDE."""
+    return log_grid(start, 4 * _lines(sizes.l2_bytes), per_octave, NODE_STRIDE)
 
 
 def cycle_order(n_nodes: int, seed: int = 0):

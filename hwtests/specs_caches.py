@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+from memory_levels import log_grid  # the chase sweep's grid, shared
+
 from pytest_gpuprops.kernel_spec import KernelSpec
 
 KIB, MIB = 1024, 1024 * 1024
@@ -65,23 +67,6 @@ def linear_grid(lo: int, hi: int, step: int) -> list[int]:
     if step <= 0 or lo <= 0 or hi < lo or lo % step or hi % step:
         raise ValueError(f"grid {lo}..{hi} step {step}: expected 0 < lo <= hi, both multiples of a positive step")
     return list(range(lo, hi + 1, step))
-
-
-def log_grid(lo: int, hi: int, per_octave: int, quantum: int) -> list[int]:
-    """A log grid from ``lo`` to ``hi`` (inclusive, both multiples of ``quantum``), ``per_octave``
-    points per doubling, each rounded down to a multiple of ``quantum``, no footprint twice."""
-    if quantum <= 0 or lo < quantum or hi < lo or lo % quantum or hi % quantum or per_octave < 1:
-        raise ValueError(f"log grid {lo}..{hi}, {per_octave} per octave, quantum {quantum}: expected "
-                         "quantum <= lo <= hi, both multiples of the quantum, at least 1 point per octave")
-    out, k = [], 0
-    while True:
-        f = int(lo * 2 ** (k / per_octave)) // quantum * quantum
-        if f >= hi:
-            break
-        if not out or f > out[-1]:
-            out.append(f)
-        k += 1
-    return out + [hi]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,11 +25,11 @@ def _plt():
     return plt
 
 
-def _save(fig, ax, path: Path, title: str, *, legend_size: int = 8) -> Path:
+def _save(fig, ax, path: Path, title: str, *, legend_size: int = 8, legend_columns: int = 1) -> Path:
     """The finish every line plot shares: title, legend, a light grid, saved at 110 dpi and closed."""
     plt = _plt()
     ax.set_title(title)
-    ax.legend(fontsize=legend_size)
+    ax.legend(fontsize=legend_size, ncol=legend_columns)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -131,13 +131,7 @@ def plot_wgmma_rate(points: list[dict], path: Path, title: str) -> Path:
     ax.set_yscale("log", base=2)
     ax.set_xlabel("N (wgmma m64nNk*)")
     ax.set_ylabel("FLOP (OP) per clock per SM")
-    ax.set_title(title)
-    ax.legend(fontsize=6, ncol=2)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, legend_size=6, legend_columns=2)
 
 
 def plot_clock(points: list[dict], path: Path, title: str) -> Path:
