@@ -212,3 +212,10 @@ def _prefetch(request, cache_dir):
             sass.prefetch_patches(_foreseen_patches(cubins))
         except sass.SassError:
             pass  # nvdisasm missing: the tests that need it say so
+
+
+@pytest.fixture
+def none_registered(monkeypatch):
+    """No fact registered as a GPU model's (facts.GPU_SCOPED emptied for the test)."""
+    from pytest_gpuprops import facts
+    monkeypatch.setattr(facts, "GPU_SCOPED", set())

@@ -77,3 +77,12 @@ def ncu_stand_in(folder: Path) -> str:
     p.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler'\necho 'Version 2026.1.0.0'\n")
     p.chmod(0o755)
     return str(p)
+
+
+def named_fact(name: str, **kw):
+    """A measured fact named ``name`` (a 23-cycle chase latency, ± 0.25) with ``kw`` over its fields: the
+    facts files' and record mode's tests build their facts from it."""
+    from pytest_gpuprops import facts
+    base = dict(name=name, arch="sm_90", unit="cycles", method="chase", source="s", value=23.0, tolerance_abs=0.25)
+    base.update(kw)
+    return facts.Fact(**base)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+from gp_testing import named_fact
 
 from pytest_gpuprops import facts, facts_record
 from pytest_gpuprops import facts as F
@@ -439,16 +440,6 @@ def test_load_messages_in_full(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # facts: GPU scope
 
-def _named_fact(name, **kw):
-    base = dict(name=name, arch="sm_90", unit="cycles", method="chase", source="s", value=23.0, tolerance_abs=0.25)
-    base.update(kw)
-    return F.Fact(**base)
-
-
-@pytest.fixture
-def none_registered(monkeypatch):
-    monkeypatch.setattr(F, "GPU_SCOPED", set())
-
 
 def test_register_gpu_scoped_checks_every_name_first(none_registered):
     with pytest.raises(F.FactsError) as e:
@@ -460,8 +451,8 @@ def test_register_gpu_scoped_checks_every_name_first(none_registered):
 
 
 def test_is_gpu_scoped_by_registration_scope_or_section(none_registered):
-    facts = F.Facts("sm_90", None, {"lds": _named_fact("lds"), "dram": _named_fact("dram", scope="gpu", gpu="G1")}, {})
-    facts.gpu_sections = {"G2": {"l2": _named_fact("l2", scope="gpu", gpu="G2")}}
+    facts = F.Facts("sm_90", None, {"lds": named_fact("lds"), "dram": named_fact("dram", scope="gpu", gpu="G1")}, {})
+    facts.gpu_sections = {"G2": {"l2": named_fact("l2", scope="gpu", gpu="G2")}}
     assert not F.is_gpu_scoped("dram") and not F.is_gpu_scoped("lds")  # nothing registered, no file
     assert [F.is_gpu_scoped(n, facts) for n in ("lds", "dram", "l2", "other")] == [False, True, True, False]
     F.register_gpu_scoped("lds")
@@ -506,7 +497,7 @@ def test_need_on_a_gpu_says_the_fact_is_the_gpus(tmp_path, none_registered):
 
 def test_need_on_a_gpu_without_a_file(none_registered):
     facts = F.Facts("sm_86", None, {}, {})
-    facts.gpu_sections = {"G2": {"dram": _named_fact("dram", arch="sm_86", scope="gpu", gpu="G2")}}
+    facts.gpu_sections = {"G2": {"dram": named_fact("dram", arch="sm_86", scope="gpu", gpu="G2")}}
     with pytest.raises(F.MissingFacts) as e:
         F.select_gpu(facts, "RTX A6000").need("dram")
     assert str(e.value) == ("no fact 'dram' for the GPU 'RTX A6000' (sm_86) in (no file): it belongs to the GPU's "
@@ -517,20 +508,20 @@ def test_need_on_a_gpu_without_a_file(none_registered):
 def test_select_gpu_keeps_the_file_meta_and_sections(none_registered):
     path = pathlib.Path("/facts/sm_90.toml")
     meta = {"arch": "sm_90", "gpu": "NVIDIA H200", "recorded": 3}
-    mine, other = _named_fact("dram", scope="gpu", gpu="NVIDIA H200"), _named_fact("old", scope="gpu", gpu="NVIDIA H100")
-    facts = F.Facts("sm_90", path, {"lds": _named_fact("lds"), "dram": mine, "old": other}, meta)
-    section = {"l2": _named_fact("l2", scope="gpu", gpu="nvidia  h200", value=260.0)}
+    mine, other = named_fact("dram", scope="gpu", gpu="NVIDIA H200"), named_fact("old", scope="gpu", gpu="NVIDIA H100")
+    facts = F.Facts("sm_90", path, {"lds": named_fact("lds"), "dram": mine, "old": other}, meta)
+    section = {"l2": named_fact("l2", scope="gpu", gpu="nvidia  h200", value=260.0)}
     facts.gpu_sections = {"nvidia  h200": section}
     got = F.select_gpu(facts, " NVIDIA H200")
     assert (got.arch, got.path, got.meta, got.gpu, got.gpu_sections) == (
         "sm_90", path, meta, " NVIDIA H200", {"nvidia  h200": section})
-    assert dict(got) == {"lds": _named_fact("lds"), "dram": mine, "l2": section["l2"]}
+    assert dict(got) == {"lds": named_fact("lds"), "dram": mine, "l2": section["l2"]}
 
 
 def test_split_by_scope(none_registered):
     F.register_gpu_scoped("l2_bw")
-    lds, own, h100, reg = (_named_fact("lds"), _named_fact("dram", scope="gpu"), _named_fact("old", scope="gpu", gpu="H100"),
-                           _named_fact("l2_bw"))
+    lds, own, h100, reg = (named_fact("lds"), named_fact("dram", scope="gpu"), named_fact("old", scope="gpu", gpu="H100"),
+                           named_fact("l2_bw"))
     assert F.split_by_scope([lds, own, h100, reg], "H200") == ([lds], {"H200": [own, reg], "H100": [h100]})
     assert F.split_by_scope([lds, own, h100, reg], None) == ([lds, own, reg], {"H100": [h100]})
 
@@ -543,8 +534,7 @@ def test_split_by_scope(none_registered):
     (0.0, 0.0, 2e-12, False),
 ])
 def test_accepts_at_the_exact_edge(value, tol, measured, ok):
-    assert _named_fact("x", value=value, tolerance_abs=tol).accepts(measured) is ok
-
+    assert named_fact("x", value=value, tolerance_abs=tol).accepts(measured) is ok
 
 
 def test_a_document_held_as_text_is_validated_naming_its_record(tmp_path):

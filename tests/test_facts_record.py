@@ -8,6 +8,7 @@ import datetime
 import os
 
 import pytest
+from gp_testing import named_fact
 
 from pytest_gpuprops import facts as F
 from pytest_gpuprops import facts_record
@@ -17,17 +18,6 @@ def _fact(**kw):
     base = dict(name="lds", arch="sm_90", unit="cycles", method="m", source="s", value=23.0)
     base.update(kw)
     return F.Fact(**base)
-
-
-def _named_fact(name, **kw):
-    base = dict(name=name, arch="sm_90", unit="cycles", method="chase", source="s", value=23.0, tolerance_abs=0.25)
-    base.update(kw)
-    return F.Fact(**base)
-
-
-@pytest.fixture
-def none_registered(monkeypatch):
-    monkeypatch.setattr(F, "GPU_SCOPED", set())
 
 
 def test_provenance():
@@ -130,7 +120,7 @@ def test_default_tolerance(unit, value, noise, tol):
 
 def test_dumps_files_gpu_facts_under_their_gpu_without_a_scope_line(none_registered):
     F.register_gpu_scoped("dram_latency_cycles")
-    facts = [_named_fact("lds_latency_cycles"), _named_fact("dram_latency_cycles", value=801.5, tolerance_abs=5.0,
+    facts = [named_fact("lds_latency_cycles"), named_fact("dram_latency_cycles", value=801.5, tolerance_abs=5.0,
                                                 method="cold chase")]
     assert facts_record.dumps("sm_90", facts, meta={"gpu": "NVIDIA H100 80GB HBM3"}) == '''arch = "sm_90"
 gpu = "NVIDIA H100 80GB HBM3"
@@ -149,7 +139,7 @@ unit = "cycles"
 method = "cold chase"
 source = "s"
 '''
-    assert facts_record.dumps("sm_90", [_named_fact("dram", scope="gpu", tolerance_abs=0.0, tolerance_rel=0.02)]) == '''arch = "sm_90"
+    assert facts_record.dumps("sm_90", [named_fact("dram", scope="gpu", tolerance_abs=0.0, tolerance_rel=0.02)]) == '''arch = "sm_90"
 
 [dram]
 scope = "gpu"
@@ -162,7 +152,7 @@ source = "s"
 
 
 def test_write_facts_text_and_a_refused_record(tmp_path, none_registered):
-    p = facts_record.write_facts(tmp_path / "rec.toml", "sm_90", [_named_fact("old", scope="gpu", gpu="H100", value=7)])
+    p = facts_record.write_facts(tmp_path / "rec.toml", "sm_90", [named_fact("old", scope="gpu", gpu="H100", value=7)])
     assert p.read_text() == '''arch = "sm_90"
 
 [gpus."H100".old]
@@ -174,6 +164,6 @@ source = "s"
 '''
     bad = tmp_path / "new" / "bad.toml"
     with pytest.raises(F.FactsError) as e:
-        facts_record.write_facts(bad, "sm_90", [_named_fact("x", unit="")])
+        facts_record.write_facts(bad, "sm_90", [named_fact("x", unit="")])
     assert str(e.value) == f"{bad}: fact [x] unit must be a non-empty string, not ''\n  (see the facts TOML schema in docs/reference.md)"
     assert not bad.parent.exists()
