@@ -172,7 +172,7 @@ def test_host_link_rate(gpuprops, node, direction):
     index, name = gpuprops.gpu.index, gpuprops.fact_name
 
     def once():
-        with links.pair_lock(index, index):
+        with links.host_copy_lock(index):
             values = node.host_copy(index, direction)
         return links.rate_measurement(name, values, what="cudaMemcpyAsync", launch={"gpu": index}, remeasure=once,
                                       noise_target=links.HOST_NOISE_TARGET)
@@ -189,7 +189,7 @@ def test_host_link_rate_both_ways(gpuprops, node):
     index, name, direction = gpuprops.gpu.index, gpuprops.fact_name, "d2h"
 
     def once():
-        with links.pair_lock(index, index):
+        with links.host_copy_lock(index):
             values = node.host_copy_loaded(index, direction)
         return links.rate_measurement(name, values, what="cudaMemcpyAsync", launch={"gpu": index}, remeasure=once,
                                       noise_target=links.HOST_NOISE_TARGET)

@@ -34,9 +34,24 @@ def gpu_lock(index: int, timeout: float = LOCK_TIMEOUT_S):
     return lock
 
 
+def node_lock_path(what: str) -> Path:
+    """The file of the node's lock for ``what`` ("power", "host-link"), beside the GPUs' locks."""
+    return Path(os.environ.get("GPUPROPS_LOCK_DIR", tempfile.gettempdir())) / f"gpuprops-node-{what}.lock"
+
+
 def power_lock_path() -> Path:
-    """The node's power lock's file, beside the GPUs' locks."""
-    return Path(os.environ.get("GPUPROPS_LOCK_DIR", tempfile.gettempdir())) / "gpuprops-node-power.lock"
+    """The node's power lock's file."""
+    return node_lock_path("power")
+
+
+def _node_lock(what: str, timeout: float):
+    """One lock object per file and timeout, kept, as :func:`gpu_lock`."""
+    from filelock import FileLock
+    key = (str(node_lock_path(what)), timeout)
+    lock = _GPU_LOCKS.get(key)
+    if lock is None:
+        lock = _GPU_LOCKS[key] = FileLock(key[0], timeout=timeout)
+    return lock
 
 
 def power_lock(timeout: float = LOCK_TIMEOUT_S):
@@ -45,11 +60,13 @@ def power_lock(timeout: float = LOCK_TIMEOUT_S):
     its neighbour ran the same stress. Two H100s stressed together sustained 1514.7 / 1535.6 MHz under
     the tensor stress, an H100 alone 1582-1591 (2026-11-26, GPU-9db59b7a + GPU-fd48deeb, GPU-ce7928d2);
     GPU 0's L2 read moved to its 1995 MHz state and 2-3 % lower while GPU 1 ran GEMMs. Taken inside the GPU's
-    own lock (the order every holder keeps: no two processes wait on each other). One object per file and
-    timeout, as :func:`gpu_lock`."""
-    from filelock import FileLock
-    key = (str(power_lock_path()), timeout)
-    lock = _GPU_LOCKS.get(key)
-    if lock is None:
-        lock = _GPU_LOCKS[key] = FileLock(key[0], timeout=timeout)
-    return lock
+    own lock (the order every holder keeps: no two processes wait on each other)."""
+    return _node_lock("power", timeout)
+
+
+def host_link_lock(timeout: float = LOCK_TIMEOUT_S):
+    """The node's lock for copies between a GPU and host memory: a node's GPUs share the host's memory
+    and, two by two, a PCIe switch, so one GPU's host copy read what its neighbour's left it (the GPU ->
+    host copy under host -> GPU load was UNSTABLE in 3 of the whole-suite runs on two-GPU nodes of
+    2026-11-26, never on a GPU alone). Taken inside the GPUs' own locks, as :func:`power_lock`."""
+    return _node_lock("host-link", timeout)

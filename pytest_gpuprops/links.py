@@ -346,3 +346,11 @@ def pair_lock(src: int, dst: int):
         stack.enter_context(gpulock.gpu_lock(index))
     return stack
 
+
+def host_copy_lock(index: int):
+    """GPU ``index``'s lock, then the node's host-link lock (gpulock.host_link_lock): one GPU of a node
+    at a time copies to or from host memory."""
+    stack = pair_lock(index, index)
+    stack.enter_context(gpulock.host_link_lock())
+    return stack
+

@@ -49,3 +49,24 @@ def test_every_rate_and_stress_of_the_throughput_layer_takes_the_power_lock():
     from pytest_gpuprops import throughput
     for fn in (throughput.measure_rate, throughput.measure_placed_rate, throughput.stress_clock):
         assert "with gpu_lock(info.index), power_lock():" in inspect.getsource(fn), fn.__name__
+
+
+def test_host_copies_take_the_node_host_link_lock_inside_the_gpu_lock(monkeypatch, tmp_path):
+    """A GPU's host copy holds its own lock and the node's host-link lock, one file for every GPU and
+    not the power lock's; both are released after."""
+    monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
+    from pytest_gpuprops import links
+    host = gpulock.host_link_lock()
+    assert host.lock_file == str(tmp_path / "gpuprops-node-host-link.lock")
+    assert host is gpulock.host_link_lock() is not gpulock.power_lock()
+    with links.host_copy_lock(1):
+        assert gpulock.gpu_lock(1).is_locked and host.is_locked and not gpulock.power_lock().is_locked
+    assert not gpulock.gpu_lock(1).is_locked and not host.is_locked
+
+
+def test_every_host_copy_fact_takes_the_host_link_lock():
+    """The hwtests' host-copy facts measure under links.host_copy_lock, not the GPU's lock alone."""
+    from pathlib import Path
+    text = (Path(__file__).parents[1] / "hwtests" / "test_node_links.py").read_text()
+    assert text.count("with links.host_copy_lock(index):") == 2 and "node.host_copy" in text
+    assert "links.pair_lock(index, index)" not in text
