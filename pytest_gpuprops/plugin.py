@@ -14,7 +14,7 @@ from . import devices, measure, nsight, plots, report_files, startup, summary
 from . import facts as gp_facts
 from .fixture import _PART, FactChecker, StaticChecker, declared_facts
 from .kernel_spec import KernelSpec
-from .session import GpuPropsState, compile_only
+from .session import GpuPropsState, compile_only, power_bound_first
 
 _STATE = pytest.StashKey["GpuPropsState"]()
 
@@ -154,10 +154,11 @@ def _interrupt_on_sigterm(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`-k l1_hit_latency_cycles` selects the test that checks it: each fact a test declares is one of
-    its keywords (pytest applies -k after this hook)."""
+    its keywords (pytest applies -k after this hook); the power-bound tests first (session.power_bound_first)."""
     for item in items:
         for name in declared_facts(item):
             item.extra_keyword_matches.add(name)
+    power_bound_first(items)
 
 
 def _arch_number(arch: str) -> int:

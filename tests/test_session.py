@@ -332,3 +332,36 @@ def test_a_failed_test_whose_own_verdicts_all_pass_still_shows_as_error(pytestco
     st.ingest(_report("failed", "boom", gpuprops_part=_part(passing)))
     assert [dataclasses.asdict(v) for v in st.results.verdicts] == [
         dataclasses.asdict(elsewhere), dataclasses.asdict(passing), _outside("ERROR", "call failed: boom")]
+
+
+class _Item:
+    """What power_bound_first reads of a pytest item: its name and its markers."""
+
+    def __init__(self, name: str, *markers: str):
+        self.name, self.markers = name, set(markers)
+
+    def get_closest_marker(self, name):
+        return name if name in self.markers else None
+
+
+def test_the_power_bound_tests_run_first_and_every_other_test_keeps_its_order():
+    items = [_Item("lds"), _Item("health", "gpu", "validation"), _Item("regbank"), _Item("clock", "validation"),
+             _Item("dram"), _Item("rate", "validation")]
+    session.power_bound_first(items)
+    assert [i.name for i in items] == ["health", "clock", "rate", "lds", "regbank", "dram"]
+
+
+def test_the_whole_suite_collects_the_stresses_before_the_latency_facts():
+    """Through the plugin, on the real hwtests: every validation-marked test comes before every other
+    one in the collected order (the order a run and each xdist worker keep)."""
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).parents[1]
+    out = subprocess.run([sys.executable, "-m", "pytest", "hwtests", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-p", "no:randomly", "-k", "sustained_sm_clock or lds_latency or health"],
+                         cwd=root, capture_output=True, text=True, timeout=300)
+    ids = [ln for ln in out.stdout.splitlines() if "::" in ln]
+    stress = [n for n, i in enumerate(ids) if "test_throughput_and_clocks" in i or "test_health" in i]
+    others = [n for n, i in enumerate(ids) if n not in stress]
+    assert stress and others and max(stress) < min(others), out.stdout[-2000:] + out.stderr[-2000:]
