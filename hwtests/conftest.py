@@ -114,7 +114,7 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
         elif name == "test_throughput_and_clocks.py":
             if name not in done:
                 from pytest_gpuprops import workloads
-                out += [(arch, "stress_ffma.cu", workloads.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", workloads.STREAM_DEFINES, None),
+                out += [(arch, "stress_ffma.cu", workloads.FFMA_DEFINES, None), (arch, "stream_bandwidth.cu", workloads.L2_DEFINES, None),
                         (arch, "stream_bandwidth.cu", workloads.DRAM_DEFINES, None)]
                 if arch == "sm_90":
                     out += [(specs.WGMMA_ARCH, "stress_ffma.cu", workloads.wgmma_defines(dt), None) for dt in workloads.WGMMA_DTYPES]

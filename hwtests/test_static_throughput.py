@@ -45,6 +45,8 @@ def _builds_of(item) -> list:
         return [(params["source"], params["arch"], params["defines"])]
     if name == "test_stream_loop_makes_the_counted_16_byte_accesses":
         return [("stream_bandwidth.cu", params["arch"], workloads.STREAM_DEFINES)]
+    if name == "test_l2_read_reads_its_chunk_four_16_byte_ld_global_cg_a_trip":
+        return [("stream_bandwidth.cu", params["arch"], workloads.L2_DEFINES)]
     if name == "test_dram_kernels_make_one_16_byte_access_per_thread_and_trip":
         return [("stream_bandwidth.cu", params["arch"], workloads.DRAM_DEFINES)]
     return []
@@ -138,6 +140,7 @@ def test_stress_wgmma_is_empty_below_sm_90a():
 @pytest.mark.parametrize("source, kernel, defines", [
     ("stress_ffma.cu", "stress_ffma", workloads.FFMA_DEFINES),
     *[("stream_bandwidth.cu", k, workloads.STREAM_DEFINES) for k in sorted(workloads.STREAM_KERNELS.values())],
+    ("stream_bandwidth.cu", "stream_read_cg", workloads.L2_DEFINES),
 ])
 def test_full_grid_kernels_fit_every_thread_slot(arch, source, kernel, defines):
     """The grid is SMs x (thread slots / block): every block of it is resident at once (one wave),
@@ -167,6 +170,21 @@ def test_stream_loop_makes_the_counted_16_byte_accesses(arch, kernel):
     unroll = workloads.STREAM_DEFINES["UNROLL"]
     kind = {v: k for k, v in workloads.STREAM_KERNELS.items()}[kernel]
     assert workloads.stream_bytes(kind, unroll, 1) == workloads.VEC_BYTES * sum(memory.values())
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_l2_read_reads_its_chunk_four_16_byte_ld_global_cg_a_trip(arch):
+    """The L2 read as the fact builds it (workloads.L2_DEFINES, shared chunks): its loop makes UNROLL
+    16-byte L2-only loads (LDG.E.128.STRONG.GPU) and nothing else of memory, and a launch's bytes are
+    its blocks' chunks."""
+    d = workloads.L2_DEFINES
+    _, instrs = listing("stream_bandwidth.cu", arch, "stream_read_cg", d)
+    counts = workloads.opcode_counts(workloads.innermost_loop(instrs, "LDG"))
+    assert memory_ops(counts) == {"LDG.E.128.STRONG.GPU": d["UNROLL"]}, counts
+    assert d["CHUNK16"] * workloads.VEC_BYTES == workloads.L2_CHUNK_BYTES
+    n16 = 25 * d["CHUNK16"]  # the H100's window: 12.5 MiB
+    assert workloads.l2_read_grid(n16, 132, 2048) == 4 * 1056
+    assert workloads.l2_read_bytes(n16, 4224, 3) == 4224 * workloads.L2_CHUNK_BYTES * 3
 
 
 DRAM = {  # kernel -> its global accesses as the DRAM facts build it (workloads.DRAM_DEFINES), sm_80 .. sm_90

@@ -224,9 +224,8 @@ def test_wgmma_dense_tflops(gpuprops, gpu, device, dtype):
 def test_memory_bandwidth(gpuprops, gpu, device, buffers, kind):
     import cupy
     name = gpuprops.fact_name
-    defines = workloads.DRAM_DEFINES if kind.startswith("dram_") else workloads.STREAM_DEFINES
-    fn = load(gpuprops.runner, "stream_bandwidth.cu", workloads.STREAM_KERNELS[kind], defines)
-    if kind == "l2_read":  # the mean over workloads.L2_PLACEMENTS windows: one buffer's rate moves with where its lines lie
+    fn = load(gpuprops.runner, "stream_bandwidth.cu", workloads.STREAM_KERNELS[kind], workloads.stream_defines(kind))
+    if kind == "l2_read":  # the mean over workloads.L2_PLACEMENTS windows, each read as shared chunks
         layout, region = buffers.l2()
         wls = workloads.l2_placement_workloads(cupy, fn, layout, region, sms=gpu.sm_count,
                                         max_threads_per_sm=device.max_threads_per_sm)

@@ -33,7 +33,11 @@
 //               grid of n16 / (BLOCK x UNROLL) blocks each block makes one trip, the shape of
 //               PyTorch's vectorized elementwise kernels), LAYOUT_BLOCK_CHUNK (each block owns one
 //               contiguous range of n16 / grid vectors, rounded up to whole tiles, and walks it a tile
-//               a trip)
+//               a trip), LAYOUT_SHARED_CHUNK (the buffer is n16 / CHUNK16 chunks of CHUNK16 vectors; block
+//               b walks chunk b % chunks a tile a trip, so a grid of several blocks a chunk has many SMs
+//               read each chunk at once: the L2's peak read into the SMs, the shape of RRZE-HPC
+//               gpu-benches' gpu-l2-cache; the buffer's vectors past whole chunks are not read)
+//   CHUNK16     LAYOUT_SHARED_CHUNK's chunk, in 16-byte vectors (default 32768: 512 KiB)
 //   GUARD       GUARD_EACH (default: every access checks that it is inside the buffer), GUARD_TAIL
 //               (whole trips make their accesses unchecked; only a last partial trip checks)
 //   MIN_BLOCKS  the launch bounds' blocks per SM (default 2048 / BLOCK: 32 registers a thread);
@@ -58,6 +62,7 @@
 #define LAYOUT_THREAD_STRIDE 1
 #define LAYOUT_BLOCK_TILE 2
 #define LAYOUT_BLOCK_CHUNK 3
+#define LAYOUT_SHARED_CHUNK 4
 #define GUARD_EACH 1
 #define GUARD_TAIL 2
 
@@ -82,6 +87,9 @@
 #ifndef GUARD
 #define GUARD GUARD_EACH
 #endif
+#ifndef CHUNK16
+#define CHUNK16 32768
+#endif
 #ifndef STAMPS
 #define STAMPS 1
 #endif
@@ -92,8 +100,8 @@
 #if LOAD < LOAD_PLAIN || LOAD > LOAD_L2_256B
 #error "LOAD must be LOAD_PLAIN, LOAD_CS, LOAD_LU, LOAD_NC, LOAD_L2_EVICT_FIRST or LOAD_L2_256B"
 #endif
-#if LAYOUT < LAYOUT_THREAD_STRIDE || LAYOUT > LAYOUT_BLOCK_CHUNK
-#error "LAYOUT must be LAYOUT_THREAD_STRIDE, LAYOUT_BLOCK_TILE or LAYOUT_BLOCK_CHUNK"
+#if LAYOUT < LAYOUT_THREAD_STRIDE || LAYOUT > LAYOUT_SHARED_CHUNK
+#error "LAYOUT must be LAYOUT_THREAD_STRIDE, LAYOUT_BLOCK_TILE, LAYOUT_BLOCK_CHUNK or LAYOUT_SHARED_CHUNK"
 #endif
 #if GUARD < GUARD_EACH || GUARD > GUARD_TAIL
 #error "GUARD must be GUARD_EACH or GUARD_TAIL"
@@ -198,6 +206,15 @@ __device__ __forceinline__ uint4 tp_load_cg(const uint4* p) {
     const unsigned long long first = (unsigned long long)blockIdx.x * tile + threadIdx.x;          \
     const unsigned long long step = (unsigned long long)gridDim.x * tile, apart = BLOCK,           \
                              limit = (n16), slot = (unsigned long long)blockIdx.x * BLOCK + threadIdx.x;
+#elif LAYOUT == LAYOUT_SHARED_CHUNK
+#define TP_SPAN(n16)                                                                               \
+    const unsigned long long tile = (unsigned long long)BLOCK * UNROLL;                            \
+    const unsigned long long chunks = (n16) / CHUNK16 ? (n16) / CHUNK16 : 1;                       \
+    const unsigned long long begin = (unsigned long long)(blockIdx.x % chunks) * CHUNK16;          \
+    const unsigned long long first = begin + threadIdx.x;                                          \
+    const unsigned long long step = tile, apart = BLOCK,                                           \
+                             limit = begin + CHUNK16 < (n16) ? begin + CHUNK16 : (n16),            \
+                             slot = (unsigned long long)blockIdx.x * BLOCK + threadIdx.x;
 #else
 #define TP_SPAN(n16)                                                                               \
     const unsigned long long tile = (unsigned long long)BLOCK * UNROLL;                            \

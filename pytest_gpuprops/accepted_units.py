@@ -159,6 +159,24 @@ def accepted(verdicts) -> list[Verdict]:
     return [v for v in verdicts if v.accepted_reading and any(f.startswith(ACCEPTED_OFF_POPULATION) for f in v.flags)]
 
 
+def within_reach(verdicts) -> list[Verdict]:
+    """The PASS verdicts outside their fact's band but within its population's reach
+    (assertions.POPULATION_REACH): findings about their units, listed, not red; not those already
+    listed as accepted for their unit."""
+    return [v for v in verdicts if v.status == assertions.PASS and not v.accepted_reading
+            and any(assertions.WITHIN_REACH in f for f in v.flags)]
+
+
+def describe_finding(v: Verdict) -> str:
+    """One line per finding within reach: the value, the band, the units recorded and their names."""
+    lo, hi = v.units_range or (float("nan"), float("nan"))
+    names = list(dict.fromkeys(_UNIT_NAME.findall(v.source)))
+    units = f"units {lo:g} .. {hi:g}" + (f" ({', '.join(names)})" if names else " (units not named in the source)")
+    off = (v.measured / hi - 1) if v.measured > hi else (v.measured / lo - 1)
+    return (f"{v.fact} on {results.gpu_label(v)}: {v.measured:.3f} {v.unit}, {off:+.1%} past the {units}; band "
+            f"{v.expected}")
+
+
 def describe(v: Verdict) -> str:
     """One line per accepted verdict: the value, the SKU population and the units behind it, the
     accepted run's date and value."""

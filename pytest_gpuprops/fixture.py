@@ -221,10 +221,11 @@ class FactChecker:
             raise CannotConfirm(f"fact {name}: its measurement cannot be repeated (a Measurement.given without "
                                 "remeasure=), so a failure could not be confirmed; pass remeasure=<a function that "
                                 "measures it again with fresh launches>")
-        top = self.gpu.max_sm_clock_mhz
-        first = assertions.evaluate(fact, m, reproduce=self.reproduce(), max_sm_clock_mhz=top)
+        top, strict = self.gpu.max_sm_clock_mhz, self._state.strict_population
+        first = assertions.evaluate(fact, m, reproduce=self.reproduce(), max_sm_clock_mhz=top, strict_population=strict)
         return self._finish(confirm(
-            first, (lambda: assertions.evaluate(fact, again(), reproduce=self.reproduce(), max_sm_clock_mhz=top))
+            first, (lambda: assertions.evaluate(fact, again(), reproduce=self.reproduce(), max_sm_clock_mhz=top,
+                                                strict_population=strict))
             if again else None))
 
     def _record(self, name, m, method, unit, old):

@@ -65,6 +65,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--gpuprops-baseline-accept", dest="gpuprops_baseline_accept", action="store_true",
                 help="make this run each measured unit's baseline even where something was red (after a planned "
                      "change, once it is understood)")
+    g.addoption("--gpuprops-population", dest="gpuprops_population", default="reach", choices=("reach", "strict"),
+                help="a reading outside the band of a fact that differs by unit: 'reach' (default) is a finding, "
+                     "listed, not red, while within 10 %% of the units recorded; 'strict' fails it (to qualify a "
+                     "unit before it joins a fleet)")
     g.addoption("--gpuprops-facts", dest="gpuprops_facts", default=None, metavar="PATH",
                 type=_given("a facts .toml file or a folder of sm_XX.toml"),
                 help="facts file (or folder of sm_XX.toml) to check against instead of the packaged ones")

@@ -57,7 +57,12 @@ def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     if beyond:  # a new extreme of a population fact: seen the first time, not when a later unit fails
         line += (f"; {len(beyond)} {BEYOND_UNITS} ({', '.join(beyond[:3])}{', ...' if len(beyond) > 3 else ''}: "
                  "inside the band; tools/unit_values.py lists them)")
-    from .accepted_units import accepted
+    from .accepted_units import accepted, within_reach
+    findings = within_reach(verdicts)
+    if findings:  # outside the band, within the population's reach: counted and listed, not red
+        names = list(dict.fromkeys(v.fact for v in findings))
+        line += (f"; {len(findings)} PASS outside the SKU's population, within its reach ({', '.join(names[:3])}"
+                 f"{', ...' if len(names) > 3 else ''}: findings about their units, listed)")
     known = accepted(verdicts)
     if known:  # outside the SKU's population, accepted for their unit: counted, never absorbed
         names = list(dict.fromkeys(v.fact for v in known))

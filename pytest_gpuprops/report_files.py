@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from .accepted_units import accepted, describe
+from .accepted_units import accepted, describe, describe_finding, within_reach
 from .assertions import Verdict
 from .report import gpu_table, link_matrices, link_tables, summary_line, table
 
@@ -36,6 +36,10 @@ def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] =
     matrices = link_matrices(vs)
     if matrices:
         head += ["## Node links: GPU x GPU", "", link_tables(matrices, fmt="github"), ""]
+    findings = within_reach(vs)
+    if findings:
+        head += ["## Outside the SKU's population, within its reach (findings about their units, not red)", "",
+                 *(f"- {describe_finding(v)}" for v in findings), ""]
     known = accepted(vs)
     if known:
         head += ["## Outside the SKU's population, accepted for their unit (not red)", "",

@@ -44,6 +44,8 @@ class GpuPropsState:
         self.gpus_option: str | None = getattr(opt, "gpuprops_gpus", None)
         self.facts_path = opt.gpuprops_facts
         self.record_path = opt.gpuprops_record
+        #: every reading outside the band of a fact that differs by unit fails (assertions.POPULATION_REACH)
+        self.strict_population = getattr(opt, "gpuprops_population", "reach") == "strict"
         self.force = opt.gpuprops_force
         self.report_path = opt.gpuprops_report
         self.compare_path = getattr(opt, "gpuprops_compare", None)

@@ -21,6 +21,12 @@ def write_summary(tr, state: GpuPropsState, verbose: int) -> None:
         tr.write_sep("=", "gpuprops facts")
         tr.write_line(report.terminal_table(verdicts, verbose))
         tr.write_line(report.summary_line(verdicts + state.fleet, state.run))
+        findings = accepted_units.within_reach(verdicts)
+        if findings:
+            tr.write_sep("-", "outside the SKU's population, within its reach (findings about their units, not red)",
+                         yellow=True)
+            for v in findings:
+                tr.write_line(f"  {accepted_units.describe_finding(v)}", yellow=True)
         known = accepted_units.accepted(verdicts)
         if known:
             tr.write_sep("-", "outside the SKU's population, accepted for their unit (not red)", yellow=True)

@@ -60,8 +60,17 @@ def _l2_read_what(ln: dict) -> str:
         return (f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB buffer (L2 / 4), read again "
                 "and again")
     page = ln.get("page_bytes", PAGE_BYTES) / 2**20
-    return (f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB window (L2 / 4), read again and "
-            f"again, in each of {k} such windows {ln['stride_bytes'] / 2**20:g} MiB apart in one "
+    d = ln.get("defines") or {}
+    if d.get("LAYOUT") == "LAYOUT_SHARED_CHUNK":  # since 2026-11-26 (afternoon): every chunk read by many SMs at once
+        chunk_kib = d["CHUNK16"] * 16 / 1024
+        chunks = max(1, round(ln.get("buffer_bytes", 0) / (chunk_kib * 1024)))
+        reads = (f"a {_mib(ln):.1f} MiB window (L2 / 4) read as {chunks} chunks of {chunk_kib:g} KiB: block b walks "
+                 f"chunk b mod {chunks} with 16-byte ld.global.cg (LDG.E.128.STRONG.GPU), {d.get('UNROLL')} a thread "
+                 f"a trip, so every chunk is read by {ln['grid'] // chunks} blocks on many SMs at once, again and again")
+    else:
+        reads = (f"16-byte ld.global.cg (LDG.E.128.STRONG.GPU) over a {_mib(ln):.1f} MiB window (L2 / 4), read again "
+                 "and again")
+    return (f"{reads}, in each of {k} such windows {ln['stride_bytes'] / 2**20:g} MiB apart in one "
             f"{ln['region_bytes'] / 2**20:.1f} MiB allocation, each from a {page:g} MiB page boundary on pages of its "
             f"own: the same reads in {k} placements of the lines among the L2 slices and partitions")
 

@@ -41,6 +41,35 @@ STREAM_KERNELS = {"dram_read": "stream_read", "l2_read": "stream_read_cg", "dram
 #: memcpy and 95.1 % of torch's fill_ on an H100; this shape read 100.7 % and 100.2 % (kernels/
 #: stream_bandwidth.cu's variants, docs/results.md).
 DRAM_DEFINES = {"UNROLL": 1, "BLOCK": STREAM_BLOCK, "LAYOUT": "LAYOUT_BLOCK_TILE", "GUARD": "GUARD_TAIL", "STAMPS": 0}
+#: The L2 read's chunk: its window is read as chunks of this size, each by many blocks at once.
+L2_CHUNK_BYTES = 512 * 1024
+#: Blocks a launch of the L2 read runs for every block slot of the GPU (or every chunk, if more).
+L2_WAVES = 4
+#: The L2 read's shape (LAYOUT_SHARED_CHUNK): block b reads chunk b % chunks of its window, L2_WAVES
+#: blocks a slot. The persistent thread-stride grid (every line read by one thread a pass) read 7000-7290
+#: GB/s on H100s and moved 6-9 % between processes of one unit; this shape read 8740-8840 GB/s, within
+#: 0.9-1.1 % over four processes, on H100 GPU-970b7d1c (2026-11-26, docs/results.md).
+L2_DEFINES = {"UNROLL": 4, "BLOCK": STREAM_BLOCK, "LAYOUT": "LAYOUT_SHARED_CHUNK", "GUARD": "GUARD_TAIL",
+              "CHUNK16": L2_CHUNK_BYTES // VEC_BYTES}
+
+
+def stream_defines(kind: str) -> dict:
+    """The build of a stream kind's kernel: the DRAM kinds' tile shape, the L2 read's shared chunks."""
+    if kind not in STREAM_KERNELS:
+        raise ValueError(f"kind must be one of {', '.join(STREAM_KERNELS)}, not {kind!r}")
+    return dict(L2_DEFINES if kind == "l2_read" else DRAM_DEFINES)
+
+
+def l2_read_grid(n16: int, sms: int, max_threads_per_sm: int) -> int:
+    """The L2 read's blocks: L2_WAVES for every block slot of the GPU or every chunk, whichever is more."""
+    chunks = max(1, n16 * VEC_BYTES // L2_CHUNK_BYTES)
+    return L2_WAVES * max(chunks, sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK))
+
+
+def l2_read_bytes(n16: int, grid: int, reps: int) -> int:
+    """Bytes one L2 read launch reads: every block its chunk (the window's whole chunks), reps times."""
+    chunk16 = L2_CHUNK_BYTES // VEC_BYTES
+    return VEC_BYTES * min(chunk16, n16) * grid * reps
 
 
 def ffma_flops(grid: int, block: int, samples: int, iters: int, unroll: int, ilp: int) -> int:
@@ -77,8 +106,13 @@ def dram_buffer_bytes(l2_bytes: int, free_bytes: int, *, floor: int = 1 << 30) -
 
 
 def l2_buffer_bytes(l2_bytes: int) -> int:
-    """The L2 buffer: a quarter of the L2, in whole 16-byte vectors."""
-    return l2_bytes // 4 // VEC_BYTES * VEC_BYTES
+    """The L2 buffer: a quarter of the L2, in whole chunks of L2_CHUNK_BYTES (12.5 MiB on the H100,
+    15 MiB on the H200: 25 and 30 chunks)."""
+    window = l2_bytes // 4 // L2_CHUNK_BYTES * L2_CHUNK_BYTES
+    if window <= 0:
+        raise ValueError(f"an L2 of {l2_bytes} bytes has no quarter of whole {L2_CHUNK_BYTES >> 10} KiB chunks to read: "
+                         f"the L2 read needs an L2 of {4 * L2_CHUNK_BYTES >> 20} MiB or more")
+    return window
 
 
 #: The L2 read rate depends on where its buffer's lines fall among the L2 slices and the two L2
@@ -119,8 +153,6 @@ def l2_placements(l2_bytes: int, count: int = L2_PLACEMENTS, *, free_bytes: int 
     """``count`` windows of a quarter of the L2, one every whole number of pages; fewer where the
     allocation would take more than a quarter of ``free_bytes`` (at least one)."""
     window = l2_buffer_bytes(l2_bytes)
-    if window <= 0:
-        raise ValueError(f"an L2 of {l2_bytes} bytes has no quarter of whole 16-byte vectors to read")
     stride = -(-window // page_bytes) * page_bytes
     if free_bytes is not None:
         fits = (free_bytes // 4 - page_bytes - window) // stride + 1
@@ -191,16 +223,17 @@ def stream_workload(cp, fn, kind: str, *, sms: int, max_threads_per_sm: int, nby
     n16 = nbytes // VEC_BYTES
     dram = kind.startswith("dram_")
     tile = DRAM_DEFINES["BLOCK"] * DRAM_DEFINES["UNROLL"]
-    grid = -(-n16 // tile) if dram else sms * blocks_per_sm(max_threads_per_sm, STREAM_BLOCK)
+    grid = -(-n16 // tile) if dram else l2_read_grid(n16, sms, max_threads_per_sm)
     src = src if src is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
     if kind in ("dram_copy", "dram_write"):
         dst = dst if dst is not None else cp.zeros(n16 * 4, dtype=cp.uint32)
         third = dst
     else:
         third = sink if sink is not None else cp.zeros(grid * STREAM_BLOCK, dtype=cp.uint32)  # the never-written sink
-    return Workload(kind, STREAM_KERNELS[kind], "stream_bandwidth.cu", dict(DRAM_DEFINES if dram else STREAM_DEFINES),
+    work = (lambda s: stream_bytes(kind, n16, s)) if dram else (lambda s: l2_read_bytes(n16, grid, s))
+    return Workload(kind, STREAM_KERNELS[kind], "stream_bandwidth.cu", stream_defines(kind),
                     fn, grid, STREAM_BLOCK, 0 if dram else 2, lambda st, s: (st, src, third, cp.uint64(n16), cp.int32(s)),
-                    lambda s: stream_bytes(kind, n16, s), "GB/s", scale=1, fixed_scale=dram,
+                    work, "GB/s", scale=1, fixed_scale=dram,
                     extra={"buffer_bytes": n16 * VEC_BYTES, **(extra or {})})
 
 

@@ -31,8 +31,8 @@ def reading(value, *, throttle=(), settled=True, fact=FACT):
     values = [value] * 3 if settled else [value * 0.95, value, value * 1.05]  # 5 % apart: over a 1 % target
     m = Measurement.given("dsmem", values)
     m.sm_clock_mhz, m.throttle = 1980.0, list(throttle)
-    v = A.evaluate(fact, m, max_sm_clock_mhz=1980)
-    v = A.confirm(v, lambda: A.evaluate(fact, m, max_sm_clock_mhz=1980))
+    v = A.evaluate(fact, m, max_sm_clock_mhz=1980, strict_population=True)  # --gpuprops-population strict
+    v = A.confirm(v, lambda: A.evaluate(fact, m, max_sm_clock_mhz=1980, strict_population=True))
     v.nodeid, v.gpu = NODE, dict(GPU)
     return v
 
@@ -152,9 +152,12 @@ def unit(pytester, monkeypatch, tmp_path):
     pytester.makeconftest(fake_gpu_conftest(count=1))
     (pytester.path / "sm_90.toml").write_text(FACTS)
 
-    def run(value, *args, xdist=False):
+    def run(value, *args, xdist=False, population="strict"):
+        """One run reading ``value``; the accepting workflow is that of --gpuprops-population strict (and
+        of readings past the population's reach)."""
         pytester.makepyfile(TEST.format(value=value))
-        args = ("--gpuprops-facts", "sm_90.toml", "--gpuprops-baselines", str(tmp_path / "store"), *args)
+        args = ("--gpuprops-facts", "sm_90.toml", "--gpuprops-baselines", str(tmp_path / "store"),
+                "--gpuprops-population", population, *args)
         if xdist:
             return pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly", *args)
         return pytester.runpytest_inprocess(*args)
@@ -217,3 +220,39 @@ def test_on_a_node_the_accepted_unit_and_its_peer_differ_inside_the_band_and_nei
     assert [o.status for o in out] == [results.UNITS_DIFFER] * 2 and not results.red(out)
     unaccepted, _ = results.outliers([reading(198.72), peer])  # the same node before the unit was accepted
     assert results.OUTLIER in [o.status for o in unaccepted]
+
+
+def test_a_new_unit_within_the_populations_reach_is_a_listed_finding_and_past_it_red(unit, pytester):
+    """By default (--gpuprops-population reach) a first run reading 198.71 (0.3 % past the units
+    196.898 .. 198.07, outside the band 197.484 ± 1.09) passes, flagged and listed as a finding with
+    its value and the units; 218.0 (10.1 % above the lowest unit) is past the reach: FAIL; strict fails both."""
+    first = unit(198.71, "--gpuprops-report", "f.json", population="reach")
+    assert first.ret == 0
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines([
+        "gpuprops: 1 PASS; 1 PASS outside the SKU's population, within its reach (dsmem_latency_cluster2_cycles: "
+        "findings about their units, listed)",
+        "*outside the SKU's population, within its reach (findings about their units, not red)*",
+        "  dsmem_latency_cluster2_cycles on node1:gpu0 Fake GPU (GPU-00000000): 198.710 cycles, +0.3% past the units "
+        "196.898 .. 198.07 (GPU-7a297dd4, GPU-b8adcc21, GPU-3ce30699); band 197.484 ± 1.09 cycles"])
+    (v,) = json.loads((pytester.path / "f.json").read_text())["facts"]
+    assert v["status"] == "PASS" and any(A.WITHIN_REACH in f and f.startswith(A.OFF_POPULATION) for f in v["flags"])
+    assert "## Outside the SKU's population, within its reach" in (pytester.path / "f.md").read_text()
+    past = unit(218.0, population="reach")
+    assert past.ret == 1
+    past.assert_outcomes(failed=1)
+    past.stdout.fnmatch_lines(["*outside the SKU's recorded population: 218 against units*"])
+    assert unit(198.71, "--gpuprops-baseline", "none").ret == 1  # strict
+
+
+def test_the_reach_is_ten_percent_past_the_lowest_and_highest_unit_and_only_for_facts_that_differ_by_unit():
+    assert A.within_reach(FACT, 196.898 * 1.10) and not A.within_reach(FACT, 196.898 * 1.1001)
+    assert A.within_reach(FACT, 198.07 * 0.90) and not A.within_reach(FACT, 198.07 * 0.8999)
+    arch_fact = dataclasses.replace(FACT, units_range=None)
+    assert not A.within_reach(arch_fact, 198.0)
+    v = A.evaluate(arch_fact, Measurement.given("dsmem", [199.0] * 3), max_sm_clock_mhz=1980)
+    assert v.status == A.FAIL  # an arch fact outside its band: every unit must read it
+    w = A.evaluate(FACT, Measurement.given("dsmem", [199.0] * 3), max_sm_clock_mhz=1980)
+    assert w.status == A.PASS and any(A.WITHIN_REACH in f for f in w.flags)
+    assert A.evaluate(FACT, Measurement.given("dsmem", [199.0] * 3), max_sm_clock_mhz=1980,
+                      strict_population=True).status == A.FAIL

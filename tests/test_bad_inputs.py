@@ -877,7 +877,7 @@ OPTION_KINDS = {
     "gpuprops_budget": "seconds", "gpuprops_facts": "facts to read", "gpuprops_compare": "report to read",
     "gpuprops_baseline": "baseline", "gpuprops_record": "file to write", "gpuprops_report": "file to write",
     "gpuprops_plots": "folder", "gpuprops_baselines": "folder", "gpuprops_cache": "folder",
-    "gpuprops_kernels": "source folder",
+    "gpuprops_kernels": "source folder", "gpuprops_population": "population rule",
 }
 FLAGS = {"gpuprops_baseline_accept", "gpuprops_force"}
 
@@ -893,6 +893,7 @@ BAD_VALUES = {
     "file to write": ["", "@folder", "@under a file", "@text"],
     "folder": ["", "@file", "@under a file"],
     "source folder": ["", "@file", "@missing", "@empty folder"],
+    "population rule": ["", "x", "Strict", "reach,strict"],
 }
 
 

@@ -251,13 +251,15 @@ class PlacedSim(SimGpu):
 
 def test_measure_placed_rate_on_a_simulated_gpu_is_the_mean_of_the_windows():
     layout = workloads.l2_placements(4 * MiB, count=4)  # 1 MiB windows
-    slow = [1.0, 1.02, 0.98, 1.05]  # window k reads 1 MiB in slow[k] us
+    slow = [1.0, 1.02, 0.98, 1.05]  # window k makes a pass in slow[k] us
     gpu = PlacedSim(lambda: region, slow, layout.stride_bytes)
     region = gpu.zeros(layout.region_bytes // 4, dtype=np.uint32)
     wls = workloads.l2_placement_workloads(gpu, gpu.kernel(4, None), layout, region, sms=2, max_threads_per_sm=1024)
     m = tp.measure_placed_rate(gpu, wls, name="l2_read_gbps", info=INFO, target_launch_s=0.001, launches=1,
                                read=lambda: ([], 1980), period_s=0.001)
-    window_gbps = [MiB / (f * 1e-6) / 1e9 for f in slow]
+    per_pass = wls[0].work(1)  # 32 blocks, each its 512 KiB chunk of the 1 MiB window: 16 MiB a pass
+    assert per_pass == 16 * MiB
+    window_gbps = [per_pass / (f * 1e-6) / 1e9 for f in slow]
     assert m.unit == "GB/s" and (m.stop_reason, m.n) == ("converged", 5)
     assert m.median == pytest.approx(sum(window_gbps) / 4)  # the mean of the windows' rates
     assert m.values == pytest.approx([sum(window_gbps) / 4] * 5) and m.sm_clock_mhz == pytest.approx(1980.0)

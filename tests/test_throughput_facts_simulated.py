@@ -17,7 +17,7 @@ import pytest
 from gp_testing import KERNELS
 from test_throughput import SimGpu, ffma_cycles_per_trip, wgmma_cycles_per_trip
 
-from pytest_gpuprops import ceilings
+from pytest_gpuprops import ceilings, workloads
 from pytest_gpuprops.facts import tomllib
 
 
@@ -26,11 +26,19 @@ def _lock_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(tmp_path))
 
 
+def l2_read_cycles_per_pass(sms: int, bytes_per_sm_cycle: float = 64.0) -> float:
+    """The simulated L2 read's pass over its one-chunk window (the 2 MiB L2's quarter): every block its
+    512 KiB chunk, at ``bytes_per_sm_cycle`` into every SM (half the 128 B/clk ceiling)."""
+    chunk16 = workloads.L2_CHUNK_BYTES // workloads.VEC_BYTES
+    grid = workloads.l2_read_grid(chunk16, sms, 2048)
+    return workloads.l2_read_bytes(chunk16, grid, 1) / (sms * bytes_per_sm_cycle)
+
+
 class SimCupy(SimGpu):
     """What measure.Runner and the hwtests file use of the cupy module, on a simulated GPU: 132 SMs at
-    1755 MHz, a 1 MiB L2 and 64 MiB free (so the DRAM buffers are 16 MiB of host memory), every kernel
+    1755 MHz, a 2 MiB L2 and 64 MiB free (so the DRAM buffers are 16 MiB of host memory), every kernel
     of the loaded cubins simulated: the FFMA and wgmma stresses at EFFICIENCY of the SMs' peak FLOP per
-    clock, a stream kernel's loop trip in 20 us. ``PLANTED`` (kernel -> {"efficiency", "mhz"}) gives a
+    clock, the L2 read at 64 B/clk a SM, a DRAM stream kernel's loop trip in 20 us. ``PLANTED`` (kernel -> {"efficiency", "mhz"}) gives a
     kernel another efficiency or clock: a test plants an impossible reading with it."""
 
     ARGS = {"stress_ffma": (3, 1), "stress_wgmma": (3, 1), "stream_read": (4, None), "stream_read_cg": (4, None),
@@ -43,7 +51,8 @@ class SimCupy(SimGpu):
         efficiency = plant.get("efficiency", self.EFFICIENCY)
         # e4m3 does twice bf16's FLOPs at twice its FLOP per clock: the same cycles, whichever dtype was compiled
         cycles = {"stress_ffma": lambda: ffma_cycles_per_trip(self.sms, efficiency),
-                  "stress_wgmma": lambda: wgmma_cycles_per_trip(self.sms, efficiency)}.get(name, lambda: None)()
+                  "stress_wgmma": lambda: wgmma_cycles_per_trip(self.sms, efficiency),
+                  "stream_read_cg": lambda: l2_read_cycles_per_pass(self.sms)}.get(name, lambda: None)()
         return self.kernel(*self.ARGS[name], cycles_per_scale=cycles, mhz=plant.get("mhz"))
 
     def __init__(self):
@@ -65,7 +74,7 @@ class SimCupy(SimGpu):
 
         class runtime:
             getDeviceCount = staticmethod(lambda: 1)
-            getDeviceProperties = staticmethod(lambda i: {"maxThreadsPerMultiProcessor": 2048, "l2CacheSize": 2**20})
+            getDeviceProperties = staticmethod(lambda i: {"maxThreadsPerMultiProcessor": 2048, "l2CacheSize": 2 * 2**20})
             memGetInfo = staticmethod(lambda: (64 * 2**20, 80 * 2**30))
 
         self.cuda.Device, self.cuda.runtime = Device, runtime

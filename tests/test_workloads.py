@@ -49,7 +49,10 @@ def test_buffer_sizes():
     with pytest.raises(ValueError, match="4 x the"):
         workloads.dram_buffer_bytes(l2, 4 * l2)
     assert workloads.l2_buffer_bytes(52_428_800) == 13_107_200
-    assert workloads.l2_buffer_bytes(1000) == 240
+    assert workloads.l2_buffer_bytes(60 * 2**20) == 15 * 2**20  # the H200's: 30 chunks of 512 KiB
+    with pytest.raises(ValueError, match="no quarter of whole 512 KiB chunks"):
+        workloads.l2_buffer_bytes(1000)
+    assert workloads.l2_buffer_bytes(7 * 2**20) == 3 * 2**20 // 2  # a quarter, down to whole chunks
 
 
 # ----------------------------------------------------------------------------------------------
@@ -89,8 +92,8 @@ def test_l2_placements_fit_a_quarter_of_free_memory():
     assert workloads.l2_placements(50 * MiB, free_bytes=256 * MiB).region_bytes <= 64 * MiB
     assert workloads.l2_placements(50 * MiB, free_bytes=80 * 2**30).count == workloads.L2_PLACEMENTS
     assert workloads.l2_placements(50 * MiB, free_bytes=1 * MiB).count == 1  # always one window, as before
-    small = workloads.l2_placements(3 * MiB, count=8)  # an RTX 3060's 3 MiB L2: 0.75 MiB windows, a page each
-    assert (small.window_bytes, small.stride_bytes, small.region_bytes) == (0.75 * MiB, 2 * MiB, 16.75 * MiB)
+    small = workloads.l2_placements(3 * MiB, count=8)  # an RTX 3060's 3 MiB L2: one 0.5 MiB chunk a window, a page each
+    assert (small.window_bytes, small.stride_bytes, small.region_bytes) == (0.5 * MiB, 2 * MiB, 16.5 * MiB)
     with pytest.raises(ValueError, match="no quarter"):
         workloads.l2_placements(32)
 
@@ -129,10 +132,15 @@ def test_workloads_launch_what_they_count():
     big = workloads.stream_workload(np, None, "dram_write", sms=132, max_threads_per_sm=2048, nbytes=1 << 30)
     assert big.grid == (1 << 30) // 16 // 256 == 262_144
     cg = workloads.stream_workload(np, None, "l2_read", sms=132, max_threads_per_sm=2048, nbytes=1 << 20)
-    assert (cg.grid, cg.stamps_per_block, cg.fixed_scale, cg.defines) == (1056, 2, False, workloads.STREAM_DEFINES)
+    # the L2 read: 4 blocks a block slot (132 x 8), each reading its 512 KiB chunk (2 in 1 MiB) a pass
+    assert (cg.grid, cg.stamps_per_block, cg.fixed_scale, cg.defines) == (4224, 2, False, workloads.L2_DEFINES)
+    assert cg.work(3) == 4224 * 512 * 1024 * 3 and cg.defines["LAYOUT"] == "LAYOUT_SHARED_CHUNK"
+    many = workloads.stream_workload(np, None, "l2_read", sms=2, max_threads_per_sm=1024, nbytes=40 << 20)
+    assert many.grid == 4 * 80  # more chunks (80) than block slots (8): 4 blocks a chunk
     src, dst = np.zeros(4), np.ones(4)
     r = workloads.stream_workload(np, None, "l2_read", sms=2, max_threads_per_sm=1024, nbytes=64, src=src)
     assert r.kernel == "stream_read_cg" and r.args("st", 3)[1] is src and r.args("st", 3)[3] == 4
+    assert r.grid == 32 and r.work(3) == 16 * 4 * 32 * 3  # a window under one chunk: every block reads all of it
     assert workloads.stream_workload(np, None, "dram_copy", sms=2, max_threads_per_sm=1024, nbytes=64, src=src,
                               dst=dst).args("st", 1)[2] is dst
 
@@ -147,7 +155,8 @@ def test_l2_placement_workloads_read_each_window_into_one_sink():
     assert [a.__array_interface__["data"][0] - base for a in srcs] == [0, 2 * MiB, 4 * MiB]  # views, not copies
     assert all(a.nbytes == MiB for a in srcs)
     assert len({id(wl.args("st", 5)[2]) for wl in wls}) == 1  # one sink for all
-    assert [wl.work(5) for wl in wls] == [5 * MiB] * 3 and wls[0].args("st", 5)[3] == MiB // 16
+    # 32 blocks (4 x 8 slots), each its 512 KiB chunk of the window, 5 passes
+    assert [wl.work(5) for wl in wls] == [5 * 32 * MiB // 2] * 3 and wls[0].args("st", 5)[3] == MiB // 16
     d = wls[1].describe()
     assert (d["buffer_bytes"], d["window_offset"], d["placements"], d["stride_bytes"], d["region_bytes"]) == \
         (MiB, 2 * MiB, 3, 2 * MiB, layout.region_bytes)
