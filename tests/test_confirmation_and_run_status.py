@@ -39,6 +39,7 @@ L2 = gp_facts.Fact(name="l2_hit_latency_p10_cycles", arch="sm_99", unit="cycles"
 class _State:
     def __init__(self):
         self.facts_path, self.record_path = None, None
+        self.strict_population = False  # --gpuprops-population reach
         self.results = results.SessionResults()
         self.accepted = accepted_units.AcceptedUnits(None, baselines.NONE)  # no unit baseline consulted
 

@@ -143,6 +143,7 @@ class _Runner:
 class _State:
     def __init__(self, runner=None, facts_path=None, record_path=None):
         self._runner, self.facts_path, self.record_path = runner, facts_path, record_path
+        self.strict_population = False  # --gpuprops-population reach
         self.results = results.SessionResults()
         self.asked = []
         #: no unit baseline: an outside-the-population FAIL stays one (tests/test_accepted_units.py has the rest)

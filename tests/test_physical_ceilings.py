@@ -260,12 +260,12 @@ H200 = '[gpus."NVIDIA H200".'
       "datasheet's dram_gbps (101.19 %)",
       "NVIDIA H100 80GB HBM3 dram_read_gbps: highest reading 3410 GB/s is over 3350, the ceiling at the "
       "datasheet's dram_gbps (101.79 %)"]),
-    (H200 + "l2_read_gbps]", {"value": "34000.0", "units_range": "[33950.0, 34050.0]"},
-     ["NVIDIA H200 l2_read_gbps: value 34000 GB/s is over 33454.1, the ceiling at the GPU's maximum SM clock, "
+    (H100 + "l2_read_gbps]", {"value": "34000.0", "units_range": "[33950.0, 34050.0]"},
+     ["NVIDIA H100 80GB HBM3 l2_read_gbps: value 34000 GB/s is over 33454.1, the ceiling at the GPU's maximum SM clock, "
       "1980 MHz (101.63 %)",
-      "NVIDIA H200 l2_read_gbps: lowest reading 33950 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
+      "NVIDIA H100 80GB HBM3 l2_read_gbps: lowest reading 33950 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
       "clock, 1980 MHz (101.48 %)",
-      "NVIDIA H200 l2_read_gbps: highest reading 34050 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
+      "NVIDIA H100 80GB HBM3 l2_read_gbps: highest reading 34050 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
       "clock, 1980 MHz (101.78 %)"]),
     ("[smem_lds_float4_bytes_per_cycle]", {"value": "128.5"},
      ["arch smem_lds_float4_bytes_per_cycle: value 128.5 B/clk is over one SM's 128 B/clk"]),

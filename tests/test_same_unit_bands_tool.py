@@ -82,6 +82,25 @@ def test_writing_bands_sets_each_table_and_the_note_and_the_file_still_loads(tmp
         "same_unit_source"] == "again"
 
 
+def test_only_missing_sets_bands_where_there_are_none_and_adds_to_the_note(tmp_path):
+    """--only-missing: a band set from more units stays as it was, a fact without one gets this data's,
+    and the file's note keeps what it said and adds this source."""
+    facts = tmp_path / "sm_90.toml"
+    facts.write_text('arch = "sm_90"\nsame_unit_source = "earlier: five units"\n\n[lds]\nvalue = 100.0\n'
+                     'tolerance_abs = 1.0\nsame_unit_tolerance_rel = 0.013\nunit = "cycles"\nmethod = "m"\n'
+                     'source = "s"\n\n'
+                     f'[gpus."{H100}".dram]\nvalue = 680.0\ntolerance_rel = 0.03\nunit = "cycles"\nmethod = "m"\n'
+                     'source = "s"\n')
+    found = {(None, "lds"): {"rel": 0.05}, (H100, "dram"): {"rel": 0.025}}
+    assert same_unit_bands.write(facts, found, "later: one node", only_missing=True) == 1
+    loaded = gp_facts.load_file(facts)
+    assert loaded["lds"].same_unit_tolerance_rel == 0.013
+    assert loaded.gpu_sections[H100]["dram"].same_unit_tolerance_rel == 0.025
+    assert loaded.meta["same_unit_source"] == "earlier: five units later: one node"
+    assert same_unit_bands.write(facts, found, "x", only_missing=True) == 0  # nothing is missing any more
+    assert facts.read_text().count("same_unit_tolerance_rel") == 2
+
+
 def test_planted_shifts_are_counted_only_when_caught_both_ways(tmp_path):
     base = [_verdict("tight", 100.0, "GPU-a"), _verdict("loose", 100.0, "GPU-a")]
     base[0].same_unit_tolerance_rel, base[1].same_unit_tolerance_rel = 0.01, 0.03

@@ -145,23 +145,31 @@ def table(found: dict, sku: dict) -> str:
 _HEADER = re.compile(r'^\[(?:gpus\."(?P<gpu>[^"]+)"\.)?(?P<fact>[a-z][a-z0-9_]*)\]\s*$')
 
 
-def write(facts_path: Path, found: dict, source: str) -> int:
+def write(facts_path: Path, found: dict, source: str, *, only_missing: bool = False) -> int:
     """Set ``same_unit_tolerance_rel`` in each measured fact's table that has a band (an arch fact:
-    the widest over the SKUs of its GPU sections too), and the file's ``same_unit_source``."""
+    the widest over the SKUs of its GPU sections too), and the file's ``same_unit_source``.
+    ``only_missing``: only in tables that have none (bands set from more units stay), and ``source``
+    is added to the file's note instead of replacing it."""
     from pytest_gpuprops.facts import load_file
     lines = facts_path.read_text().splitlines()
     arch_wide: dict[str, float] = {}
     for (_sec, fact), b in found.items():
         arch_wide[fact] = max(arch_wide.get(fact, 0.0), b["rel"])
-    out, table_of, changed = [], None, 0
+    out, table_of, changed, has_band = [], None, 0, False
     for line in lines:
         m = _HEADER.match(line)
         if m:
-            table_of = (m.group("gpu"), m.group("fact"))
+            table_of, has_band = (m.group("gpu"), m.group("fact")), False
         elif line.startswith("["):
             table_of = None
         if table_of and line.startswith("same_unit_tolerance_rel ="):
-            continue  # set again below, from this data
+            if only_missing:
+                has_band = True
+                out.append(line)
+            continue  # else set again below, from this data
+        if only_missing and has_band:
+            out.append(line)
+            continue
         if table_of and line.startswith("unit = "):
             gpu, fact = table_of
             rel = found.get((gpu, fact), {}).get("rel") if gpu else arch_wide.get(fact)
@@ -170,8 +178,12 @@ def write(facts_path: Path, found: dict, source: str) -> int:
                 changed += 1
         out.append(line)
     text = "\n".join(out) + "\n"
+    old_note = next((x for x in lines if x.startswith("same_unit_source =")), None)
+    if only_missing and old_note is not None:
+        import tomllib
+        source = tomllib.loads(old_note)["same_unit_source"] + " " + source
     note = f"same_unit_source = {_toml_string(source)}"
-    if any(x.startswith("same_unit_source =") for x in lines):
+    if old_note is not None:
         text = re.sub(r"^same_unit_source = .*$", lambda _m: note, text, count=1, flags=re.M)
     else:
         first_table = next(i for i, x in enumerate(out) if x.startswith("["))
@@ -190,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("reports", nargs="+", help="--gpuprops-report JSON files, one per process")
     ap.add_argument("--facts", type=Path, help="the facts file to set same_unit_tolerance_rel in (with --write)")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--only-missing", action="store_true",
+                    help="with --write: set bands only where a fact has none, and add --source to the file's note")
     ap.add_argument("--source", default="", help="the sentence naming the units, processes, driver and date")
     args = ap.parse_args(argv)
     try:
@@ -203,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             print("same_unit_bands: --write needs --facts FILE and --source 'the units, processes, driver, date'",
                   file=sys.stderr)
             return 2
-        n = write(args.facts, found, args.source)
+        n = write(args.facts, found, args.source, only_missing=args.only_missing)
         print(f"set same_unit_tolerance_rel in {n} fact tables of {args.facts}")
     return 0
 
