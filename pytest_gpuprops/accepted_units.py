@@ -159,7 +159,7 @@ def accepted(verdicts) -> list[Verdict]:
     return [v for v in verdicts if v.accepted_reading and any(f.startswith(ACCEPTED_OFF_POPULATION) for f in v.flags)]
 
 
-def within_reach(verdicts) -> list[Verdict]:
+def findings_within_reach(verdicts) -> list[Verdict]:
     """The PASS verdicts outside their fact's band but within its population's reach
     (assertions.POPULATION_REACH): findings about their units, listed, not red; not those already
     listed as accepted for their unit."""
@@ -169,22 +169,24 @@ def within_reach(verdicts) -> list[Verdict]:
 
 def describe_finding(v: Verdict) -> str:
     """One line per finding within reach: the value, the band, the units recorded and their names."""
-    lo, hi = v.units_range or (float("nan"), float("nan"))
-    names = list(dict.fromkeys(_UNIT_NAME.findall(v.source)))
-    units = f"units {lo:g} .. {hi:g}" + (f" ({', '.join(names)})" if names else " (units not named in the source)")
+    lo, hi = v.units_range
     off = (v.measured / hi - 1) if v.measured > hi else (v.measured / lo - 1)
-    return (f"{v.fact} on {results.gpu_label(v)}: {v.measured:.3f} {v.unit}, {off:+.1%} past the {units}; band "
+    return (f"{v.fact} on {results.gpu_label(v)}: {v.measured:.3f} {v.unit}, {off:+.1%} past the {_units(v)}; band "
             f"{v.expected}")
+
+
+def _units(v: Verdict) -> str:
+    """The units a population fact was recorded from: their range and the names its source gives."""
+    lo, hi = v.units_range or (None, None)
+    names = list(dict.fromkeys(_UNIT_NAME.findall(v.source)))
+    units = f"units {lo:g} .. {hi:g}" if lo is not None else "units ?"
+    return units + (f" ({', '.join(names)})" if names else " (units not named in the source)")
 
 
 def describe(v: Verdict) -> str:
     """One line per accepted verdict: the value, the SKU population and the units behind it, the
     accepted run's date and value."""
     a = v.accepted_reading or {}
-    lo, hi = v.units_range or (None, None)
-    names = list(dict.fromkeys(_UNIT_NAME.findall(v.source)))
-    units = f"units {lo:g} .. {hi:g}" if lo is not None else "units ?"
-    units += f" ({', '.join(names)})" if names else " (units not named in the source)"
     return (f"{v.fact} on {results.gpu_label(v)}: {v.measured:.3f} {v.unit}; SKU population {v.expected} from "
-            f"{units}; accepted run of {a.get('date', '?')}: {a.get('measured', float('nan')):.3f} {v.unit} "
+            f"{_units(v)}; accepted run of {a.get('date', '?')}: {a.get('measured', float('nan')):.3f} {v.unit} "
             f"({a.get('path', '?')})")

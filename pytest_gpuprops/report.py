@@ -53,22 +53,27 @@ def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     if run is not None and incomplete_reason(run):
         head += f"INCOMPLETE ({incomplete_reason(run)}): "
     line = head + (", ".join(f"{counts[s]} {s}" for s in order if s in counts) or "no verdicts")
-    beyond = list(dict.fromkeys(v.fact for v in verdicts if any(f.startswith(BEYOND_UNITS) for f in v.flags)))
+    from .accepted_units import accepted, findings_within_reach
+    beyond = [v for v in verdicts if any(f.startswith(BEYOND_UNITS) for f in v.flags)]
     if beyond:  # a new extreme of a population fact: seen the first time, not when a later unit fails
-        line += (f"; {len(beyond)} {BEYOND_UNITS} ({', '.join(beyond[:3])}{', ...' if len(beyond) > 3 else ''}: "
-                 "inside the band; tools/unit_values.py lists them)")
-    from .accepted_units import accepted, within_reach
-    findings = within_reach(verdicts)
+        line += "; " + _counted(beyond, BEYOND_UNITS, "inside the band; tools/unit_values.py lists them", facts=True)
+    findings = findings_within_reach(verdicts)
     if findings:  # outside the band, within the population's reach: counted and listed, not red
-        names = list(dict.fromkeys(v.fact for v in findings))
-        line += (f"; {len(findings)} PASS outside the SKU's population, within its reach ({', '.join(names[:3])}"
-                 f"{', ...' if len(names) > 3 else ''}: findings about their units, listed)")
+        line += "; " + _counted(findings, "PASS outside the SKU's population, within its reach",
+                                "findings about their units, listed")
     known = accepted(verdicts)
     if known:  # outside the SKU's population, accepted for their unit: counted, never absorbed
-        names = list(dict.fromkeys(v.fact for v in known))
-        line += (f"; {len(known)} PASS outside the SKU's population, accepted for their unit "
-                 f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}: listed with their accepted runs)")
+        line += "; " + _counted(known, "PASS outside the SKU's population, accepted for their unit",
+                                "listed with their accepted runs")
     return line
+
+
+def _counted(verdicts: list[Verdict], what: str, then: str, *, facts: bool = False) -> str:
+    """"3 <what> (fact_a, fact_b, fact_c, ...: <then>)": the verdicts counted (or, ``facts``, their
+    distinct facts), the first three facts named."""
+    names = list(dict.fromkeys(v.fact for v in verdicts))
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return f"{len(names) if facts else len(verdicts)} {what} ({shown}: {then})"
 
 
 def gpu_table(verdicts: Iterable[Verdict], fmt: str = "simple") -> str:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from .accepted_units import accepted, describe, describe_finding, within_reach
+from .accepted_units import accepted, describe, describe_finding, findings_within_reach
 from .assertions import Verdict
 from .report import gpu_table, link_matrices, link_tables, summary_line, table
 
@@ -36,7 +36,7 @@ def markdown(verdicts: Iterable[Verdict], meta: dict, fleet: Iterable[Verdict] =
     matrices = link_matrices(vs)
     if matrices:
         head += ["## Node links: GPU x GPU", "", link_tables(matrices, fmt="github"), ""]
-    findings = within_reach(vs)
+    findings = findings_within_reach(vs)
     if findings:
         head += ["## Outside the SKU's population, within its reach (findings about their units, not red)", "",
                  *(f"- {describe_finding(v)}" for v in findings), ""]

@@ -21,7 +21,7 @@ def write_summary(tr, state: GpuPropsState, verbose: int) -> None:
         tr.write_sep("=", "gpuprops facts")
         tr.write_line(report.terminal_table(verdicts, verbose))
         tr.write_line(report.summary_line(verdicts + state.fleet, state.run))
-        findings = accepted_units.within_reach(verdicts)
+        findings = accepted_units.findings_within_reach(verdicts)
         if findings:
             tr.write_sep("-", "outside the SKU's population, within its reach (findings about their units, not red)",
                          yellow=True)
