@@ -100,6 +100,14 @@ RATES = {
     "device_to_host_bidir_gbps": Rate(None, link="pcie"),
 }
 
+def scales_with_sm_clock(name: str) -> bool:
+    """Whether rate fact ``name`` is SM work per second (FLOPs bound by the SM's per-clock peak), so the
+    same unit reads it in proportion to the SM clock it ran at; bytes through L2, DRAM or a link are
+    not counted as such."""
+    r = RATES.get(name)
+    return r is not None and r.work not in (None, BYTES)
+
+
 #: peak FLOP per SM per clock of one wgmma type (sparse: the logical FLOPs of the dense shape it stands for)
 WGMMA_FLOP_PER_CLK = {"tf32": 2048, "f16": 4096, "bf16": 4096, "f16_f16acc": 4096, "e4m3": 8192, "e5m2": 8192,
                       "s8": 8192, "u8": 8192, "sp_f16": 8192, "sp_e4m3": 16384}

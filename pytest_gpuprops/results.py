@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import assertions
+from . import assertions, ceilings
 from .assertions import Verdict
 from .facts import Fact
 
@@ -312,7 +312,9 @@ def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
     """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
     fact's same-unit band (:func:`same_unit_band`) since the baseline run. Where the baseline holds
-    readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared."""
+    readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared; a rate of
+    SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
+    scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6)."""
     old: dict[tuple, list[Verdict]] = {}
     for v in baseline:
         if _baseline_reading(v):
@@ -325,16 +327,21 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
         if not candidates:
             continue
         o = nearest_clock(candidates, v)
-        band = same_unit_band(v, o.measured)
-        if abs(v.measured - o.measured) > band:
+        clock, mine = reading_clock(o), reading_clock(v)
+        other_state = bool(clock and mine and not same_clock(clock, mine))
+        # SM work per second in another clock state: the baseline as it reads at this reading's clock
+        scaled = other_state and ceilings.scales_with_sm_clock(v.fact)
+        base = o.measured * mine / clock if scaled else o.measured
+        band = same_unit_band(v, base)
+        if abs(v.measured - base) > band:
             how = (f"same-unit band {v.same_unit_tolerance_rel:.2%}" if v.same_unit_tolerance_rel
                    else "the fact's tolerance: no same-unit band recorded")
-            clock = reading_clock(o)
-            at = f" at {clock:g} MHz" if clock and not same_clock(clock, reading_clock(v)) else ""
+            at = (f" (its {o.measured:.3f} at {clock:g} MHz scaled to {mine:g} MHz)" if scaled
+                  else f" at {clock:g} MHz" if other_state else "")
             m = dataclasses.replace(v, status=MOVED, kind="baseline", attempts=[],
-                                    expected=f"baseline {o.measured:.3f} ± {band:.3g} {v.unit} ({how}){at}",
+                                    expected=f"baseline {base:.3f} ± {band:.3g} {v.unit} ({how}){at}",
                                     measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} "
-                                    f"(moved {v.measured - o.measured:+.3f}, {(v.measured - o.measured) / o.measured:+.2%})")
+                                    f"(moved {v.measured - base:+.3f}, {(v.measured - base) / base:+.2%})")
             m.flags = []
             moved.append(m)
     return moved

@@ -270,6 +270,26 @@ def test_the_baseline_keeps_a_reading_per_clock_state_and_the_compare_takes_the_
     assert m.expected.endswith("at 1994.9 MHz")
 
 
+def test_a_rate_of_sm_work_in_a_clock_state_the_baseline_lacks_is_compared_per_clock(tmp_path):
+    # H100 GPU-28469c12, 2026-11-26: FFMA 66.008 TFLOP/s at 1980.5 MHz, then 66.743 at 1995.6 in the next
+    # process (+1.11 %, band 1 %): the same work per clock, not a move
+    store = baselines.Store(tmp_path)
+    ffma = dict(fact="ffma_fp32_tflops", rel=0.01)
+    store.save([_at(66.008, 1980.5, **ffma)], FINISHED)
+    base = store.baseline(UUID)
+    assert results.compare(base.verdicts, [_at(66.743, 1995.6, **ffma)]) == []
+    # 2 % less work per clock in the other state is still a move, said against the scaled baseline
+    (m,) = results.compare(base.verdicts, [_at(66.008 * 1995.6 / 1980.5 * 0.98, 1995.6, **ffma)])
+    assert m.expected == "baseline 66.511 ± 0.665 cycles (same-unit band 1.00%) (its 66.008 at 1980.5 MHz scaled to 1995.6 MHz)"
+    assert "-2.00%" in m.measured_text
+    # bytes through the L2 or DRAM are not SM work: compared as read, the other state named
+    dram = dict(fact="dram_read_gbps", rel=0.01)
+    store.save([_at(3100.0, 1980.5, **dram)], dict(FINISHED, date="2026-11-26T10:00:00"))
+    (m,) = results.compare(store.baseline(UUID).verdicts, [_at(3100.0 * 1.012, 1995.6, **dram)])
+    assert m.expected.endswith("at 1980.5 MHz")
+    assert results.compare(store.baseline(UUID).verdicts, [_at(3100.0 * 1.005, 1995.6, **dram)]) == []
+
+
 def test_the_baselines_command_lists_each_unit_its_runs_and_what_its_baseline_takes(tmp_path, capsys):
     from pytest_gpuprops import cli
     store = baselines.Store(tmp_path)
