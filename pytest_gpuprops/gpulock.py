@@ -66,7 +66,8 @@ def power_lock(timeout: float = LOCK_TIMEOUT_S):
 
 def host_link_lock(timeout: float = LOCK_TIMEOUT_S):
     """The node's lock for copies between a GPU and host memory: a node's GPUs share the host's memory
-    and, two by two, a PCIe switch, so one GPU's host copy read what its neighbour's left it (the GPU ->
-    host copy under host -> GPU load was UNSTABLE in 3 of the whole-suite runs on two-GPU nodes of
-    2026-11-26, never on a GPU alone). Taken inside the GPUs' own locks, as :func:`power_lock`."""
+    and, two by two, a PCIe switch, so one GPU's host copy would read what its neighbour's left it.
+    (The GPU -> host copy under host -> GPU load is also noisy on a GPU alone, 5-12 % over its 12 copies
+    on single-GPU VMs, 2026-11-26: the lock removes the neighbour, not that.) Taken inside the GPUs' own
+    locks, as :func:`power_lock`."""
     return _node_lock("host-link", timeout)
