@@ -357,7 +357,7 @@ def tma_stream(box_bytes: int, blocks_per_sm: int) -> KernelSpec:
         rows = tma_stream_rows(grid, box_bytes)
         tm = tensor_map(cp, (TMA_STREAM_WIDTH, rows[-1] + sh["box"][1]), sh["box"])
         return (tm, cp.asarray(rows, dtype=cp.uint32), np.uint32(sh["stage_bytes"]), np.int32(sh["trips"]),
-                cp.zeros(64, dtype=cp.uint32))
+                np.uint32(sh["box"][1]), np.uint32(rows[-1] + sh["box"][1]), cp.zeros(64, dtype=cp.uint32))
     return KernelSpec("tma_load.cu", "tma_stream", {"STAGES": sh["stages"], "ISSUERS": sh["issuers"]}, grid=grid,
                       block=32 * sh["issuers"], shared_mem=shared, carveout=100, args=args)
 

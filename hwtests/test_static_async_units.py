@@ -184,11 +184,16 @@ def _uniform_base(operand: str) -> int:
     return int(re.fullmatch(r"\[UR(\d+)\]", operand).group(1))
 
 
+#: what may write the row register in the loop: the walk's add and its wrap (a select, or an add under a compare)
+WALK_OPCODES = frozenset({"IADD3", "VIADD", "IMAD", "SEL"})
+
+
 def tma_stream_copy_problems(ins: list, stages: int) -> list[str]:
     """How one trip of the TMA stream's loop (``ins``: the region) breaks what the fact relies on: one ELECT,
     straight line (no ELECT loop's BRA.U.ANY, no vote), the arm on the elected lane only, the copy issued once
     (unpredicated, uniform); its tensor map address (the second operand's two uniform registers) and its
-    coordinates (the third and fourth of the first's) from registers set before the start read; its barrier
+    column (the third of the first's) from registers set before the start read, its row (the fourth) from one
+    that only the walk to the next box changes in the loop (adds, compares' selects: WALK_OPCODES); its barrier
     (the second of the first's) the one the trip armed, and the try_wait on another stage's (where there are
     several)."""
     problems = []
@@ -208,11 +213,17 @@ def tma_stream_copy_problems(ins: list, stages: int) -> list[str]:
     moved = {i.operands[0]: _REG.findall(i.operands[-1])[0] for i in ins
              if i.base_opcode == "R2UR" and _REG.findall(i.operands[-1])}
     desc, tmap = (_uniform_base(o) for o in copy.operands[:2])
-    pinned = {f"UR{r}" for r in (tmap, tmap + 1, desc + 2, desc + 3)}
+    pinned = {f"UR{r}" for r in (tmap, tmap + 1, desc + 2)}
     unpinned = sorted(u for u in pinned if u not in moved or moved[u] in written)
     if unpinned:
         problems.append(f"the copy's map address or coordinates ({unpinned}) are not from registers set before the "
                         f"start read: {sorted(moved.items())}")
+    row = moved.get(f"UR{desc + 3}")
+    walked = [i.text for i in ins if i.operands and _REG.findall(i.operands[0])[:1] == [row]
+              and i.base_opcode not in WALK_OPCODES]
+    if row is None or walked:
+        problems.append(f"the copy's row (UR{desc + 3}) is not a register that only the walk to the next box "
+                        f"changes: R{row}, written by {walked}")
     armed = _REG.findall(next(o for o in arm.operands if "[" in o))
     waited = _REG.findall(next(o for o in wait.operands if "[" in o))
     if moved.get(f"UR{desc + 1}") != armed[0]:
