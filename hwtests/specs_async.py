@@ -332,14 +332,40 @@ def tma_stream_waited_bytes(box_bytes: int) -> int:
     return (sh["trips"] - sh["stages"] + 1) * sh["stage_bytes"] * sh["issuers"]
 
 
-def tma_stream_rows(grid: int, box_bytes: int) -> list[int]:
-    """The box row each warp reads: warp w of block b the (b x issuers + w)-th box of the tensor, so each
-    warp re-reads a box of its own and the blocks together spread over L2's slices."""
+#: how the warps of the TMA stream walk the tensor's boxes (one box a warp, as many boxes as warps):
+#: ``own``: every trip the warp's own box again; ``convoy``: the next box each trip (warp k + 1 a trip behind
+#: warp k on the same box); ``scatter``: each warp its own stride through every box, coprime with their number
+TMA_STREAM_WALKS = ("own", "convoy", "scatter")
+
+
+def _scatter_stride(k: int, boxes: int) -> int:
+    """Warp ``k``'s stride in boxes: spread by a Fibonacci hash, moved on to the next coprime with ``boxes``
+    (so the walk visits every box once a round), in 1 .. boxes - 1."""
+    import math
+    s = 1 + (k * 40503) % (boxes - 1)
+    while math.gcd(s, boxes) != 1:
+        s = 1 + s % (boxes - 1)
+    return s
+
+
+def tma_stream_walks(grid: int, box_bytes: int, walk: str = "scatter") -> tuple[list[int], int]:
+    """Each warp's first row and its step in rows (``walks[2k]``, ``walks[2k + 1]`` for warp k = b x issuers
+    + w), and the tensor's rows: one box a warp, warp k starting at the k-th, walking as ``walk`` says
+    (TMA_STREAM_WALKS)."""
+    if walk not in TMA_STREAM_WALKS:
+        raise ValueError(f"TMA stream walk {walk!r}: expected one of {TMA_STREAM_WALKS}")
     sh = tma_stream_shape(box_bytes)
-    return [(b * sh["issuers"] + w) * sh["box"][1] for b in range(grid) for w in range(sh["issuers"])]
+    rows, boxes = sh["box"][1], grid * sh["issuers"]
+    if boxes < 2:
+        raise ValueError(f"TMA stream of {boxes} warp(s): a walk needs two boxes or more")
+    out = []
+    for k in range(boxes):
+        step = {"own": 0, "convoy": 1, "scatter": _scatter_stride(k, boxes)}[walk]
+        out += [k * rows, step * rows]
+    return out, boxes * rows
 
 
-def tma_stream(box_bytes: int, blocks_per_sm: int) -> KernelSpec:
+def tma_stream(box_bytes: int, blocks_per_sm: int, walk: str = "scatter") -> KernelSpec:
     """``blocks_per_sm`` blocks of TMA_STREAM_ISSUERS warps on every SM (:func:`sm_count`; the dynamic shared
     memory lets no more on one, and the largest carve-out, 228 KiB of shared memory, lets that many), each
     warp streaming ``box_bytes`` boxes of an fp32 tensor (TMA_STREAM_WIDTH wide, one column of boxes, all of
@@ -353,11 +379,12 @@ def tma_stream(box_bytes: int, blocks_per_sm: int) -> KernelSpec:
         raise ValueError(f"TMA stream box {box_bytes}: a ring of {sh['ring_bytes']} bytes does not fit {shared}")
     grid = sm_count() * blocks_per_sm
 
+    walks, tensor_rows = tma_stream_walks(grid, box_bytes, walk)
+
     def args(cp):  # pragma: no cover  (GPU only: the tensor map)
-        rows = tma_stream_rows(grid, box_bytes)
-        tm = tensor_map(cp, (TMA_STREAM_WIDTH, rows[-1] + sh["box"][1]), sh["box"])
-        return (tm, cp.asarray(rows, dtype=cp.uint32), np.uint32(sh["stage_bytes"]), np.int32(sh["trips"]),
-                np.uint32(sh["box"][1]), np.uint32(rows[-1] + sh["box"][1]), cp.zeros(64, dtype=cp.uint32))
+        tm = tensor_map(cp, (TMA_STREAM_WIDTH, tensor_rows), sh["box"])
+        return (tm, cp.asarray(walks, dtype=cp.uint32), np.uint32(sh["stage_bytes"]), np.int32(sh["trips"]),
+                np.uint32(tensor_rows), cp.zeros(64, dtype=cp.uint32))
     return KernelSpec("tma_load.cu", "tma_stream", {"STAGES": sh["stages"], "ISSUERS": sh["issuers"]}, grid=grid,
                       block=32 * sh["issuers"], shared_mem=shared, carveout=100, args=args)
 

@@ -29,6 +29,7 @@ import dataclasses
 import statistics
 
 from memory_levels import log_grid  # the chase sweep's grid, shared
+from specs_sync_units import const_chase_args
 
 from pytest_gpuprops.kernel_spec import KernelSpec
 
@@ -233,12 +234,9 @@ def const_sweep_point(footprint: int) -> KernelSpec:
         raise ValueError(f"constant table of {footprint} bytes: expected whole words, 8 B .. 64 KiB (the bank)")
     nodes = footprint // 4
 
-    def args(cp):  # pragma: no cover  (GPU only)
-        return cp.zeros(32, dtype=cp.uint32), cp.zeros(32, dtype=cp.uint32)
-
     return KernelSpec("const_chase.cu", "const_chase",
                       {"NODES": nodes, "STRIDE": const_stride(nodes), "UNROLL": CAP_UNROLL, "PASSES": CONST_PASSES,
-                       "WARM_HOPS": nodes}, grid=1, block=32, args=args, region={"LDC": CAP_UNROLL})
+                       "WARM_HOPS": nodes}, grid=1, block=32, args=const_chase_args, region={"LDC": CAP_UNROLL})
 
 
 #: TLB sweeps: stride -> the footprints' lowest point and points per octave (up to what free memory allows)

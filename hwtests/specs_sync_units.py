@@ -7,6 +7,7 @@ The opcodes are what NVRTC 13.5 emits for sm_90; on older archs the DPX intrinsi
 with other instructions, so these facts are defined, checked and launched on sm_90 only."""
 
 from memory_levels import NEAR_TIER_TEXT, l2_line_offsets, line_by_line
+from specs_async import sm_count
 
 from pytest_gpuprops.factspec import FactSpec, Statistic
 from pytest_gpuprops.kernel_spec import KernelSpec
@@ -65,9 +66,30 @@ CONST_UNROLL = 256  # hops per pass; the 64-word table is walked 4 times
 CONST_PASSES = 2
 
 
+def const_chase_args(cp, blocks: int = 1):  # pragma: no cover  (GPU only)
+    """const_chase.cu's arguments: every lane's start (word 0), each thread's result, the blocks' turn."""
+    return cp.zeros(32, dtype=cp.uint32), cp.zeros(32 * blocks, dtype=cp.uint32), cp.zeros(1, dtype=cp.uint32)
+
+
 def const_chase(unroll: int = CONST_UNROLL) -> KernelSpec:
     return KernelSpec("const_chase.cu", "const_chase", {"UNROLL": unroll, "PASSES": CONST_PASSES}, grid=1, block=32,
-                      args=lambda cp: (cp.zeros(32, dtype=cp.uint32), cp.zeros(32, dtype=cp.uint32)))
+                      args=const_chase_args)
+
+
+#: the table of the level behind the constant L1 (2 KiB): 16 KiB, in the middle of that level's plateau
+#: (3 KiB .. 64 KiB on H100 and H200, hwtests/test_cache_capacity.py)
+CONST_L15_TABLE = 16 * 1024
+
+
+def const_l15_chase() -> KernelSpec:
+    """One warp on every SM (:func:`specs_async.sm_count` blocks), one block at a time (SERIAL), each
+    chasing a table past the constant L1 after one untimed walk over it."""
+    nodes = CONST_L15_TABLE // 4
+    grid = sm_count()
+    return KernelSpec("const_chase.cu", "const_chase",
+                      {"NODES": nodes, "STRIDE": 17, "UNROLL": CONST_UNROLL, "PASSES": CONST_PASSES,
+                       "WARM_HOPS": nodes, "SERIAL": 1}, grid=grid, block=32,
+                      args=lambda cp: const_chase_args(cp, grid))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,7 +210,16 @@ def _const_facts() -> list[FactSpec]:
         "const_cache_hit_latency_cycles", const_chase, Region(("LDC",), steps="UNROLL"),
         method=f"{CONST_UNROLL} dependent LDC Rn, c[0x3][Rm] (each loaded word the next byte offset) "
                "through a 64-word __constant__ table, one warp, every lane on the same word; cycles per "
-               f"hop, pass {CONST_PASSES} of {CONST_PASSES} timed (table in the constant cache)")]
+               f"hop, pass {CONST_PASSES} of {CONST_PASSES} timed (table in the constant cache)"),
+        FactSpec(
+        "const_l15_hit_latency_cycles", const_l15_chase, Region(("LDC",), steps="UNROLL"),
+        statistic=Statistic(mode="warp_min"),
+        method=f"{CONST_UNROLL} dependent LDC Rn, c[0x3][Rm] through a {CONST_L15_TABLE // 1024} KiB __constant__ "
+               "table (past the 2 KiB constant L1, in the level behind it), word stride 17, one warp on every SM "
+               "(a block each), the blocks one at a time through a turn counter, each after one untimed walk "
+               f"over the table; cycles per hop, pass {CONST_PASSES} of {CONST_PASSES} timed; the nearest SM's: "
+               "that level's latency from an SM is set by where the SM lies (nine levels, 93 .. 111 cycles, "
+               "over one H100's SMs)")]
 
 
 def _by_line_plot(pattern: str):

@@ -5,9 +5,9 @@ how a sweep is read):
   228 KiB (ld.global.ca chase, one node per 128-byte line); the carve-out the driver took is checked
   on the GPU (the function's attributes read back, the occupancy the launch's shared memory allows)
   and goes to the report with the sweep;
-* ``const_l1_capacity_bytes``, ``const_l15_hit_latency_cycles``, ``const_l15_capacity_bytes``: the
-  constant cache's first level, the latency of the level behind it, and that level's capacity where the
-  64 KiB bank reaches past it (it skips, saying so, where it does not);
+* ``const_l1_capacity_bytes``, ``const_l15_capacity_bytes``: the constant cache's first level and the
+  capacity of the level behind it where the 64 KiB bank reaches past it (it skips, saying so, where it
+  does not); that level's latency is test_dpx_atomics_const.py's ``const_l15_hit_latency_cycles``;
 * ``tlb_no_step_to_half_memory_stride<s>m``: a chase with one node per 2 MiB (32 MiB) keeps one
   latency from a few pages to half the free memory: no TLB level's reach ends within it (a condition:
   on the H100 no step showed up to 40 GiB, so there is no reach to record, only its lower bound).
@@ -153,7 +153,9 @@ def const_sweep(gpuprops, fresh: bool = False):  # pragma: no cover  (GPU only)
     return _SWEEPS[key]
 
 
-CONST_FACTS = ("const_l1_capacity_bytes", "const_l15_hit_latency_cycles", "const_l15_capacity_bytes")
+#: the sweep's facts (const_l15_hit_latency_cycles, the level's latency from the nearest SM, is a fact of
+#: specs_sync_units: one table on every SM, not a sweep on one)
+CONST_FACTS = ("const_l1_capacity_bytes", "const_l15_capacity_bytes")
 CONST_METHOD = (f"dependent LDC chase (const_chase.cu, one warp, every lane on one word) through a __constant__ "
                 f"table swept over {sc.CONST_FOOTPRINTS[0]} B .. {sc.CONST_FOOTPRINTS[-1] // KIB} KiB (256 B steps to "
                 f"4 KiB, 512 B to 8 KiB, 4 KiB to 64 KiB), word stride odd and coprime with the table (one cycle), "
@@ -171,10 +173,6 @@ def measure_const(gpuprops, name: str, fresh: bool = False) -> Measurement:  # p
     clock = gpuprops.runner.session_sm_clock_mhz()
     if name == "const_l1_capacity_bytes":
         m = given(name, [levels[0].reach], "bytes", spec, launch, clock)
-    elif name == "const_l15_hit_latency_cycles":
-        second = [c for f, c in points if levels[0].above <= f <= (levels[1].reach if len(levels) > 1 else f)]
-        # the plateau's points lie within PLATEAU_BAND of one another: their spread is the level's noise
-        m = given(name, second, "cycles", spec, launch, clock, noise_target=sc.PLATEAU_BAND / 2)
     else:
         if len(levels) < 2:
             no_such_step(gpuprops, name, f"{name}: the 64 KiB constant bank does not reach past the second level "
@@ -191,8 +189,6 @@ def test_constant_cache_levels(gpuprops, name):
     gpuprops.fact(name)
     m = measure_const(gpuprops, name)
     what = {"const_l1_capacity_bytes": "the last table size of the first (constant L1 hit) plateau",
-            "const_l15_hit_latency_cycles": "cycles per hop on the second plateau (the level behind the constant "
-                                            "L1), the median over its table sizes",
             "const_l15_capacity_bytes": "the last table size of the second plateau"}[name]
     gpuprops.check(name, m, method=f"{CONST_METHOD}; the value: {what}")
 

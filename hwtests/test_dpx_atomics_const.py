@@ -10,7 +10,8 @@ test_static_dpx_atomics_const.py.
   __vibmax_s32 is no DPX instruction on sm_90 with NVRTC 13.5 but ISETP.GE.AND + SEL (the max) +
   SEL (the predicate as 0/1); its facts are named vibmax_s32_isetp_sel and count one such step.
 * Constant cache (kernels/const_chase.cu): cycles per hop of a dependent LDC chase through a
-  256-byte __constant__ table, warmed by a first pass.
+  256-byte __constant__ table, warmed by a first pass; and through a 16 KiB table (past the 2 KiB
+  constant L1) from every SM, one at a time: the level behind the L1 from the nearest SM.
 * Atomics (kernels/atomic_ops.cu): atom.shared.add.u32 (ATOMS.ADD), atom.global.add.u32
   (ATOMG.E.ADD.STRONG.GPU) and red.global.add.u32 (REDG.E.ADD.STRONG.GPU), each with every lane of a
   warp on its own word of one 128-byte line ("distinct") or all 32 lanes on one word

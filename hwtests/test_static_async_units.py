@@ -317,11 +317,42 @@ def test_tma_stream_shape_and_bytes_counted():
         sa.tma_stream(4096, 3)
 
 
-def test_tma_stream_rows_give_every_warp_a_box_of_its_own():
-    rows = sa.tma_stream_rows(3, 1024)  # 4 warps a block, boxes of 8 rows
-    assert rows == [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88]
-    big = sa.tma_stream_rows(264, 16384)
-    assert len(set(big)) == len(big) == 264 * 4 and big[-1] == (264 * 4 - 1) * 128
+def _visits(walks: list[int], tensor_rows: int, k: int, trips: int) -> list[int]:
+    """The rows warp ``k`` copies over ``trips`` trips, as the kernel's loop steps them."""
+    y, step, out = walks[2 * k], walks[2 * k + 1], []
+    for _ in range(trips):
+        out.append(y)
+        y += step
+        y -= tensor_rows if y >= tensor_rows else 0
+    return out
+
+
+def test_tma_stream_walks_start_every_warp_on_a_box_of_its_own():
+    walks, rows = sa.tma_stream_walks(3, 1024, "own")  # 4 warps a block, boxes of 8 rows
+    assert walks[0::2] == [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88] and set(walks[1::2]) == {0}
+    assert rows == 96 and _visits(walks, rows, 5, 3) == [40, 40, 40]
+    convoy, _ = sa.tma_stream_walks(3, 1024, "convoy")
+    assert _visits(convoy, rows, 11, 3) == [88, 0, 8]  # round to the first box after the last
+    big, rows = sa.tma_stream_walks(264, 16384)
+    assert len(set(big[0::2])) == 264 * 4 and big[-2] == (264 * 4 - 1) * 128 and rows == 264 * 4 * 128
+
+
+@pytest.mark.parametrize("grid,box", [(3, 1024), (132, 4096), (264, 4096), (132, 16384), (264, 16384)])
+def test_tma_stream_scatter_walk_visits_every_box_once_a_round_on_strides_of_its_own(grid, box):
+    """Each warp's stride is coprime with the boxes (every box once a round, each a whole box, under the
+    tensor: the kernel's one subtraction wraps it), and the warps' strides differ, so no two warps follow
+    one another box by box (the convoy walk's warp k + 1 is a trip behind warp k on the same box)."""
+    walks, rows = sa.tma_stream_walks(grid, box)
+    per_box = sa.tma_stream_shape(box)["box"][1]
+    boxes = rows // per_box
+    for k in range(boxes):
+        seen = _visits(walks, rows, k, boxes)
+        assert sorted(seen) == list(range(0, rows, per_box)), k
+        assert 0 < walks[2 * k + 1] < rows and walks[2 * k + 1] % per_box == 0
+    strides = walks[1::2]
+    assert len(set(strides)) > boxes // 4
+    with pytest.raises(ValueError, match="expected one of"):
+        sa.tma_stream_walks(grid, box, "random")
 
 
 def _planted(instrs: list, at: int, text: str) -> list:

@@ -14,6 +14,12 @@
 // region's code into their caches, so every timed hop is a constant-cache hit. UNROLL hops per
 // pass; cycles per hop = (stop - start) / UNROLL.
 //
+// SERIAL=1 (one warp a block, a block on every SM): the blocks run one at a time, in block order,
+// through the ``turn`` counter, so each SM's chase has the constant caches to itself. The level
+// behind the constant L1 is shared by several SMs, and its latency from each is set by where that
+// SM lies: one H100 (GPU-e83f86ff, 2026-11-26) read nine levels from 93.2 to 111.2 cycles a hop over
+// its 132 SMs, SMs of one TPC alike; run all at once, SMs read up to 1.2 cycles off their own.
+//
 // The capacity sweep (hwtests/test_cache_capacity.py) sets NODES up to 16384 (the whole 64 KiB
 // constant bank) and WARM_HOPS = NODES: that many untimed hops before the passes walk the whole
 // table once, so the timed hops find in each constant-cache level what it can keep of it. STRIDE
@@ -35,6 +41,9 @@
 #ifndef WARM_HOPS
 #define WARM_HOPS 0
 #endif
+#ifndef SERIAL
+#define SERIAL 0
+#endif
 
 struct GpConstTable {
     unsigned next[NODES];
@@ -48,7 +57,15 @@ __host__ __device__ constexpr GpConstTable gp_const_table() {
 
 __constant__ GpConstTable gp_const_next = gp_const_table();
 
-extern "C" __global__ void const_chase(unsigned long long* cycles, const unsigned* start, unsigned* out) {
+extern "C" __global__ void const_chase(unsigned long long* cycles, const unsigned* start, unsigned* out,
+                                       unsigned* turn) {
+#if SERIAL
+    // one block at a time, in block order: block b waits until b blocks have finished
+    if (threadIdx.x == 0)
+        while (atomicAdd(turn, 0u) != blockIdx.x) {
+        }
+    __syncwarp();
+#endif
     unsigned off = start[threadIdx.x & 31];
     unsigned long long t0 = 0, t1 = 0;
 #pragma unroll 1
@@ -62,4 +79,9 @@ extern "C" __global__ void const_chase(unsigned long long* cycles, const unsigne
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = off;
     gp_record(cycles, t0, t1);
+#if SERIAL
+    // the next block's turn; the last block sets the counter back to 0 for the next launch
+    __threadfence();
+    if (threadIdx.x == 0) atomicExch(turn, blockIdx.x + 1 == gridDim.x ? 0u : blockIdx.x + 1);
+#endif
 }

@@ -49,14 +49,10 @@
 //               read after the last wait: the copies waited for in the region are those of the first
 //               trips - STAGES + 1 trips; the others are waited for after the stop read (before the block
 //               exits). Every stage's phase 0 is completed before the start read (one plain arrive each),
-//               so the first round's waits return at once. Warp w of block b starts at the box at row
-//               ``rows[b * ISSUERS + w]``; WALK=1 (the default): each trip moves on to the next box
-//               (``box_rows`` on, round to row 0 past ``tensor_rows``), so every warp reads the whole tensor
-//               in turn, the warps at staggered places, and the traffic spreads over L2's slices whatever
-//               addresses the allocation got (L2 hits after the first round: bulk and tensor copies do not
-//               allocate in L1). WALK=0: every trip re-reads the warp's own box, whose lines' slices are
-//               set by the allocation's addresses (H100 GPU-55af49c5: the 16 KiB box's rate moved 2.6 %
-//               between processes). Everything the loop reads is pinned in registers before the start read,
+//               so the first round's waits return at once. Warp k (= b * ISSUERS + w) starts at row
+//               ``walks[2k]`` and moves ``walks[2k + 1]`` rows on each trip (round to row 0 past
+//               ``tensor_rows``): the host picks the walk (hwtests/specs_async.py tma_stream_walks). L2 hits
+//               after the first round: bulk and tensor copies do not allocate in L1. Everything the loop reads is pinned in registers before the start read,
 //               the tensor map's generic address too (gp_opaque64): the device's NVRTC 13.0 otherwise
 //               reloads it in the region (LDC.64 c[0x0][...]). elect.sync, not a lane-0 branch: ptxas
 //               then issues the arm and the copy once, straight line (WARPSYNC.ALL, ELECT, the copy's
@@ -210,13 +206,9 @@ __device__ __forceinline__ unsigned long long gp_opaque64(unsigned long long v, 
     return v;
 }
 
-#ifndef WALK
-#define WALK 1
-#endif
-
 extern "C" __global__ void tma_stream(unsigned long long* cycles, const __grid_constant__ gp_tensor_map tmap,
-                                      const unsigned* rows, unsigned stage_bytes, int trips, unsigned box_rows,
-                                      unsigned tensor_rows, unsigned* sink) {
+                                      const unsigned* walks, unsigned stage_bytes, int trips, unsigned tensor_rows,
+                                      unsigned* sink) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ __align__(8) unsigned long long bars[ISSUERS * STAGES];
@@ -238,11 +230,10 @@ extern "C" __global__ void tma_stream(unsigned long long* cycles, const __grid_c
     unsigned bar0 = gp_opaque((unsigned)__cvta_generic_to_shared(&bars[warp * STAGES]), mine, sink);
     unsigned n = gp_opaque(stage_bytes, mine, sink);
     unsigned ring0 = gp_opaque((unsigned)__cvta_generic_to_shared(ring) + warp * STAGES * stage_bytes, mine, sink);
-    unsigned y = gp_opaque(rows[blockIdx.x * ISSUERS + warp], mine, sink);
+    unsigned k = blockIdx.x * ISSUERS + warp;
+    unsigned y = gp_opaque(walks[2 * k], mine, sink), step = gp_opaque(walks[2 * k + 1], mine, sink);
+    unsigned wrap = gp_opaque(tensor_rows, mine, sink);
     int count = (int)gp_opaque((unsigned)trips, mine, sink);
-#if WALK
-    unsigned step = gp_opaque(box_rows, mine, sink), wrap = gp_opaque(tensor_rows, mine, sink);
-#endif
     unsigned long long map = gp_opaque64(reinterpret_cast<unsigned long long>(&tmap), &wide[threadIdx.x], sink);
     // the loop's state, pinned like the rest (constants would be set after the start read)
     unsigned x = gp_opaque(0u, mine, sink), s = gp_opaque(0u, mine, sink), parity = gp_opaque(0u, mine, sink);
@@ -260,10 +251,8 @@ extern "C" __global__ void tma_stream(unsigned long long* cycles, const __grid_c
             "@p mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t"
             "@p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%2], [%3, {%4, %5}], [%0];\n}"
             ::"r"(bar), "r"(n), "r"(dst), "l"(map), "r"(x), "r"(y) : "memory");
-#if WALK
-        y += step;  // the next box of the tensor, round to its first after its last
+        y += step;  // this warp's next box (step < wrap)
         if (y >= wrap) y -= wrap;
-#endif
         if (++s == STAGES) {
             s = 0u;
             parity ^= 1u;

@@ -20,12 +20,16 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
     ``block_span``: the median over blocks (``warps_per_block`` consecutive pairs each) of the
     block's (last stop - first start - overhead) / divisor: per-SM throughput of a launch with one
     block per SM (a cluster), each span read on one SM's clock.
+    ``warp_min``: the lowest per-warp value: with one warp on each SM, the nearest SM's latency to a
+    level shared by several SMs, whose latency from each SM is set by where that SM lies.
     """
     if not pairs:
         raise ValueError("no clock pairs: the launch had no warps")
     per_warp = [(float(b - a) - overhead) / divisor for a, b in pairs]
     if mode == "warp":
         return statistics.median(per_warp), per_warp
+    if mode == "warp_min":
+        return min(per_warp), per_warp
     if mode == "span":
         return (float(max(b for _, b in pairs) - min(a for a, _ in pairs)) - overhead) / divisor, per_warp
     if mode == "block_span" and warps_per_block:
@@ -34,7 +38,7 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
         blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
         spans = [(float(max(b for _, b in blk) - min(a for a, _ in blk)) - overhead) / divisor for blk in blocks]
         return statistics.median(spans), per_warp
-    raise ValueError(f"mode must be 'warp', 'span' or 'block_span' with warps_per_block, not {mode!r}")
+    raise ValueError(f"mode must be 'warp', 'warp_min', 'span' or 'block_span' with warps_per_block, not {mode!r}")
 
 
 def relative_noise(values: Sequence[float]) -> float:

@@ -224,7 +224,7 @@ def test_the_builds_are_one_per_code_not_per_fact():
     assert len(keys) == len(set(keys)) == 18 < len(sa.FACTS) == 36  # the two store facts: two builds; the DSMEM sweep: the bandwidth builds
     assert sum(b.kernel == "dsmem_chase" for b in builds) == 1
     sync = fs.builds(su.FACTS)
-    assert len(sync) == 17 < len(su.FACTS) == 21  # 10 DPX, 1 constant, 2 atomic latency, 4 atomic throughput
+    assert len(sync) == 18 < len(su.FACTS) == 22  # 10 DPX, 2 constant, 2 atomic latency, 4 atomic throughput
     assert sum(b.kernel == "atomic_ops" and b.defines["ILP"] == 1 for b in sync) == 2
 
 

@@ -43,6 +43,13 @@ def test_values_are_floats_and_the_overhead_is_subtracted_before_dividing():
     assert value == 2.375
 
 
+def test_warp_min_mode_is_the_lowest_per_warp_value():
+    """One warp an SM: the nearest SM's latency, not the median SM's (the per-warp values kept for the report)."""
+    value, per_warp = launch_value([(0, 230), (5, 205), (9, 269)], 20.0, 10.0, "warp_min")
+    assert per_warp == [21.0, 18.0, 24.0] and value == 18.0
+    assert launch_value(PAIRS, 20.0, 10.0, "warp_min")[0] < launch_value(PAIRS, 20.0, 10.0, "warp")[0]
+
+
 def test_a_single_warp_gives_the_same_value_in_both_modes():
     assert launch_value([(1000, 1480)], 30.0, 3.0, "warp")[0] == 150.0
     assert launch_value([(1000, 1480)], 30.0, 3.0, "span")[0] == 150.0
@@ -191,7 +198,8 @@ def test_lowest_tier_is_the_values_within_8_percent_of_the_smallest():
 
 
 
+def test_an_unknown_mode_is_refused_naming_the_known_ones():
     with pytest.raises(ValueError, match="no clock pairs"):
         launch_value([], 0.0, 1.0, "warp")
-    with pytest.raises(ValueError, match="'warp', 'span'.*'mean'"):
+    with pytest.raises(ValueError, match="'warp', 'warp_min', 'span'.*'mean'"):
         launch_value(PAIRS, 0.0, 1.0, "mean")
