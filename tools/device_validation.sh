@@ -95,8 +95,8 @@ units)
   # GPU of the machine (xdist, one worker a GPU, when there are several), all keeping their unit runs in
   # one store; the first run is each unit's baseline and the next ones compare with it (0 MOVED is the bar).
   # Then the first run's readings planted PLANT (default 5 %) off, as the baseline of one more run (every
-  # fact MOVED is the bar), and on a machine of several GPUs a 5 % DRAM-latency shift planted on GPU 1
-  # (flagged on GPU 1 is the bar). The reports are the input of tools/same_unit_bands.py and
+  # fact MOVED is the bar), and on a machine of several GPUs a DRAM-latency shift planted on GPU 1
+  # to 5 % above GPU 0's (flagged on GPU 1 is the bar). The reports are the input of tools/same_unit_bands.py and
   # tools/baseline_detection.py.
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,vbios_version,driver_version --format=csv
   NG=$(nvidia-smi -L | wc -l); X=(); [ "$NG" -gt 1 ] && X=(-n "$NG" --gpuprops-gpus all)
@@ -123,8 +123,10 @@ PY
   for i in $(seq 2 "${RUNS:-3}"); do python3 tools/baseline_detection.py "$LOGS/run1.json" "$LOGS/run$i.json" \
     --facts "$FACTS" | head -12; done
   if [ "$NG" -gt 1 ]; then
-    delta=$(python3 -c "import json; d=json.load(open('$LOGS/run1.json')); print(next(round(0.05*v['measured'],3) for v in d['facts'] if v['fact']=='dram_latency_cycles' and v['gpu'] and v['gpu']['index']==1))")
-    GPUPROPS_PLANT_SHIFT="1:dram_latency_cycles:$delta" timed "planted fleet shift (GPU 1 DRAM latency +5 %, $delta)" \
+    # the shift that puts GPU 1 5 % above GPU 0 (its peer), from the first run's readings: the fleet rule's
+    # bar is a GPU 5 % off its peers (a unit's own 5 % change is the baseline compare's)
+    delta=$(python3 -c "import json; d=json.load(open('$LOGS/run1.json')); r={v['gpu']['index']: v['measured'] for v in d['facts'] if v['fact']=='dram_latency_cycles' and v['gpu'] and v['measured'] is not None}; print(round(1.05*r[0]-r[1],3))")
+    GPUPROPS_PLANT_SHIFT="1:dram_latency_cycles:$delta" timed "planted fleet shift (GPU 1 DRAM latency 5 % above GPU 0's, +$delta)" \
       "$LOGS/fleet_planted.log" $RUN -k "chase_latency" "${X[@]}" --gpuprops-facts "$FACTS" --gpuprops-baseline none
     grep -a -A6 "gpuprops fleet" "$LOGS/fleet_planted.log" | cut -c1-250
   fi
