@@ -181,9 +181,12 @@ def clock_fell(fact: Fact, m: Measurement, max_sm_clock_mhz: float | None) -> bo
     """Whether the clock a fact in a time unit depends on fell while it was measured, so a failure
     may be the clock's, not the fact's: the SM clock (MHz, TFLOP/s, on-chip GB/s) read under its
     maximum by more than :data:`CLOCK_FELL`. DRAM bandwidth runs on the memory clock, which NVML's
-    clock-event reasons do not describe: its failure is the memory system's, never THROTTLED. An
-    unknown maximum or clock counts as fallen when NVML named a reason (nothing to tell otherwise)."""
-    if fact.unit not in TIME_UNITS or not m.throttle or fact.name.startswith("dram_"):
+    clock-event reasons do not describe: its failure is the memory system's, never THROTTLED. A
+    reading above the fact's value is no fallen clock's either (a slower clock reads lower: H100
+    GPU-41edd6a1's e4m3 rate read 1763 TFLOP/s against 1702 ± 51.1 under sw_power_cap, and was called
+    THROTTLED). An unknown maximum or clock counts as fallen when NVML named a reason (nothing to tell
+    otherwise)."""
+    if fact.unit not in TIME_UNITS or not m.throttle or fact.name.startswith("dram_") or m.median >= fact.value:
         return False
     if not max_sm_clock_mhz or not m.sm_clock_mhz:
         return True

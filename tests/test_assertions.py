@@ -4,6 +4,7 @@ and exact texts."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -116,6 +117,18 @@ def test_a_time_unit_fact_that_fails_at_full_clock_is_a_plain_failure_with_what_
 def test_a_throttled_time_unit_fact_inside_its_tolerance_passes_flagged(median):
     v = A.evaluate(CLOCK, Measurement.given("clk", [median] * 5, unit="MHz", throttle=["hw_slowdown"]))
     assert v.status == A.PASS and "throttled: hw_slowdown" in v.verdict_text
+
+
+def test_a_time_unit_fact_above_its_band_under_a_throttle_is_a_failure_not_throttled():
+    """A fallen clock reads low: a rate above its band under sw_power_cap fails, the reasons as context."""
+    v = A.evaluate(CLOCK, dataclasses.replace(Measurement.given("clk", [2010.0] * 5, unit="MHz",
+                                                                throttle=["sw_power_cap"]), sm_clock_mhz=1620.0),
+                   max_sm_clock_mhz=2100.0)
+    assert v.status == A.FAIL and "sw_power_cap" in v.verdict_text
+    low = A.evaluate(CLOCK, dataclasses.replace(Measurement.given("clk", [1930.0] * 5, unit="MHz",
+                                                                  throttle=["sw_power_cap"]), sm_clock_mhz=1620.0),
+                     max_sm_clock_mhz=2100.0)
+    assert low.status == A.THROTTLED
 
 
 def test_a_cycle_fact_is_never_excused_by_throttling():
