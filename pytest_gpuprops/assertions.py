@@ -177,20 +177,25 @@ IMPOSSIBLE_HINT = ("whether the rate and the SM clock beside it were read over t
 CLOCK_FELL = 0.01
 
 
-def clock_fell(fact: Fact, m: Measurement, max_sm_clock_mhz: float | None) -> bool:
-    """Whether the clock a fact in a time unit depends on fell while it was measured, so a failure
-    may be the clock's, not the fact's: the SM clock (MHz, TFLOP/s, on-chip GB/s) read under its
-    maximum by more than :data:`CLOCK_FELL`. DRAM bandwidth runs on the memory clock, which NVML's
-    clock-event reasons do not describe: its failure is the memory system's, never THROTTLED. A
-    reading above the fact's value is no fallen clock's either (a slower clock reads lower: H100
-    GPU-41edd6a1's e4m3 rate read 1763 TFLOP/s against 1702 ± 51.1 under sw_power_cap, and was called
-    THROTTLED). An unknown maximum or clock counts as fallen when NVML named a reason (nothing to tell
-    otherwise)."""
-    if fact.unit not in TIME_UNITS or not m.throttle or fact.name.startswith("dram_") or m.median >= fact.value:
+def sm_clock_fell(fact: Fact, m: Measurement, max_sm_clock_mhz: float | None) -> bool:
+    """Whether the clock a fact in a time unit depends on fell while it was measured: the SM clock (MHz,
+    TFLOP/s, on-chip GB/s) read under its maximum by more than :data:`CLOCK_FELL` while NVML named a
+    clock-event reason. DRAM bandwidth runs on the memory clock, which NVML's clock-event reasons do not
+    describe: never. An unknown maximum or clock counts as fallen when NVML named a reason (nothing to
+    tell otherwise)."""
+    if fact.unit not in TIME_UNITS or not m.throttle or fact.name.startswith("dram_"):
         return False
     if not max_sm_clock_mhz or not m.sm_clock_mhz:
         return True
     return m.sm_clock_mhz < max_sm_clock_mhz * (1 - CLOCK_FELL)
+
+
+def clock_fell(fact: Fact, m: Measurement, max_sm_clock_mhz: float | None) -> bool:
+    """Whether a failure may be the clock's, not the fact's: its clock fell (:func:`sm_clock_fell`) and
+    it read below the fact's value. A reading above it is no fallen clock's (a slower clock reads lower:
+    H100 GPU-41edd6a1's e4m3 rate read 1763 TFLOP/s against 1702 ± 51.1 under sw_power_cap, and was
+    called THROTTLED)."""
+    return m.median < fact.value and sm_clock_fell(fact, m, max_sm_clock_mhz)
 
 
 def within_reach(fact: Fact, value: float, reach: float = POPULATION_REACH) -> bool:
@@ -229,7 +234,10 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
         status = THROTTLED
     else:
         status = FAIL
-        if m.throttle and fact.unit in TIME_UNITS:
+        if sm_clock_fell(fact, m, max_sm_clock_mhz):  # and yet no THROTTLED: the reading is above the value
+            flags[0] = (f"clock-event reasons {'+'.join(m.throttle)} seen, but the reading is above the fact's value: "
+                        f"a fallen clock reads lower (SM clock {m.sm_clock_mhz} MHz of {max_sm_clock_mhz or '?'})")
+        elif m.throttle and fact.unit in TIME_UNITS:
             flags[0] = (f"clock-event reasons {'+'.join(m.throttle)} seen, but the clock this fact depends on did not "
                         f"fall (SM clock {m.sm_clock_mhz} MHz of {max_sm_clock_mhz or '?'})"
                         + ("; DRAM bandwidth runs on the memory clock" if fact.name.startswith("dram_") else ""))

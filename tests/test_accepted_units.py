@@ -99,7 +99,7 @@ def test_noisy_and_throttled_readings_are_not_touched(tmp_path):
     assert noisy.status == A.NOISY and units.judge(noisy) is noisy
     rate = dataclasses.replace(FACT, name="dsmem_gbps", unit="GB/s", value=100.0, tolerance_abs=1.0,
                                units_range=(99.5, 100.5))
-    m = Measurement.given("dsmem", [110.0] * 3)
+    m = Measurement.given("dsmem", [90.0] * 3)
     m.sm_clock_mhz, m.throttle = 1700.0, ["sw_power_cap"]
     throttled = A.evaluate(rate, m, max_sm_clock_mhz=1980)
     throttled.nodeid, throttled.gpu = NODE, dict(GPU)
