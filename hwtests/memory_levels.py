@@ -424,13 +424,24 @@ NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L
 # The DRAM misses form two tiers: 535 .. 785 cycles over 64 lines, the widest gap 589 -> 723 (22.8 %)
 # on GPU-9db59b7a and 590 -> 679 (15.1 %) on GPU-fd48deeb (H100, driver 580.159.04, CUDA 13.0,
 # 2026-11-26; p10 550 / 557, median 588 / 634, p90 770 / 775). The median over lines falls in either
-# tier or in the gap (an interleaved batch's median read 576.5 .. 742), so it is no fact: each tier's
-# median is (:func:`dram_tiers`), split at the misses' widest relative gap where it is at least
-# DRAM_TIER_GAP with at least DRAM_TIER_MIN_LINES lines on each side.
+# tier or in the gap (an interleaved batch's median read 576.5 .. 742), so it is no fact. The report
+# keeps the two tiers (:func:`dram_tiers`: split at the misses' widest relative gap where it is at least
+# DRAM_TIER_GAP with at least DRAM_TIER_MIN_LINES lines on each side).
+
+# Within each tier the misses form levels of their own, which lines a process's allocation puts in each
+# set by its addresses: on H100 GPU-41edd6a1 (2026-11-26) the near tier's 31 lines read 535-559 cycles
+# (15 of them) and 577-600 (16) in one process, 533-552 (20) and 572-593 (11) in the next, so the tier's
+# median read 567.5, then 550.25; over four units of two or four processes each it moved up to 4.7 % on
+# one unit (GPU-8224b388), and a band that held it could not catch 5 %. The nearest quarter of the lines
+# (the 16 of 64 with the lowest misses) lies in the lowest level in every process: its median moved at
+# most 1.3 % on a unit (GPU-8224b388: 548-555), 0.46-0.74 % on the three others; the farthest quarter's,
+# 0.8-1.6 %.
 
 #: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS): the DRAM
-#: misses of the lines below the misses' widest gap, those of the lines above it
-CHASE_LINE_STATISTICS = ("dram_near_tier", "dram_far_tier")
+#: misses of the quarter of the lines with the lowest misses, those of the quarter with the highest
+CHASE_LINE_STATISTICS = ("dram_nearest_quarter", "dram_farthest_quarter")
+#: the share of the lines each statistic takes: a quarter (16 of 64)
+DRAM_QUARTER = 4
 #: a DRAM reading of a line must exceed its L2-hit reading by this factor, or the line was not evicted:
 #: a line still in L2 reads its L2 hit (each line's readings are steady to 0.02 %), and a DRAM access
 #: (row activation and column read behind the L2 miss) adds far more than 10 %
@@ -488,11 +499,11 @@ def dram_tiers(misses, *, min_gap: float = DRAM_TIER_GAP, min_lines: int = DRAM_
     return [k for k, c in enumerate(misses) if c < hi], [k for k, c in enumerate(misses) if c >= hi], (lo, hi, gap)
 
 
-def line_statistic(kind: str, hits, misses=None, *, batches: int = NEAR_BATCHES) -> list[float]:
-    """One value per batch (their spread the fact's noise) of the chase-line statistic ``kind``
+def line_statistic(kind: str, hits, misses=None) -> list[float]:
+    """The values (their median the fact, their spread its noise) of the chase-line statistic ``kind``
     (:data:`CHASE_LINE_STATISTICS`) over the lines' DRAM ``misses`` (one per line of ``hits``, same
-    order): the near tier's (``dram_near_tier``) or the far tier's (``dram_far_tier``) misses
-    (:func:`dram_tiers`), their median in each of ``batches`` interleaved batches of the tier's lines."""
+    order): the misses of the quarter of the lines (:data:`DRAM_QUARTER`) with the lowest misses
+    (``dram_nearest_quarter``) or the highest (``dram_farthest_quarter``), in line order."""
     hits = list(hits)
     if kind not in CHASE_LINE_STATISTICS:
         raise ValueError(f"chase-line statistic {kind!r}: expected one of {CHASE_LINE_STATISTICS}")
@@ -500,8 +511,12 @@ def line_statistic(kind: str, hits, misses=None, *, batches: int = NEAR_BATCHES)
         raise ValueError(f"{kind} needs one DRAM reading per line ({len(hits)}), got "
                          f"{None if misses is None else len(misses)}")
     misses = list(misses)
-    near, far, _ = dram_tiers(misses)
-    return batch_medians([misses[k] for k in (near if kind == "dram_near_tier" else far)], batches)
+    take = len(misses) // DRAM_QUARTER
+    if take < 2:
+        raise ValueError(f"{len(misses)} lines: a quarter of them is fewer than 2")
+    by_miss = sorted(range(len(misses)), key=lambda k: misses[k])
+    lines = by_miss[:take] if kind == "dram_nearest_quarter" else by_miss[-take:]
+    return [misses[k] for k in sorted(lines)]
 
 
 def not_cold(hits, misses, ratio: float = COLD_MIN_RATIO) -> list[str]:
@@ -562,9 +577,9 @@ def chase_line_readings(gpuprops, fact, *, fresh: bool = False):
 
 def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measurement:
     """``fact`` (a one-line chase's, its ``statistic.lines`` one of :data:`CHASE_LINE_STATISTICS`) as
-    one measurement: line_statistic over the shared line readings, every line's cycles in its launch
-    info. Refused where a line's miss was not cold (:func:`not_cold`) or the misses form one tier
-    (:func:`dram_tiers`), the lines' misses then in the error."""
+    one measurement: line_statistic over the shared line readings (the quarter's misses its values), every
+    line's cycles and the tiers in its launch info. Refused where a line's miss was not cold
+    (:func:`not_cold`), the lines' misses then in the error."""
     kind = fact.statistic.lines
     hits, misses = chase_line_readings(gpuprops, fact, fresh=fresh)
     hit_cycles = [m.median for m in hits]
@@ -586,7 +601,7 @@ def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measuremen
         overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
         throttle=sorted({t for m in hits + misses for t in m.throttle}), kernel=first.kernel,
         launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
-                    batches=NEAR_BATCHES, statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
+                    quarter_lines=len(values), statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
     m.remeasure = lambda: chase_line_measurement(gpuprops, fact, fresh=True)
     return m
 

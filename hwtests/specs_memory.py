@@ -17,11 +17,11 @@ its value read before the stop read (a build that left it unread read 2.0 cycles
 static check asks for the read). Read so, the 64 lines' misses form two tiers (H100 GPU-9db59b7a and
 GPU-fd48deeb, driver 580.159.04, CUDA 13.0, 2026-11-26): 535 .. 785 cycles, the widest gap 589 -> 723
 (22.8 %) and 590 -> 679 (15.1 %). Their median over lines was no fact (588 on one unit, 634 in the
-gap on the other, a batch's median 576.5 .. 742: it falls in either tier), so the facts are each
-tier's median, dram_latency_near_cycles below the widest gap and dram_latency_far_cycles above it
-(memory_levels.dram_tiers: refused as one tier under memory_levels.DRAM_TIER_GAP or with fewer than
-DRAM_TIER_MIN_LINES lines on a side); both tiers' lines, the far share and the gap are in the launch
-info. They are the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU
+gap on the other, a batch's median 576.5 .. 742: it falls in either tier), and each tier's median was
+not steady either (a tier holds levels of its own, which lines land in each set by the allocation:
+memory_levels.py says how far it moved), so the facts are the median of the quarter of the lines with
+the lowest misses (dram_latency_near_cycles) and with the highest (dram_latency_far_cycles); both
+tiers' lines, the far share and the gap (memory_levels.dram_tiers) are in the launch info. They are the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU
 model.
 
 The other facts of the family (l1_hit_latency_cycles, dram_latency_cycles, the per-hop percentiles and
@@ -89,8 +89,8 @@ MISS_REGION = Region((CG_LOAD,), steps="UNROLL", trailing=("LOP3.LUT",))
 
 #: the DRAM miss facts: name -> (Statistic.lines, which tier's lines are taken)
 DRAM_FACTS = {
-    "dram_latency_near_cycles": ("dram_near_tier", "below"),
-    "dram_latency_far_cycles": ("dram_far_tier", "above"),
+    "dram_latency_near_cycles": ("dram_nearest_quarter", "lowest"),
+    "dram_latency_far_cycles": ("dram_farthest_quarter", "highest"),
 }
 
 
@@ -100,9 +100,8 @@ def _facts() -> list[FactSpec]:
         method=f"one ld.global.cg {ml.CHASE_LINE_TEXT}, after a warm load and discard.global.L2 of it (a DRAM miss, "
                f"its page's translation cached), its value read before the stop read; each line's median over "
                f"launches, refused unless {ml.COLD_MIN_RATIO} x the line's L2 hit (the same line chased on itself); "
-               f"the lines {side} the misses' widest relative gap (refused under {ml.DRAM_TIER_GAP:.0%} or with "
-               f"fewer than {ml.DRAM_TIER_MIN_LINES} lines on a side: one tier), their median in each of "
-               f"{ml.NEAR_BATCHES} interleaved batches of those lines, the median of those")
+               f"the quarter of the lines with the {side} misses ({ml.L2_LINES // ml.DRAM_QUARTER} of "
+               f"{ml.L2_LINES}), their median (the lines' spread its noise)")
         for name, (kind, side) in DRAM_FACTS.items()]
 
 
