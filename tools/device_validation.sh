@@ -121,7 +121,7 @@ for k in sorted(compared - moved)[:30]:
     print("   not moved:", k[0][:12], k[1], k[2])
 PY
   for i in $(seq 2 "${RUNS:-3}"); do python3 tools/baseline_detection.py "$LOGS/run1.json" "$LOGS/run$i.json" \
-    --facts "$FACTS" | head -12; done
+    --facts "$FACTS" > "$LOGS/detection$i.txt"; head -40 "$LOGS/detection$i.txt"; done
   if [ "$NG" -gt 1 ]; then
     # the shift that puts GPU 1 5.5 % above GPU 0 (its peer) on the L2 read rate (one unit's processes repeat
     # within 0.2 %, units within 0.5 %), from the first run's readings: the fleet rule's bar is a GPU more than
