@@ -101,6 +101,36 @@ def test_only_missing_sets_bands_where_there_are_none_and_adds_to_the_note(tmp_p
     assert facts.read_text().count("same_unit_tolerance_rel") == 2
 
 
+def test_widen_only_ever_widens_and_exclude_leaves_a_fact_as_it_was(tmp_path):
+    """--widen: a band narrower than this data's grows to it, a wider one stays (it was set from units these
+    reports lack), a fact without one gets this data's; --exclude leaves a fact alone whatever the data say."""
+    facts = tmp_path / "sm_90.toml"
+    facts.write_text('arch = "sm_90"\nsame_unit_source = "earlier: five units"\n\n'
+                     '[lds]\nvalue = 100.0\ntolerance_abs = 1.0\nsame_unit_tolerance_rel = 0.013\nunit = "cycles"\n'
+                     'method = "m"\nsource = "s"\n\n'
+                     '[sts]\nvalue = 100.0\ntolerance_abs = 1.0\nsame_unit_tolerance_rel = 0.04\nunit = "cycles"\n'
+                     'method = "m"\nsource = "s"\n\n'
+                     '[atom]\nvalue = 100.0\ntolerance_abs = 1.0\nsame_unit_tolerance_rel = 0.01\nunit = "cycles"\n'
+                     'method = "m"\nsource = "s"\n\n'
+                     f'[gpus."{H100}".dram]\nvalue = 680.0\ntolerance_rel = 0.03\nunit = "cycles"\nmethod = "m"\n'
+                     'source = "s"\n\n'
+                     f'[gpus."{H100}".store]\nvalue = 550.0\ntolerance_rel = 0.03\nsame_unit_tolerance_rel = 0.032\n'
+                     'unit = "cycles"\nmethod = "m"\nsource = "s"\n')
+    found = {(None, "lds"): {"rel": 0.029}, (None, "sts"): {"rel": 0.02}, (H100, "dram"): {"rel": 0.025},
+             (H100, "store"): {"rel": 0.11}}
+    assert same_unit_bands.write(facts, found, "later: nine units", widen=True, exclude="^store$") == 2
+    loaded = gp_facts.load_file(facts)
+    assert loaded["lds"].same_unit_tolerance_rel == 0.029  # widened
+    assert loaded["sts"].same_unit_tolerance_rel == 0.04  # stays: wider than this data's
+    assert loaded["atom"].same_unit_tolerance_rel == 0.01  # no data: stays
+    assert loaded.gpu_sections[H100]["dram"].same_unit_tolerance_rel == 0.025  # had none
+    assert loaded.gpu_sections[H100]["store"].same_unit_tolerance_rel == 0.032  # excluded: a method to fix
+    assert loaded.meta["same_unit_source"] == "earlier: five units later: nine units"
+    assert facts.read_text().count("same_unit_tolerance_rel") == 5
+    with pytest.raises(ValueError, match="two modes"):
+        same_unit_bands.write(facts, found, "x", widen=True, only_missing=True)
+
+
 def test_planted_shifts_are_counted_only_when_caught_both_ways(tmp_path):
     base = [_verdict("tight", 100.0, "GPU-a"), _verdict("loose", 100.0, "GPU-a")]
     base[0].same_unit_tolerance_rel, base[1].same_unit_tolerance_rel = 0.01, 0.03

@@ -17,7 +17,9 @@ difference between two distinct readings seen, for facts that read on a grid suc
 SKU's. Only settled readings count (PASS or FAIL; not NOISY, THROTTLED or UNSTABLE). A fact with
 fewer than two readings on any unit gets no band: the compare then falls back to its tolerance.
 ``--write`` only ever sets bands from data; it names the units and processes in the file's
-``same_unit_source`` note.
+``same_unit_source`` note. ``--widen`` only lets bands grow (reports that lack the units a band was
+set from cannot narrow it), ``--only-missing`` only fills bands in, ``--exclude REGEX`` leaves facts
+alone (their method changed since the reports, or it is to be fixed rather than its band widened).
 """
 
 from __future__ import annotations
@@ -145,41 +147,54 @@ def table(found: dict, sku: dict) -> str:
 _HEADER = re.compile(r'^\[(?:gpus\."(?P<gpu>[^"]+)"\.)?(?P<fact>[a-z][a-z0-9_]*)\]\s*$')
 
 
-def write(facts_path: Path, found: dict, source: str, *, only_missing: bool = False) -> int:
+def write(facts_path: Path, found: dict, source: str, *, only_missing: bool = False, widen: bool = False,
+          exclude: str | None = None) -> int:
     """Set ``same_unit_tolerance_rel`` in each measured fact's table that has a band (an arch fact:
     the widest over the SKUs of its GPU sections too), and the file's ``same_unit_source``.
     ``only_missing``: only in tables that have none (bands set from more units stay), and ``source``
-    is added to the file's note instead of replacing it."""
+    is added to the file's note instead of replacing it. ``widen``: a table's band becomes this data's
+    only where that is wider (or it had none): more units and processes under the same rule show a
+    wider spread; a band never narrows from data that lack the units it was set from; ``source`` is
+    added to the note. ``exclude``: facts (a regular expression on the name) left as they are, e.g.
+    those whose method changed since these reports were taken."""
+    if only_missing and widen:
+        raise ValueError("only_missing and widen are two modes: give one")
+    skip = re.compile(exclude) if exclude else None
+    found = {k: v for k, v in found.items() if not (skip and skip.search(k[1]))}
     from pytest_gpuprops.facts import load_file
     lines = facts_path.read_text().splitlines()
     arch_wide: dict[str, float] = {}
     for (_sec, fact), b in found.items():
         arch_wide[fact] = max(arch_wide.get(fact, 0.0), b["rel"])
-    out, table_of, changed, has_band = [], None, 0, False
+    out, table_of, changed, has_band, existing = [], None, 0, False, None
     for line in lines:
         m = _HEADER.match(line)
         if m:
-            table_of, has_band = (m.group("gpu"), m.group("fact")), False
+            table_of, has_band, existing = (m.group("gpu"), m.group("fact")), False, None
         elif line.startswith("["):
             table_of = None
         if table_of and line.startswith("same_unit_tolerance_rel ="):
-            if only_missing:
+            if only_missing or (skip and skip.search(table_of[1])):
                 has_band = True
                 out.append(line)
-            continue  # else set again below, from this data
+                continue
+            existing = float(line.split("=", 1)[1])
+            continue  # else set again below, from this data (with ``widen``: the wider of the two)
         if only_missing and has_band:
             out.append(line)
             continue
-        if table_of and line.startswith("unit = "):
+        if table_of and line.startswith("unit = ") and not has_band:
             gpu, fact = table_of
             rel = found.get((gpu, fact), {}).get("rel") if gpu else arch_wide.get(fact)
-            if rel:
+            if widen and existing is not None and (not rel or rel <= existing):
+                out.append(f"same_unit_tolerance_rel = {existing:g}")
+            elif rel:
                 out.append(f"same_unit_tolerance_rel = {rel:g}")
                 changed += 1
         out.append(line)
     text = "\n".join(out) + "\n"
     old_note = next((x for x in lines if x.startswith("same_unit_source =")), None)
-    if only_missing and old_note is not None:
+    if (only_missing or widen) and old_note is not None:
         import tomllib
         source = tomllib.loads(old_note)["same_unit_source"] + " " + source
     note = f"same_unit_source = {_toml_string(source)}"
@@ -204,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--only-missing", action="store_true",
                     help="with --write: set bands only where a fact has none, and add --source to the file's note")
+    ap.add_argument("--widen", action="store_true",
+                    help="with --write: a band becomes this data's only where that is wider (it never narrows), "
+                         "and --source is added to the file's note")
+    ap.add_argument("--exclude", help="with --write: facts (a regular expression on the name) left as they are")
     ap.add_argument("--source", default="", help="the sentence naming the units, processes, driver and date")
     args = ap.parse_args(argv)
     try:
@@ -217,7 +236,12 @@ def main(argv: list[str] | None = None) -> int:
             print("same_unit_bands: --write needs --facts FILE and --source 'the units, processes, driver, date'",
                   file=sys.stderr)
             return 2
-        n = write(args.facts, found, args.source, only_missing=args.only_missing)
+        try:
+            n = write(args.facts, found, args.source, only_missing=args.only_missing, widen=args.widen,
+                      exclude=args.exclude)
+        except (ValueError, re.error) as exc:
+            print(f"same_unit_bands: {exc}", file=sys.stderr)
+            return 2
         print(f"set same_unit_tolerance_rel in {n} fact tables of {args.facts}")
     return 0
 
