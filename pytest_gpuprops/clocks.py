@@ -5,7 +5,6 @@ summed up as sustained clock, lowest point and ramp (docs/method.md).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 import statistics
@@ -16,66 +15,78 @@ from collections.abc import Callable, Sequence
 from . import devices
 
 
-def block_intervals(stamps: Sequence[Sequence[Sequence[int]]]) -> list[tuple[int, int, int]]:
-    """(start ns, end ns, cycles) of every interval between consecutive stamps of every block.
+def stamp_array(per_launch):
+    """A load's kernel stamps as one int64 array (launches, blocks, stamps, 2) of (clock64,
+    %globaltimer), every block's in order: a stamp before the one before it is an error naming the
+    launch, block and stamp. Numpy: a 6-s stress of 120 launches x 132 blocks, or 50 launches of a
+    repeat, is read without a Python loop over its intervals (a simulated stress of 750 launches spent
+    7 s in such a loop)."""
+    import numpy as np  # with CuPy, on every GPU machine; the CPU tests' simulated loads have it too
 
-    ``stamps``: per block, its (clock64, globaltimer) stamps in order. An interval in which
-    %globaltimer did not move is left out (its clock is unknown); one that runs backwards is an error.
-    """
-    out = []
-    for b, block in enumerate(stamps):
-        for k in range(1, len(block)):
-            (c0, g0), (c1, g1) = block[k - 1], block[k]
-            if c1 < c0 or g1 < g0:
-                raise ValueError(f"block {b}: stamp {k} ({c1}, {g1}) is before stamp {k - 1} ({c0}, {g0})")
-            if g1 > g0:
-                out.append((int(g0), int(g1), int(c1 - c0)))
-    return out
+    a = np.asarray(per_launch, dtype=np.int64)
+    if a.ndim != 4 or a.shape[-1] != 2 or a.shape[2] < 1:
+        raise ValueError(f"stamps must be (launches, blocks, stamps, 2), not {a.shape}")
+    back = np.argwhere((np.diff(a, axis=2) < 0).any(axis=-1))
+    if len(back):
+        launch, block, k = (int(x) for x in back[0])
+        c1, g1 = a[launch, block, k + 1].tolist()
+        c0, g0 = a[launch, block, k].tolist()
+        raise ValueError(f"launch {launch}, block {block}: stamp {k + 1} ({c1}, {g1}) is before stamp {k} ({c0}, {g0})")
+    return a
 
 
-def clock_mhz(intervals: Sequence[tuple[int, int, int]]) -> float:
-    """The SM clock over ``intervals``: all their cycles over all their nanoseconds, in MHz."""
-    ns = sum(b - a for a, b, _ in intervals)
-    if ns <= 0:
+def _moved_steps(a):
+    """Every interval between consecutive stamps of a block, and which of them %globaltimer moved in:
+    an interval in which it did not has no known clock, and is left out of every clock."""
+    import numpy as np
+
+    step = np.diff(a, axis=2)
+    return step, step[..., 1] > 0
+
+
+def launch_totals(a) -> tuple[list[int], list[int]]:
+    """Each launch's cycles and nanoseconds over its blocks' intervals in which %globaltimer moved
+    (``a``: :func:`stamp_array`): a clock over some launches is their cycles over their nanoseconds
+    (weighted by time, as the work they did)."""
+    import numpy as np
+
+    step, moved = _moved_steps(a)
+    return (np.where(moved, step[..., 0], 0).sum(axis=(1, 2)).tolist(),
+            np.where(moved, step[..., 1], 0).sum(axis=(1, 2)).tolist())
+
+
+def totals_mhz(cycles: Sequence[int], ns: Sequence[int]) -> float:
+    """The SM clock of some launches' :func:`launch_totals`: all their cycles over all their nanoseconds."""
+    total_ns = sum(ns)
+    if total_ns <= 0:
         raise ValueError("no interval with elapsed %globaltimer time: the clock is unknown")
-    return sum(c for _, _, c in intervals) / ns * 1e3
+    return sum(cycles) / total_ns * 1e3
 
 
 def launches_clock(stamps) -> float:
-    """The SM clock over several launches: every interval of every block of each, all cycles over all
-    nanoseconds (weighted by time, as the work those launches did). ``stamps``: an array (launches,
-    blocks, stamps, 2) of (clock64, %globaltimer), as a repeat's launches wrote them (numpy: 50
-    launches x 132 blocks x 9 stamps between two repeats without a Python loop); the same rules and
-    the same clock as :func:`block_intervals` and :func:`clock_mhz` on each launch's stamps."""
-    import numpy as np  # with CuPy, on every GPU machine; not a dependency of the CPU install
-
-    a = np.asarray(stamps, dtype=np.int64)
-    if a.ndim != 4 or a.shape[-1] != 2:
-        raise ValueError(f"stamps must be (launches, blocks, stamps, 2), not {a.shape}")
-    step = np.diff(a, axis=2)
-    back = np.argwhere((step < 0).any(axis=-1))
-    if len(back):
-        launch, block, k = (int(x) for x in back[0])
-        raise ValueError(f"launch {launch}, block {block}: stamp {k + 1} {tuple(a[launch, block, k + 1].tolist())} is "
-                         f"before stamp {k} {tuple(a[launch, block, k].tolist())}")
-    moved = step[..., 1] > 0  # an interval in which %globaltimer did not move has no known clock
-    ns = int(step[..., 1][moved].sum())
-    if ns <= 0:
-        raise ValueError("no interval with elapsed %globaltimer time: the clock is unknown")
-    return int(step[..., 0][moved].sum()) / ns * 1e3
+    """The SM clock over several launches (``stamps``: as :func:`stamp_array` takes them, e.g. the 50
+    launches x 132 blocks x 9 stamps of a repeat): every interval of every block of each."""
+    return totals_mhz(*launch_totals(stamp_array(stamps)))
 
 
-def clock_series(intervals: Sequence[tuple[int, int, int]], *, t0_ns: int, bin_ns: int) -> list[tuple[float, float]]:
-    """The clock over time: intervals binned by their midpoint (``bin_ns`` wide from ``t0_ns``),
-    each bin's cycles over its nanoseconds; [(bin centre in seconds from t0, MHz)] in time order."""
+def stamps_series(a, *, t0_ns: int, bin_ns: int) -> list[tuple[float, float]]:
+    """The clock over time: every interval of ``a`` (:func:`stamp_array`) in which %globaltimer moved,
+    binned by its midpoint (``bin_ns`` wide from ``t0_ns``), each bin's cycles over its nanoseconds;
+    [(bin centre in seconds from t0, MHz)] in time order. Midpoints from ``t0_ns`` in integers (exact,
+    where two %globaltimer stamps summed as a float are not)."""
+    import numpy as np
+
     if bin_ns <= 0:
         raise ValueError(f"bin_ns must be > 0, not {bin_ns}")
-    bins: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
-    for a, b, c in intervals:
-        k = int(((a + b) / 2 - t0_ns) // bin_ns)
-        bins[k][0] += c
-        bins[k][1] += b - a
-    return [((k + 0.5) * bin_ns / 1e9, cyc / ns * 1e3) for k, (cyc, ns) in sorted(bins.items())]
+    step, moved = _moved_steps(a)
+    rel = a[..., 1] - int(t0_ns)
+    k = (rel[:, :, :-1] + rel[:, :, 1:])[moved] // (2 * int(bin_ns))
+    if not len(k):
+        return []
+    base = int(k.min())
+    cycles = np.bincount(k - base, weights=step[..., 0][moved].astype(np.float64))
+    ns = np.bincount(k - base, weights=step[..., 1][moved].astype(np.float64))
+    return [((base + j + 0.5) * bin_ns / 1e9, float(cycles[j] / ns[j] * 1e3)) for j in np.flatnonzero(ns > 0).tolist()]
 
 
 def second_half(series: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -50,13 +50,14 @@ from collections.abc import Callable, Sequence
 from .clocks import (
     ClockSampler,
     ClockSummary,
-    block_intervals,
-    clock_mhz,
-    clock_series,
     early_sustained,
+    launch_totals,
     launches_clock,
     nvml_reader,
+    stamp_array,
+    stamps_series,
     summarize_clock,
+    totals_mhz,
 )
 from .devices import GpuInfo, gpu_temperature_c
 from .driver_launch import KernelLaunchError
@@ -282,13 +283,14 @@ def stress_reading(per_launch: Sequence, work_per_launch: float, unit: str, *, b
     series, the load's own rate over the sustained part (reported), its rate in each window of that
     part with the clock of the same launches (``rate_windows``, ``rate_windows_mhz``: :func:`stress_rate`
     reads them), and the early sustained clock. A ValueError where stamps run backwards."""
-    by_launch = [block_intervals(stamps) for stamps in per_launch]
-    t0_ns = min(block[0][1] for block in per_launch[0])
-    series = clock_series([iv for ivs in by_launch for iv in ivs], t0_ns=t0_ns, bin_ns=int(bin_s * 1e9))
+    a = stamp_array(per_launch)
+    t0_ns = int(a[0, :, 0, 1].min())
+    series = stamps_series(a, t0_ns=t0_ns, bin_ns=int(bin_s * 1e9))
     kernel = summarize_clock(series, from_s=from_s)
-    spans = [(min(b[0][1] for b in stamps), max(b[-1][1] for b in stamps)) for stamps in per_launch]
+    spans = list(zip(a[:, :, 0, 1].min(axis=1).tolist(), a[:, :, -1, 1].max(axis=1).tolist()))
     rate = sustained_rate(spans, work_per_launch, unit, from_s=from_s)
-    pairs = window_pairs(spans, lambda launches: clock_mhz([iv for i in launches for iv in by_launch[i]]),
+    cycles, ns = launch_totals(a)
+    pairs = window_pairs(spans, lambda launches: totals_mhz([cycles[i] for i in launches], [ns[i] for i in launches]),
                          work_per_launch, unit, from_s=from_s)
     early = early_sustained(series, duration_s) if from_s is None else None
     return kernel, {"rate_sustained": None if rate is None else round(rate, 3),
@@ -340,7 +342,7 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
             end_s = time.monotonic() - nvml.t0
             end_c = temperature()
         shape = (wl.grid, wl.stamps_per_block, 2)
-        per_launch = [row.reshape(shape).tolist() for block in pool for row in block.get()][:launched]
+        per_launch = [row.reshape(shape) for block in pool for row in block.get()][:launched]
         sms = len(set(wl.smids.get().tolist())) if wl.smids is not None else None
     try:
         kernel, fields = stress_reading(per_launch, wl.work(scale), wl.unit, bin_s=bin_s, duration_s=duration_s,

@@ -17,35 +17,55 @@ STAMPS = [  # two blocks, three (clock64, globaltimer) stamps each
 ]
 
 
-def test_block_intervals_leave_out_intervals_without_elapsed_time():
-    assert clocks.block_intervals(STAMPS) == [(10_000, 1_010_000, 1_980_000), (1_010_000, 2_010_000, 1_980_000),
-                                          (20_000, 1_020_000, 1_500_000)]
+def test_launch_totals_leave_out_intervals_without_elapsed_time():
+    # block 0: two intervals of 1 ms at 1980 MHz; block 1: 1 ms at 1500 MHz, then one in which no time passed
+    assert clocks.launch_totals(clocks.stamp_array([STAMPS])) == ([2 * 1_980_000 + 1_500_000], [3_000_000])
 
 
 def test_stamps_out_of_order_are_an_error():
-    with pytest.raises(ValueError, match="block 0: stamp 1"):
-        clocks.block_intervals([[(5, 100), (4, 200)]])
+    with pytest.raises(ValueError, match=r"launch 0, block 0: stamp 1 \(4, 200\) is before stamp 0"):
+        clocks.stamp_array([[[(5, 100), (4, 200)]]])
     with pytest.raises(ValueError, match="before stamp"):
-        clocks.block_intervals([[(5, 100), (6, 99)]])
+        clocks.stamp_array([[[(5, 100), (6, 99)]]])
+    with pytest.raises(ValueError, match=r"must be \(launches, blocks, stamps, 2\)"):
+        clocks.stamp_array(STAMPS)
 
 
-def test_clock_mhz_is_all_cycles_over_all_nanoseconds():
-    assert clocks.clock_mhz(clocks.block_intervals(STAMPS)) == pytest.approx((2 * 1_980_000 + 1_500_000) / 3_000_000 * 1e3)
-    assert clocks.clock_mhz([(0, 1_000_000, 1_755_000)]) == pytest.approx(1755.0)
+def test_a_clock_is_all_cycles_over_all_nanoseconds():
+    assert clocks.launches_clock([STAMPS]) == pytest.approx((2 * 1_980_000 + 1_500_000) / 3_000_000 * 1e3)
+    assert clocks.totals_mhz([1_755_000], [1_000_000]) == pytest.approx(1755.0)
     with pytest.raises(ValueError, match="unknown"):
-        clocks.clock_mhz([])
+        clocks.totals_mhz([], [])
 
 
-def test_clock_series_bins_intervals_by_their_midpoint():
-    intervals = [(0, 4_000_000, 4_000_000),             # mid 2 ms -> bin 0, 1000 MHz
-                 (4_000_000, 8_000_000, 6_000_000),     # mid 6 ms -> bin 0, 1500 MHz
-                 (10_000_000, 14_000_000, 8_000_000),   # mid 12 ms -> bin 1, 2000 MHz
-                 (30_000_000, 31_000_000, 1_900_000)]   # mid 30.5 ms -> bin 3, 1900 MHz
-    series = clocks.clock_series(intervals, t0_ns=0, bin_ns=10_000_000)
+def _intervals(spans):
+    """One block of two stamps per (start ns, end ns, cycles) interval, in one launch."""
+    return clocks.stamp_array([[[(0, a), (c, b)] for a, b, c in spans]])
+
+
+def test_the_clock_series_bins_intervals_by_their_midpoint():
+    stamps = _intervals([(0, 4_000_000, 4_000_000),             # mid 2 ms -> bin 0, 1000 MHz
+                         (4_000_000, 8_000_000, 6_000_000),     # mid 6 ms -> bin 0, 1500 MHz
+                         (10_000_000, 14_000_000, 8_000_000),   # mid 12 ms -> bin 1, 2000 MHz
+                         (30_000_000, 31_000_000, 1_900_000),   # mid 30.5 ms -> bin 3, 1900 MHz
+                         (40_000_000, 40_000_000, 5)])          # no time passed: in no bin
+    series = clocks.stamps_series(stamps, t0_ns=0, bin_ns=10_000_000)
     assert series == [(0.005, pytest.approx(1250.0)), (0.015, pytest.approx(2000.0)), (0.035, pytest.approx(1900.0))]
-    assert clocks.clock_series(intervals, t0_ns=-5_000_000, bin_ns=10_000_000)[0] == (0.005, pytest.approx(1000.0))
-    with pytest.raises(ValueError):
-        clocks.clock_series(intervals, t0_ns=0, bin_ns=0)
+    assert clocks.stamps_series(stamps, t0_ns=-5_000_000, bin_ns=10_000_000)[0] == (0.005, pytest.approx(1000.0))
+    with pytest.raises(ValueError, match="bin_ns must be > 0"):
+        clocks.stamps_series(stamps, t0_ns=0, bin_ns=0)
+    assert clocks.stamps_series(_intervals([(5, 5, 1)]), t0_ns=0, bin_ns=10) == []
+
+
+def test_midpoints_of_stamps_near_2_to_the_60_land_in_their_bins():
+    """%globaltimer reads ~1.76e18 ns: two stamps summed as floats lose their last bits; from t0 in
+    integers they do not (an interval ending 1 ns before a bin's edge stays in the bin before)."""
+    t0 = 1_764_000_000_123_456_789 + 71_271
+    a, b = t0 + 9_990, t0 + 10_009  # midpoint 9_999.5 ns from t0: bin 0 of 10 us
+    assert int(((a + b) / 2 - t0) // 10_000) == 1  # as floats it lands in bin 1
+    stamps = clocks.stamp_array([[[(0, t0), (1980, t0 + 1_000)], [(0, a), (38, b)]]])
+    series = clocks.stamps_series(stamps, t0_ns=t0, bin_ns=10_000)
+    assert series == [(5e-06, pytest.approx((1980 + 38) / (1_000 + 19) * 1e3))]
 
 
 def test_second_half_and_window_means():
@@ -151,11 +171,12 @@ def test_launches_clock_weights_each_launch_by_its_time():
         clocks.launches_clock(fast)
 
 
-def test_launches_clock_reads_as_block_intervals_and_clock_mhz_do():
-    # STAMPS as two launches (the second one 5 ms later, at 1755 MHz), an interval without time left out in both
+def test_launches_clock_is_the_clock_of_every_launch_s_intervals():
+    # STAMPS as two launches (the second one 5 ms later, at 1755 MHz), an interval without time left out
     later = [[(c + 9_000_000 + (g - 10_000) * 1755 // 1000, g + 5_000_000) for c, g in block] for block in STAMPS]
-    by_lists = clocks.clock_mhz(clocks.block_intervals(STAMPS) + clocks.block_intervals(later))
-    assert clocks.launches_clock([STAMPS, later]) == pytest.approx(by_lists, rel=1e-12)
+    totals = clocks.launch_totals(clocks.stamp_array([STAMPS, later]))
+    assert totals[1] == [3_000_000, 3_000_000]
+    assert clocks.launches_clock([STAMPS, later]) == pytest.approx(sum(totals[0]) / 6_000_000 * 1e3, rel=1e-12)
     with pytest.raises(ValueError, match=r"launch 1, block 0: stamp 1 \(4, 200\) is before stamp 0 \(5, 100\)"):
         clocks.launches_clock([[[(0, 0), (1, 1)]], [[(5, 100), (4, 200)]]])
     with pytest.raises(ValueError, match="unknown"):
