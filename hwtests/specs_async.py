@@ -647,8 +647,8 @@ def _tma_stream_facts() -> list[FactSpec]:
                        f"line (no ELECT loop, vote or branch round them), then the warp's try_wait for the stage "
                        f"the next trip refills; {sh['trips']} trips a warp; as many boxes as warps, warp k starting "
                        f"at the k-th and walking every box on a stride of its own, coprime with their number "
-                       f"(L2 hits after the first round: TMA does not fill L1); the bytes waited for in the regions ({waited} per block) per "
-                       f"cycle of the block's span (its warps' first start to last stop) on its SM's clock, median "
+                       f"(L2 hits after the first round: TMA does not fill L1); the bytes waited for in the "
+                       f"regions ({waited} per block) per cycle of the block's span (its warps' first start to last stop) on its SM's clock, median "
                        f"over blocks, x {b} blocks per SM"))
     return out
 

@@ -21,8 +21,8 @@ gap on the other, a batch's median 576.5 .. 742: it falls in either tier), and e
 not steady either (a tier holds levels of its own, which lines land in each set by the allocation:
 memory_levels.py says how far it moved), so the facts are the median of the quarter of the lines with
 the lowest misses (dram_latency_near_cycles) and with the highest (dram_latency_far_cycles); both
-tiers' lines, the far share and the gap (memory_levels.dram_tiers) are in the launch info. They are the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU
-model.
+tiers' lines, the far share and the gap (memory_levels.dram_tiers) are in the launch info. They are
+the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU model.
 
 The other facts of the family (l1_hit_latency_cycles, dram_latency_cycles, the per-hop percentiles and
 far mode, the capacity knees) stay tests of test_memory_hierarchy.py: their footprints come from the

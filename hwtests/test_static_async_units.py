@@ -390,6 +390,13 @@ def test_tma_stream_region_refuses_a_copy_more_or_no_wait(fact):
     assert tma_stream_copy_problems(region, stages) == []
     twice = _planted(region, glue_at, "ELECT P1, URZ, PT")
     assert any("not one straight-line ELECT" in p for p in tma_stream_copy_problems(twice, stages))
+    # the row the copy reads, written in the loop by a load instead of the walk's add and wrap
+    copy = next(i for i in region if i.opcode == "UTMALDG.2D")
+    row_ur = f"UR{_uniform_base(copy.operands[0]) + 3}"
+    row = next(_REG.findall(i.operands[-1])[0] for i in region if i.base_opcode == "R2UR" and i.operands[0] == row_ur)
+    walk = next(i for i in region if i.operands and _REG.findall(i.operands[0])[:1] == [row])
+    loaded = tma_stream_copy_problems(_planted(region, walk.offset, f"LDS R{row}, [R2]"), stages)
+    assert any("not a register that only the walk" in p for p in loaded), loaded
     arm = next(i for i in region if i.opcode == "SYNCS.ARRIVE.TRANS64")
     every_lane = _planted(region, arm.offset, arm.text.split(None, 1)[1])
     assert any("not on the elected lane" in p for p in tma_stream_copy_problems(every_lane, stages))
