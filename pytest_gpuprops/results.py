@@ -220,7 +220,8 @@ def outliers(verdicts: Iterable[Verdict]) -> tuple[list[Verdict], str]:
     one arch's LDS latency with another's; where there are several groups the sentence names them."""
     by_case: dict[tuple[str, str, str], dict[str, Verdict]] = {}
     for v in verdicts:
-        if _baseline_reading(v):  # a NOISY or THROTTLED reading is red on its own and says nothing of the unit
+        v = fleet_reading(v)  # a NOISY or THROTTLED reading is red on its own and says nothing of the unit
+        if v is not None:
             by_case.setdefault((peer_group(v), *case_key(v)), {})[gpu_key(v)] = v
     gpus = {g for per in by_case.values() for g in per}
     if len(gpus) < 2:
@@ -276,6 +277,19 @@ def same_unit_band(v: Verdict, base: float) -> float:
     if v.same_unit_tolerance_rel:
         return v.same_unit_tolerance_rel * abs(base)
     return float(v.tolerance)
+
+
+def fleet_reading(v: Verdict) -> Verdict | None:
+    """The verdict a GPU brings to the fleet compare: a settled reading (:func:`_baseline_reading`) as it
+    is; an UNSTABLE one as the median of the attempts that held, judged as they were (they are settled
+    readings of the unit: H100 GPU-e63c01fa's L2 read was NOISY once, then read 8625.8 and 8619.6, and
+    left its peer's planted 5.5 % shift uncompared); None for the rest."""
+    if _baseline_reading(v):
+        return v
+    if v.status != assertions.UNSTABLE or not _comparable(v):
+        return None
+    held = [a["measured"] for a in v.attempts if a.get("status") == assertions.PASS and a.get("measured") is not None]
+    return dataclasses.replace(v, measured=statistics.median(held), status=assertions.PASS) if held else None
 
 
 def _baseline_reading(v: Verdict) -> bool:

@@ -184,6 +184,28 @@ def test_a_reading_that_was_not_settled_is_left_out_of_the_fleet_check():
     assert out == [] and note == "outlier check: not run (1 GPU measured; it needs two or more)"
 
 
+def test_an_unstable_reading_joins_the_fleet_check_by_the_attempts_that_held():
+    """H100 node GPU-e63c01fa + GPU-90618738, 2026-11-26: GPU 0's L2 read NOISY once, then 8625.8 and 8619.6;
+    GPU 1's planted 5.5 % over it read 9090. Its attempts that held are readings of the unit: compared."""
+    def l2(measured, gpu, **kw):
+        return dataclasses.replace(verdict(measured, gpu=gpu), fact="l2_read_gbps", unit="GB/s", tolerance=259.06,
+                                   **kw)
+    attempts = [{"measured": 8624.57, "measured_text": "8624.571 GB/s", "status": "NOISY"},
+                {"measured": 8625.85, "measured_text": "8625.847 GB/s", "status": "PASS"},
+                {"measured": 8619.64, "measured_text": "8619.645 GB/s", "status": "PASS"}]
+    unstable = l2(8624.57, H100, status="UNSTABLE", attempts=attempts)
+    out, note = results.outliers([unstable, l2(9089.97, OTHER)])
+    assert [(o.gpu["uuid"][:12], o.status, o.measured) for o in out] == [
+        ("GPU-1a9fac0f", "OUTLIER", pytest.approx(8622.745)), ("GPU-5c3d0e11", "OUTLIER", 9089.97)]
+    assert "more than 5% off its peers" in out[1].flags and note.endswith("2 outlier(s)")
+    # its attempts held: judged as a passing reading, so 3.2 % off its peer is the units' spread, not red
+    near = results.outliers([unstable, l2(8900.0, OTHER)])[0]
+    assert [o.status for o in near] == ["UNITS DIFFER"] * 2
+    # no attempt held (all NOISY): left out, as a NOISY reading is
+    none_held = l2(8624.57, H100, status="UNSTABLE", attempts=[dict(a, status="NOISY") for a in attempts])
+    assert results.outliers([none_held, l2(9089.97, OTHER)])[0] == []
+
+
 def test_three_gpus_flag_only_the_one_over_the_tolerance_from_the_median():
     # median 23.0: 23.25 is exactly the tolerance off (kept), 21.8 is over it and 5.2 % off (flagged)
     out, note = results.outliers([verdict(23.0), verdict(23.25, gpu=OTHER), verdict(21.8, gpu=THIRD)])
