@@ -119,12 +119,16 @@ def power_reading(samples: Sequence[Sample], *, mark: float, from_s: float, end_
                   count: int = POWER_WINDOWS) -> dict:
     """What a stress's NVML samples say about its power over [``from_s``, ``end_s``] after ``mark`` (the
     monotonic time its first launch was queued): the windows' powers from the energy counter, the whole
-    span's, NVML's power reading over the same windows, and how often the counter moved."""
+    span's, NVML's power reading over the same windows, how often the counter moved, and the counter's
+    steps in the span as seen (``energy_step_series``: [s after the mark, mJ]), so that a report can be
+    read again by another window rule (under the H100's 700 W cap the 1-s windows read 1-5 % above the
+    whole span, docs/results.md)."""
     rel = [(t - mark, e, p) for t, e, p in samples]
     steps = energy_steps(rel)
     spans = windows(from_s, end_s, count)
     return {"window_power_w": [round(w, 2) for w in window_powers_w(steps, from_s, end_s, count)],
             "span_power_w": round(span_power_w(steps, from_s, end_s), 2),
+            "energy_step_series": [[round(t, 4), e] for t, e in steps if from_s <= t <= end_s],
             "reading_power_w": [None if (r := reading_power_w(rel, a, b)) is None else round(r, 2) for a, b in spans],
             "energy_step_period_s": None if (p := step_period_s(steps)) is None else round(p, 4),
             "energy_steps": len(steps), "power_from_s": from_s, "power_to_s": end_s}

@@ -94,6 +94,10 @@ def test_power_reading_places_the_samples_after_the_mark():
     assert fields["reading_power_w"] == [650.0] * 5
     assert fields["energy_step_period_s"] == pytest.approx(0.02, abs=1e-4)
     assert (fields["power_from_s"], fields["power_to_s"]) == (1.0, 6.0) and fields["energy_steps"] > 250
+    # the counter's steps in the span as seen, enough to read the span's power again from the report
+    series = fields["energy_step_series"]
+    assert 1.0 <= series[0][0] < 1.03 and 5.97 < series[-1][0] <= 6.0 and len(series) >= 249
+    assert power.span_power_w([tuple(p) for p in series], 1.0, 6.0) == pytest.approx(fields["span_power_w"], abs=0.01)
 
 
 CLOCK_LAUNCH = {"kernel": "stress_wgmma", "source": "stress_ffma.cu", "kind": "wgmma_bf16_zero", "grid": 132,
