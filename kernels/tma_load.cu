@@ -52,8 +52,8 @@
 //               so the first round's waits return at once. Warp k (= b * ISSUERS + w) starts at row
 //               ``walks[2k]`` and moves ``walks[2k + 1]`` rows on each trip (round to row 0 past
 //               ``tensor_rows``): the host picks the walk (hwtests/specs_async.py tma_stream_walks). L2 hits
-//               after the first round: bulk and tensor copies do not allocate in L1. Everything the loop reads is pinned in registers before the start read,
-//               the tensor map's generic address too (gp_opaque64): the device's NVRTC 13.0 otherwise
+//               after the first round: bulk and tensor copies do not allocate in L1. Everything the loop
+//               reads is pinned in registers before the start read, the tensor map's generic address too (gp_opaque64): the device's NVRTC 13.0 otherwise
 //               reloads it in the region (LDC.64 c[0x0][...]). elect.sync, not a lane-0 branch: ptxas
 //               then issues the arm and the copy once, straight line (WARPSYNC.ALL, ELECT, the copy's
 //               R2URs), where ``if (lane == 0)`` gave an ELECT loop round each copy (BRA.U.ANY) and, with
