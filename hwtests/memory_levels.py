@@ -452,9 +452,8 @@ DRAM_LINE_STOP = StopRule(noise_target=0.01, min_samples=11, max_samples=41, tim
 #: GPU-fd48deeb), 2.5 x the widest gap of a one-tier distribution seen (4 %: the one-line chase's L2
 #: hits; the random chase's DRAM hops 2.6-3.1 %)
 DRAM_TIER_GAP = 0.10
-#: the least lines a DRAM tier holds: 2 in each of NEAR_BATCHES batches (the H100's tiers each held about
-#: half the 64 lines: the median over lines, 588 and 634, lay at the gap); a few stray slow lines above
-#: the rest make no tier
+#: the least lines a DRAM tier of the report holds (the H100's tiers each held about half the 64 lines:
+#: the median over lines, 588 and 634, lay at the gap); a few stray slow lines above the rest make no tier
 DRAM_TIER_MIN_LINES = 8
 
 
@@ -470,14 +469,6 @@ def widest_gap(values, *, min_side: int = 1) -> tuple[float, float, float]:
     pairs = list(zip(xs, xs[1:]))[max(min_side, 1) - 1:len(xs) - max(min_side, 1)]
     lo, hi = max(pairs, key=lambda p: p[1] / p[0])
     return lo, hi, hi / lo - 1
-
-
-def batch_medians(values, batches: int) -> list[float]:
-    """The median of each of ``batches`` interleaved batches (values[i::batches]), refusing batches of
-    fewer than 2 values."""
-    if len(values) < 2 * batches:
-        raise ValueError(f"{len(values)} values are too few for {batches} batches of 2 or more")
-    return [percentile(values[i::batches], 50) for i in range(batches)]
 
 
 def dram_tiers(misses, *, min_gap: float = DRAM_TIER_GAP, min_lines: int = DRAM_TIER_MIN_LINES) -> tuple[list, list, tuple]:
