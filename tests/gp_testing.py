@@ -18,6 +18,21 @@ def load_tool(name: str):
     return mod
 
 
+def one_fact_test(fact: str, value: float, test: str = "test_fact") -> str:
+    """A test file for pytester that checks ``fact`` against a given reading of ``value`` (three launches
+    alike, the same when measured again, so a failure is confirmed): a unit's run, fed given numbers."""
+    return f'''
+import pytest
+from pytest_gpuprops.measure import Measurement
+
+@pytest.mark.gpu
+def {test}(gpuprops):
+    m = Measurement.given("{fact}", [{value}] * 3)
+    m.remeasure = lambda: Measurement.given("{fact}", [{value}] * 3)
+    gpuprops.check("{fact}", m, method="given")
+'''
+
+
 def fake_gpu_conftest(arch: str = "sm_90", count: int = 1) -> str:
     """A conftest.py for pytester that makes ``count`` fake GPUs of ``arch`` visible (index, UUID and
     PCI bus id per GPU, host "node1"): the plugin's GPU paths run without a GPU, fed given numbers."""

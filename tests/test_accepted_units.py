@@ -9,7 +9,7 @@ import dataclasses
 import json
 
 import pytest
-from gp_testing import fake_gpu_conftest
+from gp_testing import fake_gpu_conftest, one_fact_test
 
 from pytest_gpuprops import accepted_units as AU
 from pytest_gpuprops import assertions as A
@@ -131,16 +131,6 @@ def test_the_summary_line_counts_them(tmp_path):
 
 # -- the workflow through the plugin --------------------------------------------------------------
 
-TEST = '''
-import pytest
-from pytest_gpuprops.measure import Measurement
-
-@pytest.mark.gpu
-def test_dsmem(gpuprops):
-    m = Measurement.given("dsmem", [{value}] * 3)
-    m.remeasure = lambda: Measurement.given("dsmem", [{value}] * 3)
-    gpuprops.check("dsmem_latency_cluster2_cycles", m, method="given")
-'''
 FACTS = ('arch = "sm_90"\n\n[dsmem_latency_cluster2_cycles]\nvalue = 197.4842187\ntolerance_abs = 1.09\n'
          'units_range = [196.8984375, 198.07]\nsame_unit_tolerance_rel = 0.01\nunit = "cycles"\nmethod = "chase"\n'
          'source = "units GPU-7a297dd4 (196.9), GPU-b8adcc21 (198.07), GPU-3ce30699 (196.898)"\n')
@@ -155,7 +145,7 @@ def unit(pytester, monkeypatch, tmp_path):
     def run(value, *args, xdist=False, population="strict"):
         """One run reading ``value``; the accepting workflow is that of --gpuprops-population strict (and
         of readings past the population's reach)."""
-        pytester.makepyfile(TEST.format(value=value))
+        pytester.makepyfile(one_fact_test("dsmem_latency_cluster2_cycles", value, "test_dsmem"))
         args = ("--gpuprops-facts", "sm_90.toml", "--gpuprops-baselines", str(tmp_path / "store"),
                 "--gpuprops-population", population, *args)
         if xdist:

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 import pytest
-from gp_testing import fake_gpu_conftest
+from gp_testing import fake_gpu_conftest, one_fact_test
 
 from pytest_gpuprops import baselines, results
 from pytest_gpuprops.assertions import Verdict
@@ -151,16 +151,6 @@ def test_a_report_or_a_stored_run_serves_as_a_baseline_file(tmp_path):
 
 # -- the default workflow through the plugin ----------------------------------------------------
 
-FACT = '''
-import pytest
-from pytest_gpuprops.measure import Measurement
-
-@pytest.mark.gpu
-def test_lds(gpuprops):
-    m = Measurement.given("lds", [{value}] * 3)
-    m.remeasure = lambda: Measurement.given("lds", [{value}] * 3)
-    gpuprops.check("lds_latency_cycles", m, method="given")
-'''
 FACTS = ('arch = "sm_90"\n\n[lds_latency_cycles]\nvalue = 23.0\ntolerance_abs = 1.0\n'
          'same_unit_tolerance_rel = 0.005\nunit = "cycles"\nmethod = "chase"\nsource = "given"\n')
 
@@ -172,7 +162,7 @@ def unit(pytester, monkeypatch, tmp_path):
     (pytester.path / "sm_90.toml").write_text(FACTS)
 
     def run(value, *args):
-        pytester.makepyfile(FACT.format(value=value))
+        pytester.makepyfile(one_fact_test("lds_latency_cycles", value, "test_lds"))
         return pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml", "--gpuprops-baselines",
                                             str(tmp_path / "store"), *args)
     return run
@@ -319,7 +309,7 @@ def test_an_unwritable_default_store_does_not_stop_a_run_and_is_named_at_its_end
     monkeypatch.setenv("XDG_DATA_HOME", str(blocked))  # a file: nothing can be made beneath it
     pytester.makeconftest(fake_gpu_conftest(count=1))
     (pytester.path / "sm_90.toml").write_text(FACTS)
-    pytester.makepyfile(FACT.format(value=23.0))
+    pytester.makepyfile(one_fact_test("lds_latency_cycles", 23.0, "test_lds"))
     r = pytester.runpytest_inprocess("--gpuprops-facts", "sm_90.toml")
     assert r.ret == 0
     r.stdout.fnmatch_lines([f"gpuprops baseline: could not store this run in {blocked}/gpuprops/baselines: *"])
