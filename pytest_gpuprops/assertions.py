@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
-from .ceilings import IMPOSSIBLE_CLOCK, IMPOSSIBLE_RATE, impossible_reading
+from .ceilings import IMPOSSIBLE_CLOCK, IMPOSSIBLE_RATE, IMPOSSIBLE_SAMPLE, impossible_reading, impossible_sample
 from .facts import Fact
 from .measure import Measurement
 
@@ -39,6 +39,8 @@ CHECK_HINTS = {
 }
 #: how many times a failing measurement is measured again (fresh launches) before it is reported
 CONFIRMATIONS = 2
+#: the flag of a verdict judged on new measurements because its first was physically impossible
+DISCARDED_IMPOSSIBLE = "a physically impossible measurement discarded"
 
 
 class FactMismatch(AssertionError):
@@ -257,6 +259,8 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
                          "tools/unit_values.py lists such readings")
     impossible = impossible_reading(fact.name, fact.unit, m.median, arch=fact.arch, sms=m.launch.get("sm_count"),
                                     clock_mhz=m.sm_clock_mhz, max_sm_clock_mhz=max_sm_clock_mhz)
+    impossible += impossible_sample(fact.name, fact.unit, m.max, arch=fact.arch, sms=m.launch.get("sm_count"),
+                                    max_sm_clock_mhz=max_sm_clock_mhz)
     if impossible:
         status, flags[:0] = ERROR, impossible
     # a memory-system latency is fixed in ns: its cycles follow the SM clock, so the ns are said beside them
@@ -311,22 +315,45 @@ def evaluate_condition(name: str, arch: str, holds: bool, measured_text: str, *,
 
 
 def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: int = CONFIRMATIONS) -> Verdict:
-    """A failing (or noisy) verdict measured ``times`` more times with fresh launches.
+    """A failing (or noisy, or physically impossible) verdict measured ``times`` more times with fresh
+    launches.
 
     The failure stands only if every new measurement fails too (the verdict then lists them all);
     if any passes, the verdict is UNSTABLE: the fact is neither confirmed nor refuted, and the run
-    says so instead of passing it. Passing verdicts, and verdicts that cannot be measured again,
-    are returned as they are.
+    says so instead of passing it. A physically impossible first measurement (ERROR) was no reading
+    of the GPU at all (its time or clock was disturbed), so it is discarded and the new measurements
+    are judged by the same rule, the verdict flagged :data:`DISCARDED_IMPOSSIBLE` with its reason; if
+    a new measurement is impossible too, the ERROR stands. Passing verdicts, and verdicts that cannot
+    be measured again, are returned as they are.
     """
-    if first.status not in (FAIL, THROTTLED, NOISY) or measure_again is None:
+    if first.status not in (FAIL, THROTTLED, NOISY, ERROR) or measure_again is None:
         return first
     runs = [first] + [measure_again() for _ in range(times)]
     attempts = [{"measured": r.measured, "measured_text": r.measured_text.split("\n")[0], "status": r.status}
                 for r in runs]
-    statuses = {r.status for r in runs}
+    if first.status != ERROR:
+        return _judged(runs, attempts)
+    impossible = sum(r.status == ERROR for r in runs)
+    if impossible > 1:
+        final = dataclasses.replace(first, attempts=attempts)
+        final.flags = [*first.flags, f"confirmed: impossible in {impossible} of {len(runs)} measurements"]
+        return final
+    final = _judged(runs[1:], attempts)
+    final.flags = [*final.flags, f"{DISCARDED_IMPOSSIBLE}: measurement 1 of {len(runs)} "
+                                 f"({first.measured_text.splitlines()[0]}; {first.flags[0]}); judged on the "
+                                 f"{len(runs) - 1} after it"]
+    return final
+
+
+def _judged(runs: list[Verdict], attempts: list[dict]) -> Verdict:
+    """The verdict of measurements of one fact: all passed, PASS; all failed (or were noisy), the first's
+    failure, confirmed; otherwise UNSTABLE. ``attempts`` (every measurement taken) go with it."""
+    first, statuses = runs[0], {r.status for r in runs}
+    if statuses == {PASS}:
+        return dataclasses.replace(first, attempts=attempts, flags=list(first.flags))
     if statuses <= {FAIL, THROTTLED, NOISY}:
         final = dataclasses.replace(first, attempts=attempts)
-        final.flags = [*first.flags, f"confirmed: failed {len(runs)} of {len(runs)} measurements"]
+        final.flags = [*first.flags, f"confirmed: failed {len(runs)} of {len(attempts)} measurements"]
         return final
     unstable = dataclasses.replace(first, status=UNSTABLE, attempts=attempts)
     unstable.flags = [*first.flags, f"{sum(r.status == PASS for r in runs)} of {len(runs)} measurements passed"]

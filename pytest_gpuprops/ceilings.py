@@ -130,6 +130,9 @@ def wgmma_interval_floor(name: str) -> float | None:
 IMPOSSIBLE_RATE = "physically impossible reading: the rate and its clock disagree"
 #: the flag of an SM clock read above the GPU's maximum: the clock64 / %globaltimer ratio is off
 IMPOSSIBLE_CLOCK = "physically impossible reading: a clock above the GPU's maximum"
+#: the flag of a rate whose largest sample is above its ceiling at the GPU's maximum clock: that sample's
+#: time was not the work's (a timer or launch disturbed it), so the median beside it is not trusted either
+IMPOSSIBLE_SAMPLE = "physically impossible reading: a sample above the ceiling at the GPU's maximum clock"
 
 
 def impossible_reading(name: str, unit: str, value: float, *, arch: str, sms: int | None, clock_mhz: float | None,
@@ -158,3 +161,22 @@ def impossible_reading(name: str, unit: str, value: float, *, arch: str, sms: in
         flags.append(f"{IMPOSSIBLE_RATE}: {value:g} {unit} is {100 * value / ceiling:.2f} % of {ceiling:.6g}, the "
                      f"ceiling of {sms} SMs x {per} {what}/clk at the {clock_mhz:g} MHz read beside it")
     return flags
+
+
+def impossible_sample(name: str, unit: str, peak: float, *, arch: str, sms: int | None,
+                      max_sm_clock_mhz: float | None) -> list[str]:
+    """Why the largest sample ``peak`` of a rate cannot be, as flags ([] when it can): above SMs x its
+    work per SM per clock at the GPU's maximum SM clock + CLOCK_ALLOWANCE_MHZ, the most any sample's
+    clock could have been. H100 GPU-aba34808's FFMA rate read samples of 68.4 and 69.4 TFLOP/s (ceiling
+    67.45) in the first measurement of three warm processes, 2026-11-26, its next ones 65.9-66.0 and
+    steady (docs/results.md). What is unknown is not checked."""
+    rate = RATES.get(name)
+    if unit not in SCALE or rate is None or not sms or not max_sm_clock_mhz:
+        return []
+    top = max_sm_clock_mhz + CLOCK_ALLOWANCE_MHZ
+    ceiling = rate.ceiling(unit, arch, sms, top)
+    if ceiling is None or peak <= ceiling:
+        return []
+    return [f"{IMPOSSIBLE_SAMPLE}: its largest sample, {peak:g} {unit}, is {100 * peak / ceiling:.2f} % of "
+            f"{ceiling:.6g}, the ceiling of {sms} SMs x {rate.per_sm_clk(arch)} "
+            f"{'B' if rate.work == BYTES else 'FLOP'}/clk at {top:g} MHz (NVML's maximum + {CLOCK_ALLOWANCE_MHZ} MHz)"]

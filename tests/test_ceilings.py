@@ -69,7 +69,6 @@ FACT = Fact(name=BF16, arch="sm_90", unit="TFLOP/s", method="m", source="s", val
 
 def _rate(value, clock, sms=132):
     m = Measurement.given(BF16, [value] * 5, unit="TFLOP/s", sm_clock_mhz=clock, launch={"sm_count": sms})
-    m.remeasure = lambda: pytest.fail("an impossible reading is not measured again: the method is at fault")
     return m
 
 
@@ -83,7 +82,10 @@ def test_an_impossible_rate_inside_its_band_is_an_error_not_a_pass():
     assert f"  check:    {assertions.IMPOSSIBLE_HINT}" in text
     with pytest.raises(assertions.ImpossibleReading, match="gave a physically impossible reading"):
         assertions.raise_for(v)
-    assert assertions.confirm(v, lambda: pytest.fail("measured again")) is v
+    # measured again and impossible again: the ERROR stands, with every measurement listed
+    again = assertions.confirm(v, lambda: assertions.evaluate(FACT, _rate(893.0, 1617.0), max_sm_clock_mhz=1980))
+    assert again.status == assertions.ERROR and [a["measured"] for a in again.attempts] == [893.6, 893.0, 893.0]
+    assert again.flags[-1] == "confirmed: impossible in 3 of 3 measurements"
     # the same rate at the clock it could run at passes its band; the same clock with a possible rate too
     assert assertions.evaluate(FACT, _rate(893.6, 1660.0), max_sm_clock_mhz=1980).status == assertions.PASS
     assert assertions.evaluate(FACT, _rate(870.0, 1617.0), max_sm_clock_mhz=1980).status == assertions.PASS
@@ -107,3 +109,60 @@ def test_a_clock_fact_above_the_maximum_is_an_error():
     assert v.status == assertions.ERROR and v.flags[0].startswith(assertions.IMPOSSIBLE_CLOCK)
     # without the maximum (a GPU NVML does not describe) there is nothing to hold it to: its band decides
     assert assertions.evaluate(clock, m).status == assertions.PASS
+
+
+FFMA = Fact(name="ffma_fp32_tflops", arch="sm_90", unit="TFLOP/s", method="m", source="s", value=66.3308,
+            tolerance_rel=0.03, scope="gpu", units_range=(65.9859, 66.6758))
+
+
+def _ffma(values, clock=1980.5):
+    return assertions.evaluate(FFMA, Measurement.given(FFMA.name, values, unit="TFLOP/s", sm_clock_mhz=clock,
+                                                       launch={"sm_count": 132}), max_sm_clock_mhz=1980)
+
+
+def test_a_rate_sample_above_the_ceiling_at_the_maximum_clock_makes_the_measurement_impossible():
+    # H100 GPU-aba34808, 2026-11-26: the first FFMA measurement of a warm process, samples 63.9-69.4 TFLOP/s at
+    # 1980.5 MHz; 132 SMs x 256 FLOP/clk at 1996 MHz (1980 + one step + the reading width) is 67.449
+    v = _ffma([65.9, 66.0, 69.429, 63.912, 65.95])
+    assert v.status == assertions.ERROR
+    assert v.flags[0] == ("physically impossible reading: a sample above the ceiling at the GPU's maximum clock: its "
+                          "largest sample, 69.429 TFLOP/s, is 102.94 % of 67.4488, the ceiling of 132 SMs x 256 "
+                          "FLOP/clk at 1996 MHz (NVML's maximum + 16.0 MHz)")
+    assert _ffma([65.9, 66.0, 67.44, 65.95, 66.0]).status == assertions.PASS  # just under it: possible
+    # the sample check needs the SM count and the maximum, as the median's does
+    m = Measurement.given(FFMA.name, [69.4] + [66.0] * 4, unit="TFLOP/s", sm_clock_mhz=1980.5, noise_target=0.05)
+    assert assertions.evaluate(FFMA, m, max_sm_clock_mhz=1980).status == assertions.PASS
+    m.launch = {"sm_count": 132}
+    assert assertions.evaluate(FFMA, m, max_sm_clock_mhz=1980).status == assertions.ERROR
+
+
+def test_an_impossible_first_measurement_is_discarded_and_the_next_ones_judge_the_fact():
+    first = _ffma([67.5, 67.6, 67.57, 68.39, 66.73], clock=2029.3)  # GPU-aba34808's ERROR of 2026-11-26
+    assert first.status == assertions.ERROR
+    again = iter([_ffma([66.03] * 5), _ffma([65.94] * 5)])
+    v = assertions.confirm(first, lambda: next(again))
+    assert v.status == assertions.PASS and v.measured == 66.03
+    assert [a["status"] for a in v.attempts] == ["ERROR", "PASS", "PASS"]
+    assert v.flags[-1].startswith("a physically impossible measurement discarded: measurement 1 of 3 (67.570 "
+                                  "TFLOP/s (min 66.730, max 68.390")
+    assert v.flags[-1].endswith("judged on the 2 after it") and "2029.3 MHz, is over the 1980 MHz" in v.flags[-1]
+    # the new measurements are judged by the usual rule: both fail, confirmed; one of two passes, UNSTABLE
+    low = iter([_ffma([55.0] * 5), _ffma([55.1] * 5)])
+    failed = assertions.confirm(first, lambda: next(low))
+    assert failed.status == assertions.FAIL and failed.measured == 55.0
+    assert "confirmed: failed 2 of 3 measurements" in failed.flags
+    mixed = iter([_ffma([55.0] * 5), _ffma([66.0] * 5)])
+    assert assertions.confirm(first, lambda: next(mixed)).status == assertions.UNSTABLE
+    # impossible again in any new measurement: the ERROR stands
+    twice = iter([_ffma([66.0] * 5), _ffma([69.0] * 5)])
+    stands = assertions.confirm(first, lambda: next(twice))
+    assert stands.status == assertions.ERROR and stands.flags[-1] == "confirmed: impossible in 2 of 3 measurements"
+
+
+def test_the_summary_line_counts_the_verdicts_judged_after_a_discarded_measurement():
+    from pytest_gpuprops import report
+    again = iter([_ffma([66.03] * 5), _ffma([65.94] * 5)])
+    v = assertions.confirm(_ffma([67.57] * 5, clock=2029.3), lambda: next(again))
+    assert report.summary_line([v, _ffma([66.0] * 5)]) == (
+        "gpuprops: 2 PASS; 1 judged after a physically impossible measurement was discarded (ffma_fp32_tflops: its "
+        "time or clock was disturbed; the verdicts say how)")
