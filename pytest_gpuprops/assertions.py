@@ -39,8 +39,9 @@ CHECK_HINTS = {
 }
 #: how many times a failing measurement is measured again (fresh launches) before it is reported
 CONFIRMATIONS = 2
-#: the flag of a verdict judged on new measurements because its first was physically impossible
-DISCARDED_IMPOSSIBLE = "a physically impossible measurement discarded"
+#: the flag of a verdict judged on new measurements because its first was no reading of the fact: noisy
+#: (it never settled) or physically impossible (its time or clock was disturbed)
+DISCARDED_FIRST = "first measurement discarded"
 
 
 class FactMismatch(AssertionError):
@@ -315,33 +316,36 @@ def evaluate_condition(name: str, arch: str, holds: bool, measured_text: str, *,
 
 
 def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: int = CONFIRMATIONS) -> Verdict:
-    """A failing (or noisy, or physically impossible) verdict measured ``times`` more times with fresh
+    """A failing, noisy or physically impossible verdict measured ``times`` more times with fresh
     launches.
 
-    The failure stands only if every new measurement fails too (the verdict then lists them all);
-    if any passes, the verdict is UNSTABLE: the fact is neither confirmed nor refuted, and the run
-    says so instead of passing it. A physically impossible first measurement (ERROR) was no reading
-    of the GPU at all (its time or clock was disturbed), so it is discarded and the new measurements
-    are judged by the same rule, the verdict flagged :data:`DISCARDED_IMPOSSIBLE` with its reason; if
-    a new measurement is impossible too, the ERROR stands. Passing verdicts, and verdicts that cannot
-    be measured again, are returned as they are.
+    A failure stands only if every new measurement fails too (the verdict then lists them all); if any
+    passes, the verdict is UNSTABLE: the fact is neither confirmed nor refuted, and the run says so
+    instead of passing it. A first measurement that never settled (NOISY) or could not be (ERROR: its
+    time or clock was disturbed) read nothing of the fact, so it is discarded and the new measurements
+    are judged by the same rule, the verdict flagged :data:`DISCARDED_FIRST` with why; if a new
+    measurement is impossible too, the ERROR stands. H100 GPU-aba34808 read its FFMA rate noisy or
+    impossible in the first measurement of three warm processes and its host -> GPU copy noisy once
+    (copies 46.6-54.5 GB/s), the next two measurements steady and passing each time (2026-11-26,
+    docs/results.md). Passing verdicts, and verdicts that cannot be measured again, are returned as they are.
     """
     if first.status not in (FAIL, THROTTLED, NOISY, ERROR) or measure_again is None:
         return first
     runs = [first] + [measure_again() for _ in range(times)]
     attempts = [{"measured": r.measured, "measured_text": r.measured_text.split("\n")[0], "status": r.status}
                 for r in runs]
-    if first.status != ERROR:
+    if first.status not in (NOISY, ERROR):
         return _judged(runs, attempts)
     impossible = sum(r.status == ERROR for r in runs)
-    if impossible > 1:
+    if first.status == ERROR and impossible > 1:
         final = dataclasses.replace(first, attempts=attempts)
         final.flags = [*first.flags, f"confirmed: impossible in {impossible} of {len(runs)} measurements"]
         return final
+    why = (f"physically impossible: {first.flags[0]}" if first.status == ERROR
+           else "noisy: " + next((f for f in first.flags if f.startswith("noise ")), "it did not settle"))
     final = _judged(runs[1:], attempts)
-    final.flags = [*final.flags, f"{DISCARDED_IMPOSSIBLE}: measurement 1 of {len(runs)} "
-                                 f"({first.measured_text.splitlines()[0]}; {first.flags[0]}); judged on the "
-                                 f"{len(runs) - 1} after it"]
+    final.flags = [*final.flags, f"{DISCARDED_FIRST}, {why} ({first.measured_text.splitlines()[0]}); judged on "
+                                 f"the {len(runs) - 1} after it"]
     return final
 
 

@@ -61,11 +61,11 @@ def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     if findings:  # outside the band, within the population's reach: counted and listed, not red
         line += "; " + _counted(findings, "PASS outside the SKU's population, within its reach",
                                 "findings about their units, listed")
-    from .assertions import DISCARDED_IMPOSSIBLE
-    discarded = [v for v in verdicts if any(f.startswith(DISCARDED_IMPOSSIBLE) for f in v.flags)]
-    if discarded:  # judged on new measurements after an impossible one: counted, the reason in each verdict
-        line += "; " + _counted(discarded, "judged after a physically impossible measurement was discarded",
-                                "its time or clock was disturbed; the verdicts say how")
+    from .assertions import DISCARDED_FIRST
+    discarded = [v for v in verdicts if any(f.startswith(DISCARDED_FIRST) for f in v.flags)]
+    if discarded:  # judged on new measurements after a noisy or impossible one: counted, the reason in each
+        line += "; " + _counted(discarded, "judged after a noisy or impossible first measurement was discarded",
+                                "the verdicts say why")
     known = accepted(verdicts)
     if known:  # outside the SKU's population, accepted for their unit: counted, never absorbed
         line += "; " + _counted(known, "PASS outside the SKU's population, accepted for their unit",

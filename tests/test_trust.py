@@ -47,11 +47,19 @@ def test_a_pass_is_not_measured_again():
     assert A.confirm(_v([23.0] * 3), boom).status == A.PASS
 
 
-def test_noisy_then_failing_is_confirmed_and_noisy_then_passing_is_unstable():
+def test_a_noisy_first_measurement_is_discarded_and_the_next_two_judge_the_fact():
     noisy = A.evaluate(LDS, Measurement.given("lds", [20.0, 26.0, 23.0]))
     assert noisy.status == A.NOISY
-    assert A.confirm(noisy, lambda: _v([30.0] * 3)).status == A.NOISY
-    assert A.confirm(noisy, lambda: _v([23.0] * 3)).status == A.UNSTABLE
+    failed = A.confirm(noisy, lambda: _v([30.0] * 3))
+    assert failed.status == A.FAIL and "confirmed: failed 2 of 3 measurements" in failed.flags
+    passed = A.confirm(noisy, lambda: _v([23.0] * 3))
+    assert passed.status == A.PASS and passed.measured == 23.0 and passed.ok
+    assert passed.flags[-1].startswith("first measurement discarded, noisy: noise 13.04% over target 1.00% "
+                                       "(converged) (23.000 cycles (min 20.000, max 26.000")
+    assert [a["status"] for a in passed.attempts] == ["NOISY", "PASS", "PASS"]
+    again = iter([_v([23.0] * 3), _v([30.0] * 3)])
+    assert A.confirm(noisy, lambda: next(again)).status == A.UNSTABLE
+    assert A.confirm(noisy, lambda: noisy).status == A.NOISY  # never settled: NOISY, confirmed
 
 
 def test_confirmation_count_is_two_fresh_measurements():
