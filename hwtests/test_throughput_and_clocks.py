@@ -253,8 +253,9 @@ def power_method(m, operands: str, order: str) -> str:
     return (f"stress_wgmma bf16 m64n256k16 ({'all-zero' if operands == 'zero' else 'pseudo-random'} A and B tiles) on "
             f"all {ln['sms_covered']} SMs, launches of ~{ln['launch_s'] * 1e3:.0f} ms two deep for {ln['duration_s']:g} s; "
             f"NVML's total energy counter every {ln['period_s'] * 1e3:g} ms (it moved every "
-            f"{ln['energy_step_period_s']} s): the energy between the first and last steps seen in each of 5 windows "
-            f"of {ln['power_from_s']:g} .. {ln['power_to_s']:g} s over the time between them, the median window "
+            f"{ln['energy_step_period_s']} s): in each of 5 windows of {ln['power_from_s']:g} .. "
+            f"{ln['power_to_s']:g} s the energy between the counter's readings at its ends (each read between the "
+            f"steps on either side: the windows share their boundaries) over its time; the windows' mean "
             f"(whole span {ln['span_power_w']:g} W; NVML's power reading {ln['reading_power_w']} W); the SM clock "
             f"of the same windows {ln['window_clock_mhz']} MHz (kernel stamps), throttle reasons: "
             f"{', '.join(m.throttle) or 'none'}; {order}")

@@ -198,7 +198,7 @@ def clock_fell(fact: Fact, m: Measurement, max_sm_clock_mhz: float | None) -> bo
     it read below the fact's value. A reading above it is no fallen clock's (a slower clock reads lower:
     H100 GPU-41edd6a1's e4m3 rate read 1763 TFLOP/s against 1702 ± 51.1 under sw_power_cap, and was
     called THROTTLED)."""
-    return m.median < fact.value and sm_clock_fell(fact, m, max_sm_clock_mhz)
+    return m.reading < fact.value and sm_clock_fell(fact, m, max_sm_clock_mhz)
 
 
 def within_reach(fact: Fact, value: float, reach: float = POPULATION_REACH) -> bool:
@@ -231,7 +231,7 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
     if not m.settled:
         status = NOISY
         flags.append(f"noise {m.noise:.2%} over target {m.noise_target:.2%} ({m.stop_reason})")
-    elif fact.accepts(m.median):
+    elif fact.accepts(m.reading):
         status = PASS
     elif clock_fell(fact, m, max_sm_clock_mhz):
         status = THROTTLED
@@ -244,31 +244,31 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
             flags[0] = (f"clock-event reasons {'+'.join(m.throttle)} seen, but the clock this fact depends on did not "
                         f"fall (SM clock {m.sm_clock_mhz} MHz of {max_sm_clock_mhz or '?'})"
                         + ("; DRAM bandwidth runs on the memory clock" if fact.name.startswith("dram_") else ""))
-    if fact.units_range and m.settled and not fact.units_range[0] <= m.median <= fact.units_range[1]:
+    if fact.units_range and m.settled and not fact.units_range[0] <= m.reading <= fact.units_range[1]:
         lo, hi = fact.units_range
-        if status == FAIL and not strict_population and within_reach(fact, m.median):
+        if status == FAIL and not strict_population and within_reach(fact, m.reading):
             status = PASS
-            flags.append(f"{OFF_POPULATION}: {m.median:.4g} against units {lo:g} .. {hi:g} (named in the source), "
+            flags.append(f"{OFF_POPULATION}: {m.reading:.4g} against units {lo:g} .. {hi:g} (named in the source), "
                          f"outside the band {fact.expected_text()}; {WITHIN_REACH}: within "
                          f"{POPULATION_REACH:.0%} of the units recorded (red with --gpuprops-population strict); "
                          "its own baseline holds it from the next run on")
         elif status in (FAIL, THROTTLED):
-            flags.append(f"{OFF_POPULATION}: {m.median:.4g} against units {lo:g} .. {hi:g} (named in the source); "
+            flags.append(f"{OFF_POPULATION}: {m.reading:.4g} against units {lo:g} .. {hi:g} (named in the source); "
                          "a finding about this unit: the band changes only with the method or a planned recording")
         else:
             flags.append(f"{BEYOND_UNITS} ({lo:g} .. {hi:g}): inside the band, past every unit recorded; "
                          "tools/unit_values.py lists such readings")
-    impossible = impossible_reading(fact.name, fact.unit, m.median, arch=fact.arch, sms=m.launch.get("sm_count"),
+    impossible = impossible_reading(fact.name, fact.unit, m.reading, arch=fact.arch, sms=m.launch.get("sm_count"),
                                     clock_mhz=m.sm_clock_mhz, max_sm_clock_mhz=max_sm_clock_mhz)
     impossible += impossible_sample(fact.name, fact.unit, m.max, arch=fact.arch, sms=m.launch.get("sm_count"),
                                     max_sm_clock_mhz=max_sm_clock_mhz)
     if impossible:
         status, flags[:0] = ERROR, impossible
     # a memory-system latency is fixed in ns: its cycles follow the SM clock, so the ns are said beside them
-    ns = (f"; {m.median / m.sm_clock_mhz * 1e3:.1f} ns" if fact.scope == "gpu" and fact.unit == "cycles"
+    ns = (f"; {m.reading / m.sm_clock_mhz * 1e3:.1f} ns" if fact.scope == "gpu" and fact.unit == "cycles"
           and m.sm_clock_mhz else "")
     return Verdict(fact=fact.name, arch=fact.arch, status=status, expected=fact.expected_text(),
-                   measured=m.median, measured_text=f"{m.median:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
+                   measured=m.reading, measured_text=f"{m.reading:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
                    f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz{ns})",
                    unit=fact.unit, method=fact.method, source=fact.source, flags=flags, reproduce=reproduce,
                    measurement=m.as_dict(), tolerance=fact.tolerance, scope=fact.scope,

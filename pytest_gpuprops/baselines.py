@@ -290,8 +290,12 @@ def compare_units(store: Store, choice: str, verdicts: list[Verdict], meta: dict
         base = used[uuid] = store.baseline(uuid)
         got = results.compare(base.verdicts, mine)
         moved += got
+        changed = results.method_changed(base.verdicts, mine)
         notes.append(f"{uuid[:12]}: {base.describe(unit_meta_of(mine, uuid, meta))}"
-                     + (f"; {len(got)} MOVED" if base.runs else ""))
+                     + (f"; {len(got)} MOVED" if base.runs else "")
+                     + (f"; {len(changed)} not compared, their method changed since ({', '.join(changed[:3])}"
+                        f"{', ...' if len(changed) > 3 else ''}: this run's reading is their baseline from now on)"
+                        if changed else ""))
     return moved, notes, used
 
 

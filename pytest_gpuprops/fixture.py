@@ -229,13 +229,13 @@ class FactChecker:
             if again else None))
 
     def _record(self, name, m, method, unit, old):
-        tol_abs, tol_rel = facts_record.default_tolerance(unit, m.median, m.noise)
+        tol_abs, tol_rel = facts_record.default_tolerance(unit, m.reading, m.noise)
         if old is not None:  # keep the reviewed tolerance and method of an existing fact
             tol_abs, tol_rel, method = old.tolerance_abs, old.tolerance_rel, old.method
         info = self.gpu
         fact = gp_facts.Fact(name=name, arch=info.arch, unit=unit, method=method or f"{m.kernel} {m.launch}",
                              source=facts_record.provenance(info.name, info.driver_version, info.cuda_driver_version),
-                             value=round(m.median, 3), tolerance_abs=tol_abs, tolerance_rel=tol_rel)
+                             value=round(m.reading, 3), tolerance_abs=tol_abs, tolerance_rel=tol_rel)
         self._state.results.recorded[name] = fact
         _pending(self._request.node)["recorded"].append(dataclasses.asdict(fact))
         v = assertions.evaluate(fact, m, max_sm_clock_mhz=info.max_sm_clock_mhz)

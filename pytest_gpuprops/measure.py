@@ -54,6 +54,9 @@ class Measurement:
     per_warp: list[float] = dataclasses.field(default_factory=list)  # last launch, for reports
     #: measure again with fresh launches (set by Runner.measure; a failure is confirmed with it)
     remeasure: Callable[[], Measurement] | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: how the values make the reading: "median" (robust to a disturbed launch), or "mean" where the values
+    #: are equal parts of one whole (a stress's power windows: their mean is the energy over the span's time)
+    center: str = "median"
 
     @property
     def n(self) -> int:
@@ -62,6 +65,15 @@ class Measurement:
     @property
     def median(self) -> float:
         return statistics.median(self.values)
+
+    @property
+    def reading(self) -> float:
+        """The value checked against the fact: the values' median, or their mean (:attr:`center`)."""
+        if self.center == "mean":
+            return statistics.fmean(self.values)
+        if self.center != "median":
+            raise ValueError(f"{self.name}: center {self.center!r}; expected 'median' or 'mean'")
+        return self.median
 
     @property
     def min(self) -> float:
@@ -81,13 +93,13 @@ class Measurement:
         return self.noise <= self.noise_target
 
     def summary(self) -> str:
-        return (f"{self.median:.3f} {self.unit} (min {self.min:.3f}, max {self.max:.3f}, noise {self.noise:.2%}, "
+        return (f"{self.reading:.3f} {self.unit} (min {self.min:.3f}, max {self.max:.3f}, noise {self.noise:.2%}, "
                 f"n={self.n}, {self.stop_reason})")
 
     def as_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "remeasure"}
         d = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
-        d.update(median=self.median, min=self.min, max=self.max, noise=self.noise, n=self.n)
+        d.update(median=self.median, reading=self.reading, min=self.min, max=self.max, noise=self.noise, n=self.n)
         return d
 
     @classmethod

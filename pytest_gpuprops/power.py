@@ -13,11 +13,14 @@ from every block's own stamps) runs with NVML sampled every ``period_s`` (10 ms 
 :class:`EnergyRecorder`, which reads NVML's total energy counter (nvmlDeviceGetTotalEnergyConsumption,
 mJ) and its power reading (nvmlDeviceGetPowerUsage, mW) at each clock sample. The counter moves in
 steps (every few to tens of ms); a step is seen at the first sample after it, so a power over a span
-is the energy between the first and last steps seen in it over the time between them
-(:func:`span_power_w`): its error is at most a sampling period at each end, 1 % of a 1-s window at 10
-ms, and does not depend on how NVML averages its power reading. The power facts' values are the
+is the energy between the counter's readings at its ends, each read between the steps seen on either
+side (:func:`window_powers_w`): its error is at most a sampling period at each end, 1 % of a 1-s window
+at 10 ms, and does not depend on how NVML averages its power reading. The power facts' values are the
 powers of the same 5 windows of the sustained part (``sustained_from_s`` to ``duration_s``) whose
-kernel-side clock means are the sustained clock's values: power and clock over the same launches.
+kernel-side clock means are the sustained clock's values: power and clock over the same launches. The
+reading is their mean, the power over the whole sustained part: under a power cap the limiter swings
+the power about once a second, so one window's share of the swing moves its power by 1-2 % while the
+span's repeats within 0.2 % on one unit.
 NVML's power reading (a mean of its samples in each window) is recorded beside it as a cross-check.
 
 The arithmetic (no GPU in it) is tested with given numbers in tests/test_power.py.
@@ -25,6 +28,7 @@ The arithmetic (no GPU in it) is tested with given numbers in tests/test_power.p
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -97,10 +101,38 @@ def windows(start: float, end: float, count: int = POWER_WINDOWS) -> list[tuple[
     return [(start + k * width, start + (k + 1) * width) for k in range(count)]
 
 
+def energy_at(steps: Sequence[tuple[float, int]], t: float) -> tuple[float, float]:
+    """(time, mJ) of the energy counter at ``t``, read between the steps seen on either side of it
+    (linear between them); clamped to the first or last step where ``t`` lies outside them. A
+    ValueError with fewer than two steps."""
+    if len(steps) < 2:
+        raise ValueError(f"{len(steps)} energy counter steps: two or more are needed (NVML sampled too slowly, "
+                         "or its counter did not move)")
+    if t <= steps[0][0]:
+        return float(steps[0][0]), float(steps[0][1])
+    if t >= steps[-1][0]:
+        return float(steps[-1][0]), float(steps[-1][1])
+    i = bisect.bisect_right([st for st, _ in steps], t)
+    (t0, e0), (t1, e1) = steps[i - 1], steps[i]
+    return t, e0 + (e1 - e0) * (t - t0) / (t1 - t0)
+
+
 def window_powers_w(steps: Sequence[tuple[float, int]], start: float, end: float,
                     count: int = POWER_WINDOWS) -> list[float]:
-    """:func:`span_power_w` of each of ``count`` equal windows of [start, end]."""
-    return [span_power_w(steps, a, b) for a, b in windows(start, end, count)]
+    """The mean power of each of ``count`` equal windows of [start, end], in W: the counter's energy at
+    the window's ends (:func:`energy_at`) over its time. Neighbouring windows share their boundary, so
+    the windows' mean is the whole span's power. Windows bounded by the first and last step seen
+    inside each (as :func:`span_power_w`) left the step across each boundary out, and under the H100's
+    700 W cap, whose limiter swings the power about once a second, read 1-3 % above the span: 699-719 W
+    against 700.0-701.2 (GPU-aba34808, four processes, 2026-11-26, docs/results.md)."""
+    bounds = [energy_at(steps, a) for a, _ in windows(start, end, count)] + [energy_at(steps, end)]
+    out = []
+    for (t0, e0), (t1, e1) in zip(bounds, bounds[1:]):
+        if t1 <= t0:
+            raise ValueError(f"a power window of {t0:.3f} .. {t1:.3f} s has no energy counter step in reach: NVML "
+                             "sampled too slowly for this window, or its counter did not move")
+        out.append((e1 - e0) / 1e3 / (t1 - t0))
+    return out
 
 
 def reading_power_w(samples: Sequence[Sample], start: float, end: float) -> float | None:
@@ -136,7 +168,8 @@ def power_reading(samples: Sequence[Sample], *, mark: float, from_s: float, end_
 
 def power_measurement(clock: Measurement, samples: Sequence[Sample], name: str) -> Measurement:
     """The power fact of a stress whose clock is ``clock`` (:func:`throughput.stress_clock`, run with an
-    :class:`EnergyRecorder` as its read): the 5 window powers as values, the sustained clock of the same
+    :class:`EnergyRecorder` as its read): the 5 window powers as values and their mean (the span's
+    energy over its time) as the reading, the sustained clock of the same
     windows as its SM clock; the clock's record (less its per-bin series) and the power fields in
     ``launch``."""
     ln = dict(clock.launch)
@@ -148,7 +181,7 @@ def power_measurement(clock: Measurement, samples: Sequence[Sample], name: str) 
     from_s = ln["duration_s"] / 2 if from_s is None else from_s
     fields = power_reading(samples, mark=mark, from_s=from_s, end_s=ln["duration_s"])
     kernel_clock = ln.get("kernel_clock") or {}
-    return Measurement(name=name, unit="W", values=fields["window_power_w"], stop_reason="time budget",
+    return Measurement(name=name, unit="W", values=fields["window_power_w"], center="mean", stop_reason="time budget",
                        noise_target=POWER_NOISE, overhead_cycles=0.0, sm_clock_mhz=clock.sm_clock_mhz,
                        throttle=list(clock.throttle), kernel=clock.kernel,
                        launch=dict(ln, series_mhz=[], window_clock_mhz=kernel_clock.get("windows_mhz"), **fields))

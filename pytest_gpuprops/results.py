@@ -337,7 +337,7 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     for v in current:
         if not _baseline_reading(v):
             continue
-        candidates = old.get((gpu_key(v), *run_key(v)))
+        candidates = [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
         if not candidates:
             continue
         o = nearest_clock(candidates, v)
@@ -359,6 +359,29 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
             m.flags = []
             moved.append(m)
     return moved
+
+
+def same_method(old: Verdict, new: Verdict) -> bool:
+    """Whether two readings of a fact were taken by one method, as the facts file describes it (its
+    entry's ``method``, which changes with the method): a reading of another method is no baseline (the
+    H100's random-operand power read 1-3 % lower when its windows came to share their boundaries).
+    Readings without a method text are taken as the same."""
+    return not old.method or not new.method or old.method == new.method
+
+
+def method_changed(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[str]:
+    """The facts of ``current`` whose baseline readings (same unit, same test) were all taken by another
+    method (:func:`same_method`): not compared, so said beside the compare's result."""
+    old: dict[tuple, list[Verdict]] = {}
+    for v in baseline:
+        if _baseline_reading(v):
+            old.setdefault((gpu_key(v), *run_key(v)), []).append(v)
+    out = []
+    for v in current:
+        there = old.get((gpu_key(v), *run_key(v))) if _baseline_reading(v) else None
+        if there and not any(same_method(o, v) for o in there):
+            out.append(v.fact)
+    return list(dict.fromkeys(out))
 
 
 def red(verdicts: Iterable[Verdict]) -> list[Verdict]:

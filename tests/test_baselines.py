@@ -335,3 +335,19 @@ def test_a_facts_baseline_keeps_at_most_a_few_clock_states(tmp_path):
         store.save([_at(3070.0 + k, clock, fact="dram_read_gbps")], dict(FINISHED, date=f"2026-11-26T1{k}:00:00"))
     got = [v.measured for v in store.baseline(UUID).verdicts]
     assert len(got) == baselines.MAX_STATES and got[0] == 3074.0  # the newest first
+
+
+def test_a_reading_taken_by_another_method_is_no_baseline_and_the_summary_says_so(tmp_path):
+    """The facts file's method text changes with the method: a unit's reading of the old method would be a false
+    MOVED (the H100's random-operand power read 1-3 % lower once its windows shared their boundaries)."""
+    store = baselines.Store(tmp_path)
+    store.save([verdict(23.0), verdict(700.0, fact="power_w", rel=0.01)], FINISHED)
+    new_power = dataclasses.replace(verdict(690.0, fact="power_w", rel=0.01), method="windows sharing boundaries")
+    moved, notes, _ = baselines.compare_units(store, baselines.LAST, [verdict(24.0), new_power], FINISHED)
+    assert [m.fact for m in moved] == ["lds_latency_cycles"]  # 23 -> 24 is moved; the power is not compared
+    assert notes[0].endswith("; 1 MOVED; 1 not compared, their method changed since (power_w: this run's reading is "
+                             "their baseline from now on)")
+    # the same method: compared, and 1.4 % is past its 1 % band
+    assert [m.fact for m in results.compare(store.baseline(UUID).verdicts,
+                                            [verdict(690.0, fact="power_w", rel=0.01)])] == ["power_w"]
+    assert results.method_changed(store.baseline(UUID).verdicts, [verdict(23.0)]) == []

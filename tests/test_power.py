@@ -231,3 +231,33 @@ def test_energy_stress_power_is_its_samples_over_its_clock_windows():
     assert m.values == [pytest.approx(700.0, rel=0.01)] * 5 and not reruns
     assert m.launch["window_clock_mhz"] == stress.clock.launch["kernel_clock"]["windows_mhz"]
     assert m.remeasure().median == pytest.approx(690.0, rel=0.01) and reruns == [1]
+
+
+def test_windows_under_the_power_cap_share_their_boundaries_and_their_mean_is_the_span():
+    """The H100's 700 W limiter swings the power about once a second (steps of 0.1 s read 586-799 W). Windows
+    bounded by the first and last step inside each left a step out at each boundary and read 699-711 W, 1.4 %
+    over the span's 701.2 at the median; windows that share their boundaries read around it, and their mean is it."""
+    import json
+    from pathlib import Path
+    rec = json.loads((Path(__file__).parent / "golden" / "h100_power_steps.json").read_text())
+    steps = [(t, e) for t, e in rec["energy_step_series"]]
+    start, end = rec["power_from_s"], rec["power_to_s"]
+    old = [power.span_power_w(steps, a, b) for a, b in power.windows(start, end)]
+    assert old == pytest.approx(rec["old_window_power_w"], abs=0.1)  # the series' times are rounded to 0.1 ms
+    got = power.window_powers_w(steps, start, end)
+    assert [round(w, 1) for w in got] == [708.8, 695.3, 703.8, 693.8, 705.3]
+    assert sum(got) / 5 == pytest.approx(power.span_power_w(steps, start, end), abs=0.3)
+    assert sum(got) / 5 == pytest.approx(rec["span_power_w"], abs=0.3)
+    # the reading is the windows' mean: 701.4 W here, where the median of the old windows read 709.3
+    m = Measurement.given(rec["fact"], got, unit="W", center="mean")
+    assert m.reading == pytest.approx(701.4, abs=0.05) and m.median == pytest.approx(703.8, abs=0.05)
+
+
+def test_the_counter_between_steps_is_read_on_the_line_between_them_and_clamped_outside():
+    steps = [(1.0, 1000), (1.1, 1070), (1.2, 1140)]
+    assert power.energy_at(steps, 1.05) == (1.05, pytest.approx(1035.0))
+    assert power.energy_at(steps, 0.5) == (1.0, 1000.0) and power.energy_at(steps, 9.0) == (1.2, 1140.0)
+    with pytest.raises(ValueError, match="two or more are needed"):
+        power.energy_at(steps[:1], 1.0)
+    with pytest.raises(ValueError, match="no energy counter step in reach"):
+        power.window_powers_w(steps, 2.0, 3.0)
