@@ -10,7 +10,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
-from .ceilings import IMPOSSIBLE_CLOCK, IMPOSSIBLE_RATE, IMPOSSIBLE_SAMPLE, impossible_reading, impossible_sample
+from .ceilings import (
+    IMPOSSIBLE_CLOCK,
+    IMPOSSIBLE_RATE,
+    impossible_reading,
+    impossible_sample,
+)
 from .facts import Fact
 from .measure import Measurement
 
