@@ -163,3 +163,20 @@ def test_a_fact_read_in_two_clock_states_gets_its_band_from_within_each_state():
     # a DRAM stream's clock wanders: no two readings share a state, so the band is per unit, whatever the clock
     wandering = {"GPU-a": [(3070.4, 1950.0), (3076.5, 1935.0), (3067.1, 1920.4)]}
     assert same_unit_bands.by_state(wandering) == {"GPU-a": [3070.4, 3076.5, 3067.1]}
+
+
+def test_a_write_of_one_fact_narrows_its_band_and_adds_to_the_note(tmp_path):
+    """--exclude leaving every fact but one: that fact's band follows the data (here narrower, from more units
+    under the same rule) and the note keeps what it said of the others."""
+    facts = tmp_path / "sm_90.toml"
+    facts.write_text('arch = "sm_90"\nsame_unit_source = "earlier: five units"\n\n[lds]\nvalue = 100.0\n'
+                     'tolerance_abs = 1.0\nsame_unit_tolerance_rel = 0.013\nunit = "cycles"\nmethod = "m"\n'
+                     'source = "s"\n\n'
+                     f'[gpus."{H100}".far]\nvalue = 455.0\ntolerance_rel = 0.03\nsame_unit_tolerance_rel = 0.048\n'
+                     'unit = "cycles"\nmethod = "m"\nsource = "s"\n')
+    found = {(None, "lds"): {"rel": 0.05}, (H100, "far"): {"rel": 0.025}}
+    assert same_unit_bands.write(facts, found, "far: eight units", exclude="^(?!far$)") == 1
+    loaded = gp_facts.load_file(facts)
+    assert loaded["lds"].same_unit_tolerance_rel == 0.013
+    assert loaded.gpu_sections[H100]["far"].same_unit_tolerance_rel == 0.025
+    assert loaded.meta["same_unit_source"] == "earlier: five units far: eight units"

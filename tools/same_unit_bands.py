@@ -194,7 +194,7 @@ def write(facts_path: Path, found: dict, source: str, *, only_missing: bool = Fa
         out.append(line)
     text = "\n".join(out) + "\n"
     old_note = next((x for x in lines if x.startswith("same_unit_source =")), None)
-    if (only_missing or widen) and old_note is not None:
+    if (only_missing or widen or skip) and old_note is not None:  # a partial write: the old note still holds
         import tomllib
         source = tomllib.loads(old_note)["same_unit_source"] + " " + source
     note = f"same_unit_source = {_toml_string(source)}"
