@@ -117,16 +117,28 @@ def _wait(event, timeout_s: float, wl: Workload) -> None:  # pragma: no mutate b
         time.sleep(0.0002)
 
 
-def timed_launches(cp, wl: Workload, scale: int, launches: int, stamps, timeout_s: float = 30.0
-                   ) -> float:  # pragma: no mutate block  (GPU only)
+def timed_launches(cp, wl: Workload, scale: int, launches: int, stamps, timeout_s: float = 30.0,
+                   host: list | None = None) -> float:  # pragma: no mutate block  (GPU only)
     """Seconds between CUDA events around ``launches`` back-to-back launches at ``scale``, launch i
-    stamping row i of ``stamps`` (row i mod its rows: one row is enough where the clock is not read)."""
+    stamping row i of ``stamps`` (row i mod its rows: one row is enough where the clock is not read).
+    ``host``: the host's seconds over the same launches (perf_counter from before the start event to
+    the end event seen done, polled without sleeping) are appended to it: the GPU's timer checked against
+    the host's, which can only read longer (by the launch and the poll, microseconds)."""
     start, end = cp.cuda.Event(), cp.cuda.Event()
+    h0 = time.perf_counter()
     start.record()
     for i in range(launches):
         _launch(wl, stamps[i % stamps.shape[0]], scale)
     end.record()
-    _wait(end, timeout_s, wl)
+    if host is None:
+        _wait(end, timeout_s, wl)
+    else:
+        deadline = time.monotonic() + timeout_s
+        while not end.done:
+            if time.monotonic() > deadline:
+                raise KernelLaunchError(f"{wl.kernel} from {wl.source} {wl.defines} grid={wl.grid} did not "
+                                        f"finish within {timeout_s:.0f} s")
+        host.append(time.perf_counter() - h0)
     return cp.cuda.get_elapsed_time(start, end) / 1e3
 
 
@@ -190,8 +202,12 @@ def measure_rate(cp, wl: Workload, *, name: str, info: GpuInfo, target_launch_s:
         while time.monotonic() - heated < preheat_s:
             timed_launches(cp, wl, scale, launches, stamps, timeout)
 
+        host_s: list[float] = []
+        gpu_s: list[float] = []
+
         def repeat():
-            seconds = timed_launches(cp, wl, scale, launches, stamps, timeout)
+            seconds = timed_launches(cp, wl, scale, launches, stamps, timeout, host=host_s)
+            gpu_s.append(seconds)
             return per_second(wl.work(scale) * launches, seconds, wl.unit), [seconds / launches]
         stamped = wl.stamps_per_block > 0  # a kernel without stamps: the SM clock is NVML's over the repeats
         values, clocks, lengths, reason, nvml_mhz, throttle = _sampled_repeats(
@@ -200,7 +216,8 @@ def measure_rate(cp, wl: Workload, *, name: str, info: GpuInfo, target_launch_s:
     nvml_median = round(statistics.median(nvml_mhz), 1) if nvml_mhz else None
     launch = dict(wl.describe(), scale=scale, launches=launches, work_per_launch=wl.work(scale), preheat_s=preheat_s,
                   launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks] if stamped else None,
-                  nvml_mhz=nvml_median, sm_count=info.sm_count)
+                  nvml_mhz=nvml_median, sm_count=info.sm_count,
+                  gpu_over_host=[round(g / h, 5) for g, h in zip(gpu_s, host_s)])
     sm_clock = round(median_pair(list(zip(values, clocks)))[1], 1) if stamped else nvml_median
     m = Measurement(name=name, unit=wl.unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
                     overhead_cycles=0.0, sm_clock_mhz=sm_clock,

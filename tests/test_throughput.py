@@ -172,6 +172,7 @@ def test_measure_rate_on_a_simulated_gpu():
     assert ln["scale"] == 500 and ln["launches"] == 4 and ln["launch_s"] == pytest.approx(0.005)  # 5 ms of 10 us trips
     assert ln["work_per_launch"] == wl.work(500) and ln["nvml_mhz"] == 1755.0 and ln["sm_count"] == 4
     assert ln["kernel_mhz"] == [1755.0] * 5
+    assert len(ln["gpu_over_host"]) == 5  # each repeat's event time over the host's (a simulated GPU's is its own)
     # every launch of a repeat stamped a row of its own: the last repeat's four launches, four rows
     assert len({row for _, _, row in gpu.log[-4:]}) == 4
     again = m.remeasure()
