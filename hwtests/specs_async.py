@@ -101,21 +101,28 @@ CLUSTER_BARRIER_STEP = {
 }
 
 
-#: CTAs of a DSMEM chase or cluster barrier launch: 64 // k clusters of k. One cluster's latency
-#: depends on the SM pair it lands on (cluster of 2, one per run: 186.469, 186.844, 187.453, 188.06
-#: cycles per hop on H100 and H200 units, 2026-11-24/25, each steady within its run); the median over
-#: 64 CTAs on many SM pairs is the GPU's, not the pair's.
+#: CTAs of a DSMEM bandwidth sweep launch: 64 // k clusters of k.
 CLUSTER_LAUNCH_CTAS = 64
 
 
+def cluster_chase_ctas(cluster: int) -> int:
+    """CTAs of a DSMEM chase or cluster-barrier launch: a CTA on every SM (one fits an SM), in whole
+    clusters of ``cluster``. One cluster's latency depends on the SM pair it lands on (one CTA pair reads
+    176-205 cycles a hop), so the median is taken over CTAs on every SM: the median over 64 CTAs followed
+    where a process's clusters landed (H100 GPU-5c5ac176, clusters of 4: 198.77-199.90 over four
+    processes, 2026-11-26; the fact's band is 198.707 +- 0.5)."""
+    return sm_count() // cluster * cluster
+
+
 def dsmem_chase(cluster: int, hop: int) -> KernelSpec:
-    """CLUSTER_LAUNCH_CTAS // ``cluster`` clusters of ``cluster`` CTAs, one warp each, every CTA chasing
+    """:func:`cluster_chase_ctas` CTAs in clusters of ``cluster``, one warp each, every CTA chasing
     through the CTA ``hop`` ranks on in its cluster (0: its own shared memory, 1: its neighbour's). The
     same build for every size and hop."""
     import numpy as np
+    ctas = cluster_chase_ctas(cluster)
     return KernelSpec("cluster_dsmem.cu", "dsmem_chase", {"UNROLL": DSMEM_UNROLL, "PASSES": 2},
-                      grid=CLUSTER_LAUNCH_CTAS, block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
-                      args=lambda cp: (cp.zeros(32 * CLUSTER_LAUNCH_CTAS, dtype=cp.uint32), np.uint32(hop)))
+                      grid=ctas, block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
+                      args=lambda cp: (cp.zeros(32 * ctas, dtype=cp.uint32), np.uint32(hop)))
 
 
 def dsmem_bandwidth(store: bool, cluster: int = DSMEM_BW_CLUSTER, ctas: int = DSMEM_BW_CLUSTER) -> KernelSpec:
@@ -136,11 +143,12 @@ def dsmem_bytes_per_block() -> int:
 
 
 def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
-    """CLUSTER_LAUNCH_CTAS // ``cluster`` clusters of ``cluster`` CTAs, each running its barriers: one
+    """:func:`cluster_chase_ctas` CTAs in clusters of ``cluster``, each running its barriers: one
     cluster's barrier depends on where its CTAs land (a cluster of 2, one per run: 45.938 cycles on one
-    H100, 58.938 on three other units, 2026-11-24/25), so the median over many clusters is taken."""
+    H100, 58.938 on three other units, 2026-11-24/25), so the median over clusters on every SM is taken."""
     return KernelSpec("cluster_dsmem.cu", "cluster_barrier",
-                      {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)}, grid=CLUSTER_LAUNCH_CTAS,
+                      {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)},
+                      grid=cluster_chase_ctas(cluster),
                       block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM)
 
 
@@ -248,22 +256,30 @@ TMA_STORE_WAIT_UNIT = ("UTMASTG.2D", "UTMACMDFLUSH", "DEPBAR.LE")
 TMA_STORE_POLL_UNIT = ("UTMASTG.2D", "UTMACMDFLUSH", "LDG.E.STRONG.GPU", "VOTE.ALL")
 
 
+#: blocks of the visible TMA store: one warp a block on SMs of their own, one at a time, each storing a box of its
+#: own (rows 32 b .. 32 b + 31 of a tensor 32 x this tall): the median over them is no one box's L2 slices
+TMA_STORE_VISIBLE_BLOCKS = 32
+
+
 def tma_store(visible: bool = False) -> KernelSpec:
     """A TMA store of the TMA_SHAPES[2] box from shared memory to the origin of an fp32 tensor, timed
     until wait_group.read 0 returns, or (``visible``) until polls of every row read the stored values:
-    the tensor's address is then an argument too, and its row length (STORE_ROW_WORDS) the tensor's
-    innermost dimension."""
+    then TMA_STORE_VISIBLE_BLOCKS blocks, one at a time through a turn counter, each store a box of
+    their own rows of a tensor that many boxes tall (its address is an argument too, its row length
+    STORE_ROW_WORDS the tensor's innermost dimension), and the median over the blocks is the reading."""
     shape, box = TMA_SHAPES[TMA_STORE_DIM]
     if not visible:
         return KernelSpec("tma_load.cu", "tma_store", {"PASSES": 2, "DIM": TMA_STORE_DIM, "WAIT_READ": 1}, grid=1,
                           block=32, args=lambda cp: (tensor_map(cp, shape, box), cp.zeros(64, dtype=cp.uint32)))
+    blocks = TMA_STORE_VISIBLE_BLOCKS
+    tall = (shape[0], box[1] * blocks)
 
     def args(cp):  # pragma: no cover  (GPU only: the tensor map)
-        tm = tensor_map(cp, shape, box)
-        return tm, tm.tensor, cp.zeros(64, dtype=cp.uint32)
+        tm = tensor_map(cp, tall, box)
+        return tm, tm.tensor, cp.zeros(64, dtype=cp.uint32), cp.zeros(1, dtype=cp.uint32)
     return KernelSpec("tma_load.cu", "tma_store",
                       {"PASSES": 2, "DIM": TMA_STORE_DIM, "STORE_VISIBLE": 1, "STORE_ROW_WORDS": shape[0]},
-                      grid=1, block=32, args=args)
+                      grid=blocks, block=32, args=args)
 
 
 #: TMA throughput: every block of SMs x blocks-per-SM streams 2D boxes from L2 (kernels/tma_load.cu tma_stream),
@@ -510,10 +526,10 @@ def _cluster_facts() -> list[FactSpec]:
     chase = Region(("LD.E.64",), steps="UNROLL")
     out = [FactSpec(
         f"dsmem_latency_cluster{k}_cycles", lambda k=k: dsmem_chase(k, 1), chase, plot=_dsmem_plot(k),
-        method=f"{CLUSTER_LAUNCH_CTAS // k} clusters of {k} CTAs, one warp each, one CTA per "
-               f"SM; every CTA chases {DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through "
-               "the shared memory of the next rank (mapa addresses; 16 distinct words per hop); cycles "
-               f"per hop, median over the {CLUSTER_LAUNCH_CTAS} CTAs (many SM pairs), pass 2 of 2 timed")
+        method=f"a CTA of one warp on every SM, in clusters of {k} (SMs // {k} clusters); every CTA chases "
+               f"{DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through the shared memory of the next "
+               "rank (mapa addresses; 16 distinct words per hop); cycles per hop, median over the CTAs (every "
+               "SM pair the clusters form), pass 2 of 2 timed")
         for k in CLUSTER_SIZES]
     out.append(FactSpec(
         "dsmem_self_latency_cycles", lambda: dsmem_chase(2, 0), chase, plot=_dsmem_plot(None),
@@ -536,8 +552,8 @@ def _cluster_facts() -> list[FactSpec]:
     out += [FactSpec(
         f"cluster_barrier_cluster{k}_cycles", lambda k=k: cluster_barrier(k),
         Region(CLUSTER_BARRIER_STEP[True], steps="UNROLL"),
-        method=f"{CLUSTER_LAUNCH_CTAS // k} clusters of {k} CTAs, one warp each, one CTA per "
-               f"SM, {CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.relaxed.aligned + "
+        method=f"a CTA of one warp on every SM, in clusters of {k} (SMs // {k} clusters), "
+               f"{CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.relaxed.aligned + "
                "barrier.cluster.wait.aligned (UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL); cycles per barrier, "
                "median over CTAs, pass 2 of 2 timed")
         for k in CLUSTER_SIZES]
@@ -612,9 +628,14 @@ def _bulk_facts() -> list[FactSpec]:
     out.append(FactSpec(
         "tma_2d_store_4k_visible_cycles", lambda: tma_store(visible=True), Region(TMA_STORE_POLL_UNIT, LANE0_STORE_POLL),
         scope=GPU,
-        method=f"{store}, each pass its own values, no wait; every lane r polls the last word of box row r with "
-               "ld.relaxed.gpu (LDG.E.STRONG.GPU: L2, not L1) until all 32 lanes read the timed pass's values "
-               "(VOTE.ALL); cycles from the issue to the vote, pass 2 of 2 timed (the lines in L2 from pass 1); "
+        method=f"{TMA_STORE_VISIBLE_BLOCKS} blocks of one warp, on SMs of their own, one at a time (a turn counter), "
+               f"block b's lane 0 issuing cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (UTMASTG.2D) of the "
+               f"{box} box from shared memory (written and fenced for the async proxy before the start read) to rows "
+               f"32 b .. 32 b + 31 of an fp32 tensor ({shape[0]}, {box[1] * TMA_STORE_VISIBLE_BLOCKS}) and "
+               "cp.async.bulk.commit_group (UTMACMDFLUSH), each pass its own values, no wait; every lane r polls the "
+               "last word of its box's row r with ld.relaxed.gpu (LDG.E.STRONG.GPU: L2, not L1) until all 32 lanes "
+               "read the timed pass's values (VOTE.ALL); cycles from the issue to the vote, pass 2 of 2 timed (the "
+               "lines in L2 from pass 1), median over the blocks (every box's own L2 slices and SM); "
                "each poll waits for the one before (one L2 round trip), so the region ends between half and one "
                "and a half round trips after the last row is in L2; the stop read, waiting on every scoreboard, "
                "also waits for the commit's source read (tma_2d_store_4k_source_read_cycles)"))

@@ -139,8 +139,8 @@ def test_dsmem_bandwidth_loop_touches_one_pinned_address(fact):
 
 
 def test_cluster_facts_launch_whole_clusters():
-    """The chases, barriers and the bandwidth sweep: CLUSTER_LAUNCH_CTAS CTAs in whole clusters of the
-    size the fact's name says, every size of CLUSTER_SIZES for each kind; the bandwidth at one size: one
+    """The chases and barriers: a CTA on every SM (specs_async.cluster_chase_ctas), the bandwidth sweep:
+    CLUSTER_LAUNCH_CTAS CTAs, in whole clusters of the size the fact's name says, every size of CLUSTER_SIZES for each kind; the bandwidth at one size: one
     cluster of two 1024-thread CTAs; no other fact launches clusters."""
     sizes: dict[str, set] = {}
     for name, f in FACTS.items():
@@ -149,7 +149,10 @@ def test_cluster_facts_launch_whole_clusters():
         if named:
             assert spec.cluster == int(named.group(1)), name
             sizes.setdefault(name[:named.start()] + name[named.end(1):], set()).add(spec.cluster)
-        if spec.kernel in ("dsmem_chase", "cluster_barrier") or (spec.kernel == "dsmem_bandwidth" and named):
+        if spec.kernel in ("dsmem_chase", "cluster_barrier"):
+            assert spec.grid == sa.cluster_chase_ctas(spec.cluster) and spec.grid % spec.cluster == 0, name
+            assert sa.sm_count() - spec.cluster < spec.grid <= sa.sm_count(), name
+        elif spec.kernel == "dsmem_bandwidth" and named:
             assert spec.grid == sa.CLUSTER_LAUNCH_CTAS and spec.grid % spec.cluster == 0, name
         elif spec.kernel == "dsmem_bandwidth":
             assert spec.cluster == spec.grid == sa.DSMEM_BW_CLUSTER and spec.block == 1024, name

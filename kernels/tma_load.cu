@@ -39,6 +39,12 @@
 //               zeroed), written and fenced before the start read. Each poll waits for the one before
 //               it (one L2 round trip, RT), so the region ends between RT/2 and 1.5 RT after the last
 //               row lands in L2.
+//               One warp a block, the blocks (one an SM) one at a time in block order through the
+//               ``turn`` counter (one more argument), block b storing the box at rows 32 b .. 32 b + 31 of
+//               the tensor (STORE_ROW_WORDS words a row, 32 x gridDim.x rows): each block's reading is
+//               its own SM's and its own 32 lines', so the median over the blocks does not follow which
+//               L2 slices one box's lines fell on (one box at the origin, read from one SM, moved
+//               514-537 and 541-560 cycles between processes on two H100s, 2026-11-26).
 //
 //   tma_stream  throughput, not latency: every warp of ISSUERS a block streams 2D boxes from L2 into a
 //               ring of its own, STAGES stages of dynamic shared memory, one box (``stage_bytes``) a stage
@@ -278,7 +284,11 @@ extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_co
 #if STORE_VISIBLE
                                      const unsigned* dst,
 #endif
-                                     unsigned* sink) {
+                                     unsigned* sink
+#if STORE_VISIBLE
+                                     , unsigned* turn
+#endif
+                                     ) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     __shared__ __align__(128) unsigned char src[SMEM_BYTES];
     __shared__ unsigned slot[32];
@@ -293,7 +303,14 @@ extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_co
     unsigned x = 0u;
     unsigned long long map = reinterpret_cast<unsigned long long>(&tmap);
 #if STORE_VISIBLE
-    const unsigned* row_end = dst + lane * STORE_ROW_WORDS + 31;  // lane r: the last word of row r of the box
+    // this block's box: rows 32 b .. 32 b + 31 (a uniform value: the store's coordinate needs no set-up in the region)
+    unsigned row0 = 32u * blockIdx.x;
+    const unsigned* row_end = dst + (row0 + lane) * STORE_ROW_WORDS + 31;  // lane r: the last word of row r of the box
+    // one block at a time, in block order: block b waits until b blocks have finished
+    if (lane == 0)
+        while (atomicAdd(turn, 0u) != blockIdx.x) {
+        }
+    __syncthreads();
 #endif
     unsigned long long t0 = 0, t1 = 0;
 #pragma unroll 1
@@ -310,6 +327,9 @@ extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_co
 #if DIM == 1
             asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];"
                          ::"l"(map), "r"(s), "r"(x) : "memory");
+#elif DIM == 2 && STORE_VISIBLE
+            asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                         ::"l"(map), "r"(s), "r"(x), "r"(row0) : "memory");
 #elif DIM == 2
             asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %2}], [%1];"
                          ::"l"(map), "r"(s), "r"(x) : "memory");
@@ -337,5 +357,10 @@ extern "C" __global__ void tma_store(unsigned long long* cycles, const __grid_co
 #endif
     }
     gp_record(cycles, t0, t1);
+#if STORE_VISIBLE
+    // the next block's turn; the last block sets the counter back to 0 for the next launch
+    __threadfence();
+    if (lane == 0) atomicExch(turn, blockIdx.x + 1 == gridDim.x ? 0u : blockIdx.x + 1);
+#endif
 #endif
 }
