@@ -127,6 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
     startup.check_options(config.option)
     state = GpuPropsState(config)
     config.stash[_STATE] = state
+    config.add_cleanup(state.close)  # every process's runners, xdist workers' too
     if not state.worker_id:
         config.pluginmanager.register(_Ingest(state), "gpuprops-ingest")
         _interrupt_on_sigterm(config)

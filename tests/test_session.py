@@ -171,6 +171,35 @@ def test_runner_is_made_once_per_gpu_with_that_gpus_info(pytester, fake_gpus, mo
     assert len(_RecordingRunner.made) == 2 and st.slot(1).runner is None
 
 
+def test_the_end_of_a_session_removes_each_runners_module_folder(pytester, fake_gpus, monkeypatch, tmp_path):
+    """measure.Runner writes the cubins it loads into a gpuprops-mod-* folder of its own; the config's
+    clean-up (every process's, xdist workers' too) removes them, and leaves the temporary folder's
+    other entries alone (earlier runs left hundreds of them in /tmp)."""
+    import sys
+    import tempfile
+    stand_in = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(use=lambda: None)))
+    monkeypatch.setitem(sys.modules, "cupy", stand_in)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    other = tmp_path / "gpuprops-mod-of-someone-else"
+    other.mkdir()
+    from gp_testing import KERNELS
+    config = pytester.parseconfig("--gpuprops-kernels", str(KERNELS), "--gpuprops-cache", str(tmp_path / "cubins"))
+    config._do_configure()
+    try:
+        from pytest_gpuprops import plugin
+        st = config.stash[plugin._STATE]
+        folders = [st.runner(i)._tmp for i in (0, 2)]
+        assert len(set(folders)) == 2
+        for f in folders:
+            assert f.startswith(str(tmp_path / "gpuprops-mod-"))
+            (tmp_path / f / "k.cubin").write_bytes(b"loaded")  # what Runner.load writes
+    finally:
+        config._ensure_unconfigure()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpuprops-mod-of-someone-else"]
+    st.close()  # again: nothing left to remove, no error
+    assert other.is_dir()
+
+
 # -- --gpuprops-gpus ---------------------------------------------------------------------------------
 def _never():
     raise AssertionError("the visible GPUs are counted only for 'all'")
