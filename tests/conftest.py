@@ -7,6 +7,8 @@ parallel and their SASS, and that of the patches they make, read in one nvdisasm
 """
 
 
+import functools
+import importlib.metadata
 import itertools
 import os
 import shutil
@@ -18,6 +20,45 @@ from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda, default_cache_dir
 
 pytest_plugins = ["pytester"]
+
+
+class _KeptDistribution(importlib.metadata.PathDistribution):
+    """An installed distribution whose metadata, entry points and files are read once per process."""
+
+    def __init__(self, dist):
+        super().__init__(dist._path)
+
+    @functools.cached_property
+    def metadata(self):
+        return super().metadata
+
+    @functools.cached_property
+    def entry_points(self):
+        return super().entry_points
+
+    @functools.cached_property
+    def files(self):
+        return super().files
+
+
+_distributions = importlib.metadata.distributions
+
+
+@functools.lru_cache(maxsize=1)
+def _installed():
+    return tuple(_KeptDistribution(d) if isinstance(d, importlib.metadata.PathDistribution) else d
+                 for d in _distributions())
+
+
+def _kept_distributions(**kwargs):
+    return _distributions(**kwargs) if kwargs else iter(_installed())
+
+
+#: Every pytest session a test runs in this process (pytester's in-process runs and parseconfig, ~300
+#: of them) reads every installed distribution's metadata three times (pluggy's entry points, pytest's
+#: modules to rewrite, the header's plugin versions): ~25 of each session's ~60 ms. Nothing installs
+#: or removes a package during the suite, so this process reads them once.
+importlib.metadata.distributions = _kept_distributions
 
 PLANTED = KERNELS.parent / "tests" / "planted"
 REGION_ARCHES = ["sm_80", "sm_86", "sm_90"]

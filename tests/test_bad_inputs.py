@@ -908,8 +908,15 @@ def _made(folder: Path, value: str) -> str:
 
 
 def _plugin_options(pytester):
-    config = pytester.parseconfig()
-    return {a.dest: a for a in config._parser.getgroup("gpuprops").options}
+    """The plugin's options by dest, as one parsed command line has them: parsed once for the
+    module's tests (a parse is ~30 ms, 66 tests asked for it)."""
+    if not _OPTIONS:
+        config = pytester.parseconfig()
+        _OPTIONS.update({a.dest: a for a in config._parser.getgroup("gpuprops").options})
+    return _OPTIONS
+
+
+_OPTIONS: dict = {}
 
 
 def test_every_option_has_a_kind_and_malformed_values(pytester):
