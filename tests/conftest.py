@@ -11,6 +11,7 @@ import functools
 import importlib.metadata
 import itertools
 import os
+import platform
 import shutil
 
 import pytest
@@ -59,6 +60,9 @@ def _kept_distributions(**kwargs):
 #: modules to rewrite, the header's plugin versions): ~25 of each session's ~60 ms. Nothing installs
 #: or removes a package during the suite, so this process reads them once.
 importlib.metadata.distributions = _kept_distributions
+#: pytest-benchmark asks it at every session's configure (its machine id), and it runs `file` on the
+#: Python executable each time: the same answer for the same arguments
+platform.architecture = functools.lru_cache(maxsize=None)(platform.architecture)
 
 PLANTED = KERNELS.parent / "tests" / "planted"
 REGION_ARCHES = ["sm_80", "sm_86", "sm_90"]
@@ -96,6 +100,25 @@ def pytest_sessionfinish(session):
         base = getattr(factory, "_basetemp", None) if factory is not None else None
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)
+
+
+#: The files of the longest tests here (each 1.5-12 s on the 2-core machine: simulated stresses in real
+#: time, pytest processes under xdist), longest first. Under pytest-xdist they are collected first,
+#: so a worker takes them while the short tests still even out the end: last, the simulated validation
+#: run (12 s) left one worker alone for the last 6 s of a `-n 2` run. Only the order changes.
+_LONGEST_FILES = ("test_throughput_facts_simulated.py", "test_trust.py", "test_dram_peak_compare_tool.py",
+                  "test_power.py", "test_fleet_groups.py", "test_accepted_units.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):  # serial runs keep pytest's order
+        return
+    rank = {name: n for n, name in enumerate(_LONGEST_FILES)}
+    here = [(rank[i.path.name], n, i) for n, i in enumerate(items)
+            if i.path.name in rank and i.path.parent.name == "tests"]
+    if here:
+        moved = {id(i) for _, _, i in here}
+        items[:] = [i for _, _, i in sorted(here, key=lambda t: t[:2])] + [i for i in items if id(i) not in moved]
 
 
 @pytest.fixture(scope="session")
