@@ -526,10 +526,12 @@ def _cluster_facts() -> list[FactSpec]:
     chase = Region(("LD.E.64",), steps="UNROLL")
     out = [FactSpec(
         f"dsmem_latency_cluster{k}_cycles", lambda k=k: dsmem_chase(k, 1), chase, plot=_dsmem_plot(k),
+        statistic=Statistic(mode="warp_mean"),
         method=f"a CTA of one warp on every SM, in clusters of {k} (SMs // {k} clusters); every CTA chases "
                f"{DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through the shared memory of the next "
-               "rank (mapa addresses; 16 distinct words per hop); cycles per hop, median over the CTAs (every "
-               "SM pair the clusters form), pass 2 of 2 timed")
+               "rank (mapa addresses; 16 distinct words per hop); cycles per hop, the mean over the CTAs (every "
+               "SM pair the clusters form: pair latencies sit on levels 176-212 cycles apart, where a median "
+               "jumps a level with a few pairs), pass 2 of 2 timed")
         for k in CLUSTER_SIZES]
     out.append(FactSpec(
         "dsmem_self_latency_cycles", lambda: dsmem_chase(2, 0), chase, plot=_dsmem_plot(None),
@@ -560,7 +562,8 @@ def _cluster_facts() -> list[FactSpec]:
     out.append(FactSpec(
         "cluster_barrier_release_cluster2_cycles", lambda: cluster_barrier(2, relaxed=False),
         Region(CLUSTER_BARRIER_STEP[False], steps="UNROLL"), scope=GPU,
-        method=f"as cluster_barrier_cluster2_cycles with the default (release) arrive, "
+        method=f"as cluster_barrier_cluster2_cycles (a CTA of one warp on every SM, in clusters of 2) with the default "
+               f"(release) arrive, "
                f"{CLUSTER_BARRIER_UNROLL} x barrier.cluster.arrive.aligned + barrier.cluster.wait."
                "aligned (MEMBAR.ALL.GPU, ERRBAR, CGAERRBAR, UCGABAR_ARV, UCGABAR_WAIT, CCTL.IVALL): "
                "cluster.sync() with nothing to release; cycles per barrier"))

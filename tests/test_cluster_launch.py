@@ -77,7 +77,7 @@ def test_a_refused_cluster_fails_on_sm_90_with_the_driver_s_reason_and_what_to_c
     assert message == (
         "dsmem_latency_cluster16_cycles: the driver refused the cluster launch on sm_90, which has thread-block "
         "clusters and the fact dsmem_latency_cluster16_cycles = 200.5 ± 2.5 cycles for them.\n"
-        "  refused:  dsmem_chase from cluster_dsmem.cu, 4 clusters of 16 CTAs x 32 threads, 122880 bytes of dynamic "
+        "  refused:  dsmem_chase from cluster_dsmem.cu, 8 clusters of 16 CTAs x 32 threads, 122880 bytes of dynamic "
         f"shared memory per CTA: {refusal}\n"
         "  expected: the launch to run, as it did on the GPUs the fact was measured on\n"
         "  check:    other processes, MPS or MIG on this GPU (nvidia-smi; nvidia-smi mig -lgi: a MIG instance has "
@@ -136,7 +136,7 @@ def test_the_cluster_facts_fail_on_sm_90_when_the_driver_refuses_their_launch(py
     r.stdout.fnmatch_lines([
         "*dsmem_latency_cluster16_cycles: the driver refused the cluster launch on sm_90, which has thread-block "
         "clusters and the fact dsmem_latency_cluster16_cycles = * cycles for them.",
-        "*refused:  dsmem_chase from cluster_dsmem.cu, 4 clusters of 16 CTAs x 32 threads, 122880 bytes of dynamic "
+        "*refused:  dsmem_chase from cluster_dsmem.cu, 8 clusters of 16 CTAs x 32 threads, 122880 bytes of dynamic "
         "shared memory per CTA: no cluster of 16 CTAs x 32 threads x 122880 bytes of shared memory of dsmem_chase "
         "fits on this GPU (cuOccupancyMaxActiveClusters = 0)",
         "*check:    other processes, MPS or MIG on this GPU*"])

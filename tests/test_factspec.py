@@ -236,7 +236,7 @@ def test_the_docs_list_has_a_row_per_fact():
     row = FACTS["dsmem_latency_cluster8_cycles"].row()
     assert row == {"fact": "dsmem_latency_cluster8_cycles", "scope": "arch", "arch": "sm_90",
                    "kernel": "cluster_dsmem.cu UNROLL=64 PASSES=2", "launch": "128 x 32, clusters of 8",
-                   "region": "64 x LD.E.64 (only)", "statistic": "median over warps", "divisor": "64",
+                   "region": "64 x LD.E.64 (only)", "statistic": "mean over warps", "divisor": "64",
                    "unit": "cycles"}
     assert FACTS["cp_async_cg16_latency_cycles"].row()["statistic"] == \
         "median over warps, line by line: the lowest tier's median"

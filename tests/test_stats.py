@@ -50,6 +50,19 @@ def test_warp_min_mode_is_the_lowest_per_warp_value():
     assert launch_value(PAIRS, 20.0, 10.0, "warp_min")[0] < launch_value(PAIRS, 20.0, 10.0, "warp")[0]
 
 
+def test_warp_mean_mode_is_the_mean_per_warp_value_and_moves_less_than_the_median_between_mixtures():
+    """CTAs on every SM, one SM pair each: pairs on discrete levels. Two launches whose mixtures differ by one
+    pair: the median jumps half a level gap, the mean moves by the pair's share."""
+    value, per_warp = launch_value([(0, 230), (5, 205), (9, 269)], 20.0, 10.0, "warp_mean")
+    assert per_warp == [21.0, 18.0, 24.0] and value == 21.0
+    a = [176] * 3 + [186] * 3 + [195] * 1 + [205] * 3  # median 186
+    b = [176] * 3 + [186] * 2 + [195] * 2 + [205] * 3  # one pair moved a level: median 190.5
+    pairs = lambda levels: [(0, x) for x in levels]  # noqa: E731
+    med_a, med_b = (launch_value(pairs(x), 0.0, 1.0, "warp")[0] for x in (a, b))
+    mean_a, mean_b = (launch_value(pairs(x), 0.0, 1.0, "warp_mean")[0] for x in (a, b))
+    assert (med_a, med_b) == (186.0, 190.5) and mean_b - mean_a == pytest.approx(0.9)
+
+
 def test_a_single_warp_gives_the_same_value_in_both_modes():
     assert launch_value([(1000, 1480)], 30.0, 3.0, "warp")[0] == 150.0
     assert launch_value([(1000, 1480)], 30.0, 3.0, "span")[0] == 150.0
@@ -201,5 +214,5 @@ def test_lowest_tier_is_the_values_within_8_percent_of_the_smallest():
 def test_an_unknown_mode_is_refused_naming_the_known_ones():
     with pytest.raises(ValueError, match="no clock pairs"):
         launch_value([], 0.0, 1.0, "warp")
-    with pytest.raises(ValueError, match="'warp', 'warp_min', 'span'.*'mean'"):
+    with pytest.raises(ValueError, match="'warp', 'warp_min', 'warp_mean', 'span'.*'mean'"):
         launch_value(PAIRS, 0.0, 1.0, "mean")
