@@ -337,8 +337,7 @@ def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: 
     if first.status not in (FAIL, THROTTLED, NOISY, ERROR) or measure_again is None:
         return first
     runs = [first] + [measure_again() for _ in range(times)]
-    attempts = [{"measured": r.measured, "measured_text": r.measured_text.split("\n")[0], "status": r.status}
-                for r in runs]
+    attempts = [_attempt(r) for r in runs]
     if first.status not in (NOISY, ERROR):
         return _judged(runs, attempts)
     impossible = sum(r.status == ERROR for r in runs)
@@ -352,6 +351,20 @@ def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: 
     final.flags = [*final.flags, f"{DISCARDED_FIRST}, {why} ({first.measured_text.splitlines()[0]}); judged on "
                                  f"the {len(runs) - 1} after it"]
     return final
+
+
+#: what of a measurement's launch record each attempt keeps beside its reading: the evidence of a discarded one
+#: (its per-repeat kernel clocks, its events against the host's clock, its values)
+ATTEMPT_EVIDENCE = ("kernel_mhz", "gpu_over_host")
+
+
+def _attempt(r: Verdict) -> dict:
+    out = {"measured": r.measured, "measured_text": r.measured_text.split("\n")[0], "status": r.status}
+    m = r.measurement or {}
+    out.update({k: m["launch"][k] for k in ATTEMPT_EVIDENCE if m.get("launch", {}).get(k) is not None})
+    if r.status in (NOISY, ERROR) and m.get("values"):
+        out["values"] = [round(float(x), 6) for x in m["values"]]
+    return out
 
 
 def _judged(runs: list[Verdict], attempts: list[dict]) -> Verdict:

@@ -143,6 +143,8 @@ def test_an_impossible_first_measurement_is_discarded_and_the_next_ones_judge_th
     v = assertions.confirm(first, lambda: next(again))
     assert v.status == assertions.PASS and v.measured == 66.03
     assert [a["status"] for a in v.attempts] == ["ERROR", "PASS", "PASS"]
+    # the discarded one keeps its values (and, from a GPU, its per-repeat kernel clocks and events against the host's)
+    assert v.attempts[0]["values"] == [67.5, 67.6, 67.57, 68.39, 66.73] and "values" not in v.attempts[1]
     assert v.flags[-1].startswith("first measurement discarded, physically impossible: physically impossible reading: "
                                   "a clock above the GPU's maximum: the SM clock read beside the rate, 2029.3 MHz")
     assert v.flags[-1].endswith("(67.570 TFLOP/s (min 66.730, max 68.390, noise 0.87%, n=5, converged; SM clock "
