@@ -340,6 +340,8 @@ def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: 
     attempts = [_attempt(r) for r in runs]
     if first.status not in (NOISY, ERROR):
         return _judged(runs, attempts)
+    if first.status == NOISY and all(r.status == NOISY for r in runs):  # never settled: nothing to discard
+        return _judged(runs, attempts)
     impossible = sum(r.status == ERROR for r in runs)
     if first.status == ERROR and impossible > 1:
         final = dataclasses.replace(first, attempts=attempts)

@@ -59,7 +59,9 @@ def test_a_noisy_first_measurement_is_discarded_and_the_next_two_judge_the_fact(
     assert [a["status"] for a in passed.attempts] == ["NOISY", "PASS", "PASS"]
     again = iter([_v([23.0] * 3), _v([30.0] * 3)])
     assert A.confirm(noisy, lambda: next(again)).status == A.UNSTABLE
-    assert A.confirm(noisy, lambda: noisy).status == A.NOISY  # never settled: NOISY, confirmed
+    never = A.confirm(noisy, lambda: noisy)  # never settled: NOISY, confirmed over all three, nothing discarded
+    assert never.status == A.NOISY and never.flags[-1] == "confirmed: failed 3 of 3 measurements"
+    assert not any(f.startswith(A.DISCARDED_FIRST) for f in never.flags)
 
 
 def test_confirmation_count_is_two_fresh_measurements():
