@@ -186,6 +186,27 @@ def test_near_tier_latency_measures_every_line_afresh_and_asserts_the_lowest_tie
     assert len(calls) == ml.L2_LINES and again.values == m.values
 
 
+def test_a_re_measurement_over_lines_holds_one_more_buffer_so_its_lines_get_other_memory(monkeypatch):
+    """CuPy's pool hands freed memory out again: holding a buffer of the lines' size while measuring again
+    makes the re-measurement's buffers other memory (another allocation's slices)."""
+    import sys
+    import types
+    events = []
+
+    class Held:
+        def __init__(self, nbytes):
+            self.nbytes = nbytes
+            events.append(("held", nbytes))
+
+        def __del__(self):
+            events.append(("freed", self.nbytes))
+
+    fake = types.SimpleNamespace(uint8="uint8", empty=lambda nbytes, dtype: Held(nbytes))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    assert ml.on_other_memory(lambda: events.append(("measured", None)) or 7) == 7
+    assert events == [("held", ml.L2_SPREAD_BYTES), ("measured", None), ("freed", ml.L2_SPREAD_BYTES)]
+
+
 # ---------------------------------------------------------------------------------------------- per-hop modes
 
 #: 2048 L2 hops shaped as the H100 gave them (GPU-ce7928d2, 2026-11-26): 85 % in a near mode 245..304
