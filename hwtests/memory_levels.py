@@ -19,7 +19,6 @@ Footprints, each checked against its level's bounds by :func:`check_footprint`:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 
@@ -375,31 +374,22 @@ def line_by_line(cp, line: int):
     return cp.zeros(L2_SPREAD_BYTES // 4, dtype=cp.uint32)[l2_line_offsets()[line] // 4:]
 
 
-@contextlib.contextmanager
-def holding(buffers: int):
-    """Hold ``buffers`` buffers of L2_SPREAD_BYTES while the block runs: CuPy's memory pool hands freed
-    memory out again, so a buffer allocated inside gets other memory than one allocated with fewer held
-    (the pool's next block, then a new one). Without CuPy (tests with given numbers) it holds nothing."""
+def on_other_memory(measure):
+    """``measure()`` while one more buffer of L2_SPREAD_BYTES is held: CuPy's memory pool then gives the
+    lines' buffers other memory than the measurement before had (it took that back and would hand the
+    same pages out again), so a re-measurement confirms a reading on another allocation's L2 slices and
+    DRAM channels instead of repeating the first's. H100 GPU-4f098f2f, 2026-11-26: the near-partition
+    atomics measured three times on one allocation read one batch spread three times (2.18, 2.15, 2.19 %
+    against a 2 % target: NOISY confirmed). Without CuPy (tests with given numbers) it measures as is."""
     try:
         import cupy
     except ImportError:
-        yield
-        return
-    held = [cupy.empty(L2_SPREAD_BYTES, dtype=cupy.uint8) for _ in range(buffers)]
+        return measure()
+    held = cupy.empty(L2_SPREAD_BYTES, dtype=cupy.uint8)
     try:
-        yield
+        return measure()
     finally:
         del held
-
-
-def on_other_memory(measure, buffers: int = 1):
-    """``measure()`` while ``buffers`` more buffers of L2_SPREAD_BYTES are held (:func:`holding`): the
-    lines' buffers then get other memory than the measurement before had, so a re-measurement confirms
-    a reading on another allocation's L2 slices and DRAM channels instead of repeating the first's. H100
-    GPU-4f098f2f, 2026-11-26: the near-partition atomics measured three times on one allocation read one
-    batch spread three times (2.18, 2.15, 2.19 % against a 2 % target: NOISY confirmed)."""
-    with holding(buffers):
-        return measure()
 
 
 def near_tier_latency(gpuprops, name: str, spec_of_line, *, divisor: float, band: float = TIER_BAND) -> Measurement:
@@ -465,13 +455,6 @@ NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L
 # (the 16 of 64 with the lowest misses) lies in the lowest level in every process: its median moved at
 # most 1.3 % on a unit (GPU-8224b388: 548-555), 0.46-0.74 % on the three others; the farthest quarter's,
 # 0.8-1.6 %.
-
-#: allocations the one-line chase's lines are read in (each its own memory, :func:`holding`), pooled: one
-#: allocation's lines fall into a tier's levels by their addresses, so a statistic over one allocation's 64
-#: lines moved with it: over twelve H100 units (2026-11-26) the nearest quarter's median up to 5.2 % between
-#: processes of a unit (GPU-930a349c: 577.5 then 548.5, 4 then 14 of its lines in the lowest level), the
-#: farthest quarter's 2.7 %; their means over the lines 4.1 % and 2.2 %
-DRAM_ALLOCATIONS = 4
 
 #: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS): the DRAM
 #: misses of the quarter of the lines with the lowest misses, those of the quarter with the highest
@@ -584,25 +567,22 @@ _CHASE_LINES: dict = {}
 
 def chase_line_readings(gpuprops, fact, *, fresh: bool = False):
     """(each line's L2-hit Measurement, each line's DRAM-miss Measurement) of the one-line chase
-    ``fact`` launches (``fact.launch(line, miss=...)``), the L2_LINES lines read in each of
-    DRAM_ALLOCATIONS allocations (allocation a's lines while a buffers are held), read once per GPU and
-    shared; ``fresh`` reads every line again (a re-measurement)."""
+    ``fact`` launches (``fact.launch(line, miss=...)``), read once per GPU and shared; ``fresh`` reads
+    every line again (a re-measurement)."""
     import dataclasses as dc
-    each = {miss: dc.replace(fact, launch=lambda line, miss=miss: fact.launch(line, miss=miss)) for miss in (False, True)}
-    build = each[True].build()
-    key = (gpuprops.gpu.index, build.source, build.kernel, tuple(sorted(build.defines.items())))
-    if fresh or key not in _CHASE_LINES:
-        hits, misses = [], []
-        for a in range(DRAM_ALLOCATIONS):
-            with holding(a):
-                for miss, out in ((False, hits), (True, misses)):
-                    what = "DRAM miss" if miss else "L2 hit"
-                    out += [gpuprops.measure(f"one-line chase, {what}, allocation {a + 1}, line at +{offset} B",
-                                             each[miss].kernel(k), divisor=each[miss].per(),
-                                             stop=DRAM_LINE_STOP if miss else LINE_STOP)
-                            for k, offset in enumerate(l2_line_offsets())]
-        _CHASE_LINES[key] = (hits, misses)
-    return _CHASE_LINES[key]
+    out = []
+    for miss in (False, True):
+        each = dc.replace(fact, launch=lambda line, miss=miss: fact.launch(line, miss=miss))
+        build = each.build()
+        key = (gpuprops.gpu.index, build.source, build.kernel, tuple(sorted(build.defines.items())))
+        if fresh or key not in _CHASE_LINES:
+            what = "DRAM miss" if miss else "L2 hit"
+            _CHASE_LINES[key] = [
+                gpuprops.measure(f"one-line chase, {what}, line at +{offset} B", each.kernel(k), divisor=each.per(),
+                                 stop=DRAM_LINE_STOP if miss else LINE_STOP)
+                for k, offset in enumerate(l2_line_offsets())]
+        out.append(_CHASE_LINES[key])
+    return out[0], out[1]
 
 
 def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measurement:
@@ -627,14 +607,12 @@ def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measuremen
                          + ", ".join(f"{c:.1f}" for c in miss_cycles)) from exc
     first = misses[0]
     m = Measurement.given(
-        fact.name, values, noise_target=MODE_NOISE, center="mean",
+        fact.name, values, noise_target=MODE_NOISE,
         overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
         throttle=sorted({t for m in hits + misses for t in m.throttle}), kernel=first.kernel,
-        launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=len(hits), allocations=DRAM_ALLOCATIONS,
-                    line_stride_bytes=L2_LINE_STRIDE, quarter_lines=len(values), statistic=kind,
-                    **over_lines_summary(hit_cycles, miss_cycles)))
-    m.remeasure = lambda: on_other_memory(lambda: chase_line_measurement(gpuprops, fact, fresh=True),
-                                          DRAM_ALLOCATIONS)
+        launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
+                    quarter_lines=len(values), statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
+    m.remeasure = lambda: on_other_memory(lambda: chase_line_measurement(gpuprops, fact, fresh=True))
     return m
 
 

@@ -19,10 +19,8 @@ GPU-fd48deeb, driver 580.159.04, CUDA 13.0, 2026-11-26): 535 .. 785 cycles, the 
 (22.8 %) and 590 -> 679 (15.1 %). Their median over lines was no fact (588 on one unit, 634 in the
 gap on the other, a batch's median 576.5 .. 742: it falls in either tier), and each tier's median was
 not steady either (a tier holds levels of its own, which lines land in each set by the allocation:
-memory_levels.py says how far it moved), so the facts are the mean of the quarter of the lines with
-the lowest misses (dram_latency_near_cycles) and with the highest (dram_latency_far_cycles), the lines
-read in DRAM_ALLOCATIONS allocations of the buffer (one allocation's lines moved the quarter's median up
-to 5.2 % between processes of a unit); both
+memory_levels.py says how far it moved), so the facts are the median of the quarter of the lines with
+the lowest misses (dram_latency_near_cycles) and with the highest (dram_latency_far_cycles); both
 tiers' lines, the far share and the gap (memory_levels.dram_tiers) are in the launch info. They are
 the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU model.
 
@@ -102,9 +100,8 @@ def _facts() -> list[FactSpec]:
         method=f"one ld.global.cg {ml.CHASE_LINE_TEXT}, after a warm load and discard.global.L2 of it (a DRAM miss, "
                f"its page's translation cached), its value read before the stop read; each line's median over "
                f"launches, refused unless {ml.COLD_MIN_RATIO} x the line's L2 hit (the same line chased on itself); "
-               f"the lines read in each of {ml.DRAM_ALLOCATIONS} allocations of the buffer (each its own memory), the "
-               f"quarter of them with the {side} misses ({ml.L2_LINES * ml.DRAM_ALLOCATIONS // ml.DRAM_QUARTER} of "
-               f"{ml.L2_LINES * ml.DRAM_ALLOCATIONS}), their mean (the lines' spread its noise)")
+               f"the quarter of the lines with the {side} misses ({ml.L2_LINES // ml.DRAM_QUARTER} of "
+               f"{ml.L2_LINES}), their median (the lines' spread its noise)")
         for name, (kind, side) in DRAM_FACTS.items()]
 
 

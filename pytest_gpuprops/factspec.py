@@ -55,7 +55,7 @@ class Statistic:
     and, for an L2 hit whose latency depends on the line's slice, ``lines``: measured line by line over
     the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``); a
     chase that stays on each line (hwtests/memory_levels.py :data:`CHASE_LINE_STATISTICS`) each line's
-    DRAM miss: the mean of the quarter of the lines with the lowest misses (``dram_nearest_quarter``)
+    DRAM miss: the median of the quarter of the lines with the lowest misses (``dram_nearest_quarter``)
     or the highest (``dram_farthest_quarter``)."""
 
     mode: str = "warp"
@@ -77,9 +77,9 @@ class Statistic:
 #: Statistic.lines -> how its text ends
 LINE_STATISTICS = {None: "", "near_tier": ", line by line: the lowest tier's median",
                    "all_lines": ", line by line: the median over lines",
-                   "dram_nearest_quarter": ", line by line: each line's DRAM miss, the mean of the quarter "
+                   "dram_nearest_quarter": ", line by line: each line's DRAM miss, the median of the quarter "
                                            "of the lines with the lowest",
-                   "dram_farthest_quarter": ", line by line: each line's DRAM miss, the mean of the quarter "
+                   "dram_farthest_quarter": ", line by line: each line's DRAM miss, the median of the quarter "
                                             "of the lines with the highest"}
 
 MEDIAN_OVER_WARPS = Statistic()

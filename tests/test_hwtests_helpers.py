@@ -2,7 +2,6 @@
 bank-conflict model, the footprint each memory level is chased over, the chase's layout, the sweep
 grid and how its knees are read."""
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -455,64 +454,37 @@ def test_the_dram_facts_read_each_line_s_hit_and_miss_once_and_a_remeasure_reads
     gpu = _LineGpu()
     near_fact, far_fact = sm.FACTS
     near = ml.chase_line_measurement(gpu, near_fact)
-    every = 2 * ml.L2_LINES * ml.DRAM_ALLOCATIONS  # each line's hit and miss in each allocation
-    assert len(gpu.calls) == every
-    for a in range(ml.DRAM_ALLOCATIONS):  # an allocation's hits, then its misses
-        hits, misses = gpu.calls[128 * a:128 * a + 64], gpu.calls[128 * a + 64:128 * (a + 1)]
-        assert {c[1:] for c in hits} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
-        assert {c[1:] for c in misses} == {(1, 1.0, ml.DRAM_LINE_STOP)}
-        assert all(f"allocation {a + 1}, line at" in c[0] for c in hits + misses)
+    assert len(gpu.calls) == 2 * ml.L2_LINES
+    assert {c[1:] for c in gpu.calls[:64]} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
+    assert {c[1:] for c in gpu.calls[64:]} == {(1, 1.0, ml.DRAM_LINE_STOP)}
     far = ml.chase_line_measurement(gpu, far_fact)
-    assert len(gpu.calls) == every  # shared by both facts: read once
+    assert len(gpu.calls) == 2 * ml.L2_LINES  # shared by both facts: read once
     assert all(535 <= v <= 589 for v in near.values) and all(723 <= v <= 785 for v in far.values)
-    assert near.center == far.center == "mean" and near.reading == pytest.approx(statistics.fmean(near.values))
     assert near.noise_target == far.noise_target == ml.MODE_NOISE and near.launch["defines"]["DISCARD"] == 1
     assert (near.launch["statistic"], far.launch["statistic"]) == ("dram_nearest_quarter", "dram_farthest_quarter")
-    assert near.launch["allocations"] == ml.DRAM_ALLOCATIONS and near.launch["lines"] == 256 == len(near.values) * 4
-    assert len(far.launch["dram_line_cycles"]) == 256 and far.launch["dram_far_share"] == round(31 / 64, 4)
-    assert len(near.launch["dram_near_lines"]) == 4 * 33 and far.launch["dram_widest_gap_cycles"][:2] == [589.0, 723.0]
+    assert len(far.launch["dram_line_cycles"]) == ml.L2_LINES and far.launch["dram_far_share"] == round(31 / 64, 4)
+    assert len(near.launch["dram_near_lines"]) == 33 and far.launch["dram_widest_gap_cycles"][:2] == [589.0, 723.0]
     gpu.calls.clear()
     far.remeasure()
-    assert len(gpu.calls) == every  # hits and misses read afresh
+    assert len(gpu.calls) == 2 * ml.L2_LINES  # hits and misses read afresh
     other = _LineGpu(index=1)
     ml.chase_line_measurement(other, near_fact)
-    assert len(other.calls) == every  # another GPU reads its own lines
-
-
-def test_each_allocation_s_lines_are_read_while_one_more_buffer_than_the_last_is_held(monkeypatch):
-    import sys
-    import types
-
-    import specs_memory as sm
-    held = []
-    fake = types.SimpleNamespace(uint8="uint8", empty=lambda nbytes, dtype: held.append(nbytes) or object())
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    monkeypatch.setattr(ml, "_CHASE_LINES", {})
-    seen = []
-
-    class Counting(_LineGpu):
-        def measure(self, name, spec, *, divisor, stop):
-            seen.append(len(held))
-            return super().measure(name, spec, divisor=divisor, stop=stop)
-    ml.chase_line_measurement(Counting(), sm.FACTS[0])
-    # holding(a) allocates a buffers before allocation a's lines: 0, 1, 2, 3 buffers so far (cumulative count)
-    assert [seen[128 * a] for a in range(ml.DRAM_ALLOCATIONS)] == [0, 1, 3, 6]
-    assert set(held) == {ml.L2_SPREAD_BYTES}
+    assert len(other.calls) == 2 * ml.L2_LINES  # another GPU reads its own lines
 
 
 def test_the_dram_facts_refuse_lines_still_in_l2_or_a_load_not_waited_for(monkeypatch):
     import specs_memory as sm
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
     gpu = _LineGpu(miss=lambda k: ONE_TIER[k] * (1.0 if k == 7 else 2.0))  # line 7's discard left it in L2
-    with pytest.raises(ValueError, match="4 of 256 lines' DRAM reading is under 1.1 x.*line 7:"):
+    with pytest.raises(ValueError, match="1 of 64 lines' DRAM reading is under 1.1 x.*line 7:"):
         ml.chase_line_measurement(gpu, sm.FACTS[0])
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
-    with pytest.raises(ValueError, match="256 of 256 lines.*static"):  # 2.0 cycles, as the unread load read
+    with pytest.raises(ValueError, match="64 of 64 lines.*static"):  # 2.0 cycles, as the unread load read
         ml.chase_line_measurement(_LineGpu(miss=lambda k: 2.0), sm.FACTS[0])
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
     # misses of one tier: the quarters need no gap (the report says why there are no tiers)
     far = ml.chase_line_measurement(_LineGpu(miss=lambda k: ONE_TIER_MISSES[k]), sm.FACTS[1])
-    assert far.values == ml.line_statistic("dram_farthest_quarter", ONE_TIER * 4, ONE_TIER_MISSES * 4)
+    assert far.values == ml.line_statistic("dram_farthest_quarter", ONE_TIER, ONE_TIER_MISSES)
     assert far.launch["dram_tiers"] == 1 and "one tier" in far.launch["dram_one_tier"]
 
 
