@@ -55,8 +55,8 @@ def _kept_distributions(**kwargs):
     return _distributions(**kwargs) if kwargs else iter(_installed())
 
 
-#: Every pytest session a test runs in this process (pytester's in-process runs and parseconfig, ~300
-#: of them) reads every installed distribution's metadata three times (pluggy's entry points, pytest's
+#: Every pytest session a test runs in this process (pytester's in-process runs and parseconfig, some
+#: 400 of them) reads every installed distribution's metadata three times (pluggy's entry points, pytest's
 #: modules to rewrite, the header's plugin versions): ~25 of each session's ~60 ms. Nothing installs
 #: or removes a package during the suite, so this process reads them once.
 importlib.metadata.distributions = _kept_distributions
