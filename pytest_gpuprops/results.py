@@ -323,16 +323,22 @@ def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
     return min(candidates, key=lambda o: abs((reading_clock(o) or mine) - mine))
 
 
+def _baseline_index(baseline: Iterable[Verdict]) -> dict[tuple, list[Verdict]]:
+    """The baseline's readings that can serve (:func:`_baseline_reading`), by unit and test."""
+    old: dict[tuple, list[Verdict]] = {}
+    for v in baseline:
+        if _baseline_reading(v):
+            old.setdefault((gpu_key(v), *run_key(v)), []).append(v)
+    return old
+
+
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
     """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
     fact's same-unit band (:func:`same_unit_band`) since the baseline run. Where the baseline holds
     readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared; a rate of
     SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
     scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6)."""
-    old: dict[tuple, list[Verdict]] = {}
-    for v in baseline:
-        if _baseline_reading(v):
-            old.setdefault((gpu_key(v), *run_key(v)), []).append(v)
+    old = _baseline_index(baseline)
     moved = []
     for v in current:
         if not _baseline_reading(v):
@@ -372,10 +378,7 @@ def same_method(old: Verdict, new: Verdict) -> bool:
 def method_changed(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[str]:
     """The facts of ``current`` whose baseline readings (same unit, same test) were all taken by another
     method (:func:`same_method`): not compared, so said beside the compare's result."""
-    old: dict[tuple, list[Verdict]] = {}
-    for v in baseline:
-        if _baseline_reading(v):
-            old.setdefault((gpu_key(v), *run_key(v)), []).append(v)
+    old = _baseline_index(baseline)
     out = []
     for v in current:
         there = old.get((gpu_key(v), *run_key(v))) if _baseline_reading(v) else None
