@@ -396,8 +396,8 @@ def near_tier_latency(gpuprops, name: str, spec_of_line, *, divisor: float, band
     """The lowest tier of an L2-hit latency over lines: ``spec_of_line(k)`` (k < L2_LINES) measured
     afresh for every line (stop rule LINE_STOP), then the median of the lowest tier (within ``band`` of
     the fastest line) in each of NEAR_BATCHES interleaved batches of it, as one measurement whose
-    re-measurement measures every line again, on other memory (:func:`on_other_memory`). Its launch info holds every line's cycles and the
-    NEAR_Q-th and FAR_Q-th percentiles over lines. ``band=math.inf``: every line (ALL_LINES)."""
+    re-measurement measures every line again, on other memory (:func:`on_other_memory`). Its launch info
+    holds every line's cycles and the NEAR_Q-th and FAR_Q-th percentiles over lines. ``band=math.inf``: every line (ALL_LINES)."""
     lines = [gpuprops.measure(f"{name} line at +{offset} B", spec_of_line(k), divisor=divisor, stop=LINE_STOP)
              for k, offset in enumerate(l2_line_offsets())]
     cycles = [m.median for m in lines]

@@ -108,13 +108,16 @@ def _launch(wl: Workload, stamps, scale: int) -> None:  # pragma: no mutate bloc
                                         f"block={wl.block} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _wait(event, timeout_s: float, wl: Workload) -> None:  # pragma: no mutate block  (GPU only)
+def _wait(event, timeout_s: float, wl: Workload, poll_s: float = 0.0002) -> None:  # pragma: no mutate block
+    """Until ``event`` is done, polled every ``poll_s`` (0: without sleeping, for a host time to the
+    microsecond); a KernelLaunchError after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while not event.done:
         if time.monotonic() > deadline:
             raise KernelLaunchError(f"{wl.kernel} from {wl.source} {wl.defines} grid={wl.grid} did not "
-                                            f"finish within {timeout_s:.0f} s")
-        time.sleep(0.0002)
+                                    f"finish within {timeout_s:.0f} s")
+        if poll_s:
+            time.sleep(poll_s)
 
 
 def timed_launches(cp, wl: Workload, scale: int, launches: int, stamps, timeout_s: float = 30.0,
@@ -130,14 +133,8 @@ def timed_launches(cp, wl: Workload, scale: int, launches: int, stamps, timeout_
     for i in range(launches):
         _launch(wl, stamps[i % stamps.shape[0]], scale)
     end.record()
-    if host is None:
-        _wait(end, timeout_s, wl)
-    else:
-        deadline = time.monotonic() + timeout_s
-        while not end.done:
-            if time.monotonic() > deadline:
-                raise KernelLaunchError(f"{wl.kernel} from {wl.source} {wl.defines} grid={wl.grid} did not "
-                                        f"finish within {timeout_s:.0f} s")
+    _wait(end, timeout_s, wl, poll_s=0.0002 if host is None else 0.0)
+    if host is not None:
         host.append(time.perf_counter() - h0)
     return cp.cuda.get_elapsed_time(start, end) / 1e3
 
