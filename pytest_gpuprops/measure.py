@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -132,6 +133,10 @@ class Runner:  # pragma: no mutate block  (GPU only)
         self._clock: float | None = None
         self._tmp = tempfile.mkdtemp(prefix="gpuprops-mod-")
         cupy.cuda.Device(info.index).use()
+
+    def close(self) -> None:
+        """The folder of the cubins this runner loaded goes (the driver read each file when it loaded it)."""
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     # -- building ------------------------------------------------------------------------------
     def compile(self, source: str, defines: dict | None = None) -> gp_compile.CompiledCubin:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
@@ -134,9 +132,9 @@ class GpuPropsState:
         """The session's end: each runner's folder of the cubins it loaded (``gpuprops-mod-*``; the
         driver read each file when it loaded it) goes with it, not left in the temporary folder."""
         for s in self._slots.values():
-            folder = getattr(s.runner, "_tmp", None)  # a stand-in runner has none
-            if isinstance(folder, str) and os.path.basename(folder).startswith("gpuprops-mod-"):
-                shutil.rmtree(folder, ignore_errors=True)
+            close = getattr(s.runner, "close", None)  # a stand-in runner has none
+            if callable(close):
+                close()
 
     def start_ncu(self, specs, metrics: list[str], index: int | None = None) -> bool:
         """Start the ncu profile a selected test will ask for now, in the background (nsight.NcuJob);
