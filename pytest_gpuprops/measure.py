@@ -112,6 +112,12 @@ class Measurement:
         return cls(name=name, unit=unit, values=list(values), **base)
 
 
+#: the spin the session's SM clock is read over: %globaltimer moves in steps, and a 1 ms spin read 2010-2085 MHz
+#: on H100s whose kernels' own clocks over 5 ms launches and multi-second stresses read 1980 (2026-11-26,
+#: docs/results.md): a step of tens of microseconds is a few % of 1 ms, 0.25 % of 20 ms
+SM_CLOCK_SPIN_NS = 20_000_000
+
+
 class Runner:  # pragma: no mutate block  (GPU only)
     """Compiles, patches, loads and times kernels on one GPU."""
 
@@ -209,13 +215,15 @@ class Runner:  # pragma: no mutate block  (GPU only)
         return self._overhead
 
     def session_sm_clock_mhz(self) -> float:
-        """The SM clock, read once per session (a 1 ms spin); :meth:`sm_clock_mhz` reads it again."""
+        """The SM clock, read once per session (a 20 ms spin after another); :meth:`sm_clock_mhz` reads it again."""
         if self._clock is None:
+            self.sm_clock_mhz()  # the first spin wakes an idle GPU: its clock ramps during it
             self._clock = self.sm_clock_mhz()
         return self._clock
 
-    def sm_clock_mhz(self, spin_ns: int = 1_000_000) -> float:
-        """The SM clock the kernels run at: clock64 cycles per %globaltimer microsecond."""
+    def sm_clock_mhz(self, spin_ns: int = SM_CLOCK_SPIN_NS) -> float:
+        """The SM clock the kernels run at: clock64 cycles per %globaltimer microsecond over a spin of
+        ``spin_ns``."""
         cp = self.cp
         cubin = self.compile("sm_clock_rate.cu").cubin
         fn = self.load(cubin, "sm_clock_rate")
