@@ -20,8 +20,10 @@
 #                                                         statistic, the wgmma FLOP/clk model (its shared-
 #                                                         memory bandwidth 5 % low), a sustained clock 5 % low
 #   tools/device_validation.sh units                      RUNS whole-suite processes on every GPU with one baseline
-#                                                         store (0 MOVED after the first), a baseline planted PLANT
-#                                                         off (every fact MOVED), a planted 5 % fleet shift
+#                                                         store (0 MOVED after the first), the first run's readings
+#                                                         planted off as the baseline of one more run each (PLANTS,
+#                                                         default "0.05 0.02": every fact MOVED at 5 %, 95 % at 2 %),
+#                                                         a planted 5 % fleet shift
 #   tools/device_validation.sh trust                      RUNS (default 3) GPU-suite runs, then one planted
 #                                                         5 % shift of each kind of fact (scalar, per-hop
 #                                                         percentile, model): each must FAIL confirmed; an
@@ -94,9 +96,9 @@ units)
   # Each unit against its own baseline, as a user runs it: RUNS (default 3) whole-suite processes on every
   # GPU of the machine (xdist, one worker a GPU, when there are several), all keeping their unit runs in
   # one store; the first run is each unit's baseline and the next ones compare with it (0 MOVED is the bar).
-  # Then the first run's readings planted PLANT (default 5 %) off, as the baseline of one more run (every
-  # fact MOVED is the bar), and on a machine of several GPUs an L2-read shift planted on GPU 1
-  # to 5.5 % above GPU 0's (flagged on GPU 1 is the bar). The reports are the input of tools/same_unit_bands.py and
+  # Then the first run's readings planted off by each of PLANTS (default 5 % and 2 %), as the baseline of one
+  # more run each (every fact MOVED at 5 %, 95 % of them at 2 %, is the bar), and on a machine of several
+  # GPUs an L2-read shift planted on GPU 1 to 5.5 % above GPU 0's (flagged on GPU 1 is the bar). The reports are the input of tools/same_unit_bands.py and
   # tools/baseline_detection.py.
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,vbios_version,driver_version --format=csv
   NG=$(nvidia-smi -L | wc -l); X=(); [ "$NG" -gt 1 ] && X=(-n "$NG" --gpuprops-gpus all)
@@ -106,20 +108,21 @@ units)
       --gpuprops-report "$LOGS/run$i.json"
     grep -a "^gpuprops baseline: GPU" "$LOGS/run$i.log" | grep -v "stored as" | cut -c1-220
   done
-  PLANT=${PLANT:-0.05}
-  python3 tools/baseline_detection.py "$LOGS/run1.json" --plant "$PLANT" -o "$LOGS/planted.json"
-  timed "baseline planted $PLANT off" "$LOGS/planted.log" $RUN "${X[@]}" --gpuprops-facts "$FACTS" \
-    --gpuprops-baseline "$LOGS/planted.json" --gpuprops-report "$LOGS/planted_run.json"
-  python3 - "$LOGS/planted_run.json" <<'PY'
+  for PLANT in ${PLANTS:-${PLANT:-0.05} 0.02}; do  # PLANT (one shift) kept for earlier recipes
+    python3 tools/baseline_detection.py "$LOGS/run1.json" --plant "$PLANT" -o "$LOGS/planted$PLANT.json"
+    timed "baseline planted $PLANT off" "$LOGS/planted$PLANT.log" $RUN "${X[@]}" --gpuprops-facts "$FACTS" \
+      --gpuprops-baseline "$LOGS/planted$PLANT.json" --gpuprops-report "$LOGS/planted_run$PLANT.json"
+    python3 - "$LOGS/planted_run$PLANT.json" "$PLANT" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 moved = {(v["gpu"]["uuid"], v["fact"], v["nodeid"]) for v in d["fleet"] if v["status"] == "MOVED"}
 compared = {(v["gpu"]["uuid"], v["fact"], v["nodeid"]) for v in d["facts"]
             if v["kind"] == "measured" and v["measured"] is not None and v["status"] in ("PASS", "FAIL") and v["gpu"]}
-print(f"planted baseline: {len(moved & compared)} of {len(compared)} measured facts MOVED")
+print(f"baseline planted {sys.argv[2]} off: {len(moved & compared)} of {len(compared)} measured facts MOVED")
 for k in sorted(compared - moved)[:30]:
     print("   not moved:", k[0][:12], k[1], k[2])
 PY
+  done
   for i in $(seq 2 "${RUNS:-3}"); do python3 tools/baseline_detection.py "$LOGS/run1.json" "$LOGS/run$i.json" \
     --facts "$FACTS" > "$LOGS/detection$i.txt"; head -40 "$LOGS/detection$i.txt"; done
   if [ "$NG" -gt 1 ]; then
