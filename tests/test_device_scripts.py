@@ -23,7 +23,7 @@ def test_each_device_script_parses(script):
 
 def test_the_validation_script_names_its_modes_and_refuses_another(tmp_path):
     done = subprocess.run(["bash", str(TOOLS / "device_validation.sh"), "no-such-mode"], capture_output=True, text=True,
-                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")})
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "TMPDIR": str(tmp_path)})
     assert done.returncode == 2
     assert done.stderr.startswith("usage: ") and "units" in done.stderr and "validate" in done.stderr
     assert not (tmp_path / "out").exists()  # nothing written for a mode it does not know
