@@ -4,8 +4,9 @@ alternatives, `*`)."""
 
 import itertools
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
