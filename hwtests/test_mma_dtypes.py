@@ -10,7 +10,7 @@ import specs
 import specs_mma
 from test_tensorcore import GRID, MODEL_TOLERANCE
 
-from pytest_gpuprops.assertions import hmma_cycles_per_smsp
+from pytest_gpuprops.models import hmma_cycles_per_smsp
 
 pytestmark = pytest.mark.gpu
 DTYPES = sorted(specs.MMA_DTYPES)

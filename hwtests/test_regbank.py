@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pytest_gpuprops import sass
-from pytest_gpuprops.assertions import bank_read_cycles, explained_fraction, reuse_mask
+from pytest_gpuprops.models import bank_read_cycles, explained_fraction, reuse_mask
 from pytest_gpuprops.stats import StopRule
 
 pytestmark = pytest.mark.gpu

@@ -16,8 +16,8 @@ import pytest
 import specs
 import specs_tensorcore
 
-from pytest_gpuprops.assertions import hmma_cycles_per_smsp
 from pytest_gpuprops.measure import Measurement
+from pytest_gpuprops.models import hmma_cycles_per_smsp
 
 pytestmark = pytest.mark.gpu
 # Worst case over the 32-point grid on the H100 (2026-11-21): 1.9 % above the model at ILP 1 x 4

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_gpuprops import assertions
 from pytest_gpuprops import assertions as A
+from pytest_gpuprops import models as M
 from pytest_gpuprops.facts import Fact, load_facts
 from pytest_gpuprops.measure import Measurement
 
@@ -168,18 +169,18 @@ def test_static_fact_per_compiler_and_schedule_drift():
     (8, 9, 255, "--", 1), (1, 1, 1, "--", 1),
 ])
 def test_bank_model_reads_the_seed_cases(ra, rb, rc, reuse, cycles):
-    assert A.bank_read_cycles(ra, rb, rc, A.reuse_mask(reuse)) == cycles
+    assert M.bank_read_cycles(ra, rb, rc, M.reuse_mask(reuse)) == cycles
 
 
 def test_four_banks_would_predict_differently():
-    assert A.bank_read_cycles(8, 10, 16, 0, banks=4) == 2  # R8, R16 share bank 0 of 4; R10 is bank 2
-    assert A.bank_read_cycles(8, 10, 16, 0, banks=2) == 3
+    assert M.bank_read_cycles(8, 10, 16, 0, banks=4) == 2  # R8, R16 share bank 0 of 4; R10 is bank 2
+    assert M.bank_read_cycles(8, 10, 16, 0, banks=2) == 3
 
 
 def test_bank_count_inference_picks_the_generating_model():
-    cases = [((a, b, c, 0), float(A.bank_read_cycles(a, b, c, 0, banks=2)))
+    cases = [((a, b, c, 0), float(M.bank_read_cycles(a, b, c, 0, banks=2)))
              for a in range(8, 14) for b in range(8, 14) for c in (16, 17)]
-    got = {n: A.explained_fraction(cases, banks=n, cycles_per_read=1.0, tolerance_rel=0.06) for n in (1, 2, 4)}
+    got = {n: M.explained_fraction(cases, banks=n, cycles_per_read=1.0, tolerance_rel=0.06) for n in (1, 2, 4)}
     assert got[2] == 1.0 and got[4] < 1.0 and got[1] < 1.0
 
 
@@ -193,9 +194,9 @@ def test_model_verdict_lists_the_cases_off_the_model():
 
 def test_hmma_issue_model_regimes():
     kw = dict(latency=24.0, issue_interval=6.0, pipe_interval=6.15)
-    assert A.hmma_cycles_per_smsp(1, 1, **kw) == 24.0          # dependency bound
-    assert A.hmma_cycles_per_smsp(8, 4, **kw) == 6.15          # pipe bound
-    assert A.hmma_cycles_per_smsp(2, 1, **kw) == 12.0
+    assert M.hmma_cycles_per_smsp(1, 1, **kw) == 24.0          # dependency bound
+    assert M.hmma_cycles_per_smsp(8, 4, **kw) == 6.15          # pipe bound
+    assert M.hmma_cycles_per_smsp(2, 1, **kw) == 12.0
 
 
 def test_packaged_sm90_facts_carry_provenance():
@@ -396,22 +397,22 @@ def test_model_with_a_zero_prediction_does_not_divide_by_zero():
     (1, 3, 5, 0b010, 2, 2),
 ])
 def test_bank_model_by_hand(ra, rb, rc, reuse, banks, cycles):
-    assert A.bank_read_cycles(ra, rb, rc, reuse, banks=banks) == cycles
+    assert M.bank_read_cycles(ra, rb, rc, reuse, banks=banks) == cycles
 
 
 def test_bank_model_default_is_two_banks_and_no_reuse():
-    assert A.bank_read_cycles(8, 10, 16) == 3
+    assert M.bank_read_cycles(8, 10, 16) == 3
 
 
 @pytest.mark.parametrize("text, mask", [("", 0), ("--", 0), ("R-", 1), ("-R", 2), ("RR", 3), ("--R", 4), ("R-R", 5),
                                         ("RRR", 7)])
 def test_reuse_notation(text, mask):
-    assert A.reuse_mask(text) == mask
+    assert M.reuse_mask(text) == mask
 
 
 def test_reuse_notation_refuses_other_letters():
     with pytest.raises(ValueError, match=r"reuse notation 'Rx': use 'R' or '-'"):
-        A.reuse_mask("Rx")
+        M.reuse_mask("Rx")
 
 
 def test_explained_fraction_by_hand():
@@ -419,16 +420,16 @@ def test_explained_fraction_by_hand():
              ((8, 9, 16, 0), 4.0),    # 2 reads x 2: hit
              ((8, 9, 17, 3), 2.0),    # 1 read: hit
              ((8, 9, 17, 0), 5.0)]    # model 4, off by 1 > 0.05 * 5: miss
-    assert A.explained_fraction(cases, banks=2, cycles_per_read=2.0, tolerance_rel=0.05) == 0.75
-    assert A.explained_fraction(iter(cases), banks=2, cycles_per_read=2.0, tolerance_rel=0.05) == 0.75
-    assert A.explained_fraction([], banks=2, cycles_per_read=1.0, tolerance_rel=0.1) == 0.0
+    assert M.explained_fraction(cases, banks=2, cycles_per_read=2.0, tolerance_rel=0.05) == 0.75
+    assert M.explained_fraction(iter(cases), banks=2, cycles_per_read=2.0, tolerance_rel=0.05) == 0.75
+    assert M.explained_fraction([], banks=2, cycles_per_read=1.0, tolerance_rel=0.1) == 0.0
 
 
 def test_explained_fraction_tolerance_is_relative_to_the_measured_value():
     # measured 4, model 4.5: off by 0.5. 12 % of the measured 4 is 0.48 (miss); of the model 4.5 it is 0.54
     case = [((8, 9, 255, 0), 4.0)]
-    assert A.explained_fraction(case, banks=2, cycles_per_read=4.5, tolerance_rel=0.12) == 0.0
-    assert A.explained_fraction(case, banks=2, cycles_per_read=4.5, tolerance_rel=0.125) == 1.0  # 0.5 <= 0.5
+    assert M.explained_fraction(case, banks=2, cycles_per_read=4.5, tolerance_rel=0.12) == 0.0
+    assert M.explained_fraction(case, banks=2, cycles_per_read=4.5, tolerance_rel=0.125) == 1.0  # 0.5 <= 0.5
 
 
 # ----------------------------------------------------------------------------------------------
@@ -448,12 +449,12 @@ KW = dict(latency=24.0, issue_interval=6.0, pipe_interval=1.0)
     (16, 3, 2.0, "issue bound, three warps: 6 / 3 over 24 / 48"),
 ])
 def test_hmma_model_regimes(ilp, warps, cycles, regime):
-    assert A.hmma_cycles_per_smsp(ilp, warps, **KW) == cycles, regime
+    assert M.hmma_cycles_per_smsp(ilp, warps, **KW) == cycles, regime
 
 
 def test_hmma_model_pipe_floor():
-    assert A.hmma_cycles_per_smsp(8, 4, latency=24.0, issue_interval=6.0, pipe_interval=2.5) == 2.5
-    assert A.hmma_cycles_per_smsp(1, 1, latency=24.0, issue_interval=6.0, pipe_interval=30.0) == 30.0
+    assert M.hmma_cycles_per_smsp(8, 4, latency=24.0, issue_interval=6.0, pipe_interval=2.5) == 2.5
+    assert M.hmma_cycles_per_smsp(1, 1, latency=24.0, issue_interval=6.0, pipe_interval=30.0) == 30.0
 
 
 def test_reproduce_is_empty_unless_given():
