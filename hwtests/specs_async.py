@@ -530,7 +530,7 @@ def _cluster_facts() -> list[FactSpec]:
         method=f"a CTA of one warp on every SM, in clusters of {k} (SMs // {k} clusters); every CTA chases "
                f"{DSMEM_UNROLL} dependent 8-byte generic loads (LD.E.64) through the shared memory of the next "
                "rank (mapa addresses; 16 distinct words per hop); cycles per hop, the mean over the CTAs (every "
-               "SM pair the clusters form: pair latencies sit on levels 176-212 cycles apart, where a median "
+               "SM pair the clusters form: pair latencies sit on levels between 176 and 212 cycles, where a median "
                "jumps a level with a few pairs), pass 2 of 2 timed")
         for k in CLUSTER_SIZES]
     out.append(FactSpec(
