@@ -108,7 +108,8 @@ CLUSTER_LAUNCH_CTAS = 64
 def cluster_chase_ctas(cluster: int) -> int:
     """CTAs of a DSMEM chase or cluster-barrier launch: a CTA on every SM (one fits an SM), in whole
     clusters of ``cluster``. One cluster's latency depends on the SM pair it lands on (one CTA pair reads
-    176-205 cycles a hop), so the median is taken over CTAs on every SM: the median over 64 CTAs followed
+    176-212 cycles a hop), so the statistic (the DSMEM chase's mean, the barriers' median) is taken over
+    CTAs on every SM: the median over 64 CTAs followed
     where a process's clusters landed (H100 GPU-5c5ac176, clusters of 4: 198.77-199.90 over four
     processes, 2026-11-26; the fact's band is 198.707 +- 0.5)."""
     return sm_count() // cluster * cluster

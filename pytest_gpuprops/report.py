@@ -42,7 +42,7 @@ def _measured_cell(v: Verdict) -> str:
 def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     """"gpuprops: 2 FAIL, 1 UNSTABLE, 27 PASS, 4 SKIPPED" in the order that needs attention; a run
     cut short (``run``: results.run_status) says so first: "gpuprops: INCOMPLETE (interrupted ...): 20 PASS"."""
-    from .assertions import BEYOND_UNITS
+    from .assertions import BEYOND_UNITS, DISCARDED_FIRST
     from .results import incomplete_reason
     verdicts = list(verdicts)
     counts: dict[str, int] = {}
@@ -61,7 +61,6 @@ def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     if findings:  # outside the band, within the population's reach: counted and listed, not red
         line += "; " + _counted(findings, "PASS outside the SKU's population, within its reach",
                                 "findings about their units, listed")
-    from .assertions import DISCARDED_FIRST
     discarded = [v for v in verdicts if any(f.startswith(DISCARDED_FIRST) for f in v.flags)]
     if discarded:  # judged on new measurements after a noisy or impossible one: counted, the reason in each
         line += "; " + _counted(discarded, "judged after a noisy or impossible first measurement was discarded",
