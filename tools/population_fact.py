@@ -7,7 +7,7 @@ an edge unit 0.0005 cycles outside its own population):
 * value = the exact middle of the lowest and highest value any unit read;
 * cycles: tolerance = half that range + the larger of 2 x the largest run noise and the floor a
   single unit's recording gets (0.5 cycles), rounded up to 0.01;
-* time units (MHz, GB/s, TFLOP/s): relative tolerance = the larger of 3 % and half the range
+* time units (MHz, GB/s, TFLOP/s), power (W) and host-side microseconds: relative tolerance = the larger of 3 % and half the range
   (relative) + 2 x the largest run noise, rounded up to 0.0001.
 
     python3 tools/population_fact.py --unit GPU-24f5286e=66.9375,66.9375 --unit GPU-2cf08462=70.9375 --noise 0
@@ -44,6 +44,9 @@ from pytest_gpuprops.facts import tomllib  # the standard library's from Python 
 
 CYCLES_FLOOR = 0.5
 TIME_UNIT_FLOOR_REL = 0.03
+#: units whose facts take the relative rule: the clock-dependent time units, and power and host-side
+#: microseconds, which scale with what the unit draws or the host it sits in rather than on a cycle grid
+RELATIVE_UNITS = (*assertions.TIME_UNITS, "W", "us")
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def rewrite_entry(path: str, gpu: str | None, fact: str, units: dict[str, list[f
     if not isinstance(entry, dict) or "value" not in entry:
         raise ValueError(f"{path} has no fact {fact!r} in " + (f"section gpus.{gpu!r}" if gpu else "the arch's facts"))
     every = dict(units)
-    time_unit = entry.get("unit") in assertions.TIME_UNITS
+    time_unit = entry.get("unit") in RELATIVE_UNITS
     if "units_range" in entry:
         every["earlier units"] = [float(v) for v in entry["units_range"]]
         noise_rel = max(noise_rel, earlier_noise(entry, time_unit))
