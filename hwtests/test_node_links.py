@@ -192,7 +192,7 @@ def test_host_link_rate_both_ways(gpuprops, node):
         with links.host_copy_lock(index):
             values = node.host_copy_loaded(index, direction)
         return links.rate_measurement(name, values, what="cudaMemcpyAsync", launch={"gpu": index}, remeasure=once,
-                                      noise_target=links.HOST_NOISE_TARGET)
+                                      noise_target=links.HOST_LOADED_NOISE_TARGET)
     way, back = (("pinned host memory -> GPU", "GPU -> host") if direction == "h2d"
                  else ("GPU -> pinned host memory", "host -> GPU"))
     gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_LOADED_BYTES >> 30} GiB, {way}, its own CUDA events, "
