@@ -291,11 +291,15 @@ def compare_units(store: Store, choice: str, verdicts: list[Verdict], meta: dict
         got = results.compare(base.verdicts, mine)
         moved += got
         changed = results.method_changed(base.verdicts, mine)
+        other_state = results.other_clock_state(base.verdicts, mine)
         notes.append(f"{uuid[:12]}: {base.describe(unit_meta_of(mine, uuid, meta))}"
                      + (f"; {len(got)} MOVED" if base.runs else "")
                      + (f"; {len(changed)} not compared, their method changed since ({', '.join(changed[:3])}"
                         f"{', ...' if len(changed) > 3 else ''}: this run's reading is their baseline from now on)"
-                        if changed else ""))
+                        if changed else "")
+                     + (f"; {len(other_state)} not compared, read in another SM clock state than their baseline "
+                        f"readings ({', '.join(other_state[:3])}{', ...' if len(other_state) > 3 else ''})"
+                        if other_state else ""))
     return moved, notes, used
 
 

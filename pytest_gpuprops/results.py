@@ -304,6 +304,12 @@ def _baseline_reading(v: Verdict) -> bool:
 SAME_CLOCK = 0.004
 
 
+#: units of facts that follow the SM clock's state but not in proportion to it: a reading in another state
+#: than every baseline reading is no like-for-like compare (H200 GPU-d94475a2, 2026-11-26: zero-operand tensor
+#: power 281.7-282.2 W in the processes that ran at 1725 MHz, 287.8-288.1 W at 1740 MHz, +2 % for +0.9 %)
+CLOCK_STATE_UNITS = ("W",)
+
+
 def reading_clock(v: Verdict) -> float | None:
     """The SM clock a verdict's measurement ran at (MHz), where it was read."""
     clock = (v.measurement or {}).get("sm_clock_mhz")
@@ -337,7 +343,8 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     fact's same-unit band (:func:`same_unit_band`) since the baseline run. Where the baseline holds
     readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared; a rate of
     SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
-    scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6)."""
+    scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6); a
+    power read in another state than every baseline reading is not compared (:data:`CLOCK_STATE_UNITS`)."""
     old = _baseline_index(baseline)
     moved = []
     for v in current:
@@ -349,6 +356,8 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
         o = nearest_clock(candidates, v)
         clock, mine = reading_clock(o), reading_clock(v)
         other_state = bool(clock and mine and not same_clock(clock, mine))
+        if other_state and v.unit in CLOCK_STATE_UNITS:
+            continue  # other_clock_state() names it
         # SM work per second in another clock state: the baseline as it reads at this reading's clock
         scaled = other_state and ceilings.scales_with_sm_clock(v.fact)
         base = o.measured * mine / clock if scaled else o.measured
@@ -365,6 +374,22 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
             m.flags = []
             moved.append(m)
     return moved
+
+
+def other_clock_state(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[str]:
+    """The facts of ``current`` in :data:`CLOCK_STATE_UNITS` read in another SM clock state than every
+    baseline reading of the same unit and test: not compared, so said beside the compare's result (the store
+    keeps a reading per state, so the next run in this state is compared)."""
+    old = _baseline_index(baseline)
+    out = []
+    for v in current:
+        if not _baseline_reading(v) or v.unit not in CLOCK_STATE_UNITS:
+            continue
+        there = [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
+        mine = reading_clock(v)
+        if there and mine and not any(same_clock(reading_clock(o), mine) for o in there):
+            out.append(v.fact)
+    return list(dict.fromkeys(out))
 
 
 def same_method(old: Verdict, new: Verdict) -> bool:

@@ -280,6 +280,35 @@ def test_a_rate_of_sm_work_in_a_clock_state_the_baseline_lacks_is_compared_per_c
     assert results.compare(store.baseline(UUID).verdicts, [_at(3100.0 * 1.005, 1995.6, **dram)]) == []
 
 
+
+def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_and_said_so(tmp_path):
+    # H200 GPU-d94475a2, 2026-11-26: zero-operand tensor power 282.174 W at 1725 MHz, 287.83 W at 1740 MHz
+    # (+2.0 %, band 1 %) in the next process: the clock state moved, not the unit
+    store = baselines.Store(tmp_path)
+    power = dict(fact="wgmma_bf16_zero_operand_power_w", rel=0.01)
+    store.save([_at(282.174, 1725.0, **power)], FINISHED)
+    base = store.baseline(UUID)
+    reading = _at(287.83, 1740.0, **power)
+    reading.unit = "W"
+    assert results.compare(base.verdicts, [reading]) == []
+    assert results.other_clock_state(base.verdicts, [reading]) == ["wgmma_bf16_zero_operand_power_w"]
+    # in the baseline's state a 2 % move is still MOVED, and then nothing is said of the state
+    same = _at(282.174 * 1.02, 1725.0, **power)
+    same.unit = "W"
+    (m,) = results.compare(base.verdicts, [same])
+    assert "+2.00%" in m.measured_text and results.other_clock_state(base.verdicts, [same]) == []
+    # a rate in cycles read in another state is compared as before (only the power's units are exempt)
+    (m,) = results.compare(base.verdicts, [_at(282.174 * 1.02, 1740.0, **power)])
+    assert m.expected.endswith("at 1725 MHz")
+    # the summary's line for the unit says which facts were not compared and why
+    moved, notes, _ = baselines.compare_units(store, baselines.LAST, [reading], {})
+    assert moved == [] and ("1 not compared, read in another SM clock state than their baseline readings "
+                            "(wgmma_bf16_zero_operand_power_w)") in notes[0]
+    # once the store holds a reading in that state too, the next run in it is compared like for like
+    store.save([reading], dict(FINISHED, date="2026-11-26T10:00:00"))
+    assert results.other_clock_state(store.baseline(UUID).verdicts, [reading]) == []
+
+
 def test_the_baselines_command_lists_each_unit_its_runs_and_what_its_baseline_takes(tmp_path, capsys):
     from pytest_gpuprops import cli
     store = baselines.Store(tmp_path)
