@@ -450,17 +450,21 @@ NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L
 # Within each tier the misses form levels of their own, which lines a process's allocation puts in each
 # set by its addresses: on H100 GPU-41edd6a1 (2026-11-26) the near tier's 31 lines read 535-559 cycles
 # (15 of them) and 577-600 (16) in one process, 533-552 (20) and 572-593 (11) in the next, so the tier's
-# median read 567.5, then 550.25; over four units of two or four processes each it moved up to 4.7 % on
-# one unit (GPU-8224b388), and a band that held it could not catch 5 %. The nearest quarter of the lines
-# (the 16 of 64 with the lowest misses) lies in the lowest level in every process: its median moved at
-# most 1.3 % on a unit (GPU-8224b388: 548-555), 0.46-0.74 % on the three others; the farthest quarter's,
-# 0.8-1.6 %.
+# median read 567.5, then 550.25. An order statistic jumps a level with the allocation: the median of the
+# quarter of the lines with the lowest misses (the facts until 2026-11-26 night) held there but moved 4.6 %
+# on GPU-b842806c (548.5 against 574-575). Each tier's mean weighs its levels by the lines they hold, so
+# it moves by the share of lines that change level, not by a level's whole step: over eight units of both
+# SKUs (38 whole-suite processes, driver 580.159.04, CUDA 13.0, 2026-11-26) a unit's near-tier mean moved
+# at most 1.90 % (the quarter's median 4.62 %), its far-tier mean 2.56 % (2.97 %).
 
 #: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS): the DRAM
-#: misses of the quarter of the lines with the lowest misses, those of the quarter with the highest
-CHASE_LINE_STATISTICS = ("dram_nearest_quarter", "dram_farthest_quarter")
-#: the share of the lines each statistic takes: a quarter (16 of 64)
-DRAM_QUARTER = 4
+#: misses of the near tier's lines (below the widest gap, :func:`dram_tiers`), those of the far tier's;
+#: the fact is their mean
+CHASE_LINE_STATISTICS = ("dram_near_tier_mean", "dram_far_tier_mean")
+#: the noise target of a tier's mean over its lines: the lines' spread within a tier is the tier's levels
+#: (up to 3.8 % in the near tier and 4.8 % in the far one over those 38 processes), not the measurement's
+#: noise, which each line's own stop rule (DRAM_LINE_STOP) bounds
+DRAM_TIER_NOISE = 0.08
 #: a DRAM reading of a line must exceed its L2-hit reading by this factor, or the line was not evicted:
 #: a line still in L2 reads its L2 hit (each line's readings are steady to 0.02 %), and a DRAM access
 #: (row activation and column read behind the L2 miss) adds far more than 10 %
@@ -510,10 +514,11 @@ def dram_tiers(misses, *, min_gap: float = DRAM_TIER_GAP, min_lines: int = DRAM_
 
 
 def line_statistic(kind: str, hits, misses=None) -> list[float]:
-    """The values (their median the fact, their spread its noise) of the chase-line statistic ``kind``
-    (:data:`CHASE_LINE_STATISTICS`) over the lines' DRAM ``misses`` (one per line of ``hits``, same
-    order): the misses of the quarter of the lines (:data:`DRAM_QUARTER`) with the lowest misses
-    (``dram_nearest_quarter``) or the highest (``dram_farthest_quarter``), in line order."""
+    """The values (their mean the fact, their spread within the tier its noise) of the chase-line statistic
+    ``kind`` (:data:`CHASE_LINE_STATISTICS`) over the lines' DRAM ``misses`` (one per line of ``hits``, same
+    order): the misses of the near tier's lines (``dram_near_tier_mean``) or the far tier's
+    (``dram_far_tier_mean``), split by :func:`dram_tiers`, in line order. Misses of one tier are refused
+    (:func:`dram_tiers` says why): the fact is a tier's."""
     hits = list(hits)
     if kind not in CHASE_LINE_STATISTICS:
         raise ValueError(f"chase-line statistic {kind!r}: expected one of {CHASE_LINE_STATISTICS}")
@@ -521,12 +526,8 @@ def line_statistic(kind: str, hits, misses=None) -> list[float]:
         raise ValueError(f"{kind} needs one DRAM reading per line ({len(hits)}), got "
                          f"{None if misses is None else len(misses)}")
     misses = list(misses)
-    take = len(misses) // DRAM_QUARTER
-    if take < 2:
-        raise ValueError(f"{len(misses)} lines: a quarter of them is fewer than 2")
-    by_miss = sorted(range(len(misses)), key=lambda k: misses[k])
-    lines = by_miss[:take] if kind == "dram_nearest_quarter" else by_miss[-take:]
-    return [misses[k] for k in sorted(lines)]
+    near, far, _ = dram_tiers(misses)
+    return [misses[k] for k in (near if kind == "dram_near_tier_mean" else far)]
 
 
 def not_cold(hits, misses, ratio: float = COLD_MIN_RATIO) -> list[str]:
@@ -587,7 +588,8 @@ def chase_line_readings(gpuprops, fact, *, fresh: bool = False):
 
 def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measurement:
     """``fact`` (a one-line chase's, its ``statistic.lines`` one of :data:`CHASE_LINE_STATISTICS`) as
-    one measurement: line_statistic over the shared line readings (the quarter's misses its values), every
+    one measurement: line_statistic over the shared line readings (the tier's misses its values, their mean
+    the reading), every
     line's cycles and the tiers in its launch info. Refused where a line's miss was not cold
     (:func:`not_cold`), the lines' misses then in the error."""
     kind = fact.statistic.lines
@@ -607,11 +609,11 @@ def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measuremen
                          + ", ".join(f"{c:.1f}" for c in miss_cycles)) from exc
     first = misses[0]
     m = Measurement.given(
-        fact.name, values, noise_target=MODE_NOISE,
+        fact.name, values, noise_target=DRAM_TIER_NOISE, center="mean",
         overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
         throttle=sorted({t for m in hits + misses for t in m.throttle}), kernel=first.kernel,
         launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
-                    quarter_lines=len(values), statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
+                    tier_lines=len(values), statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
     m.remeasure = lambda: on_other_memory(lambda: chase_line_measurement(gpuprops, fact, fresh=True))
     return m
 

@@ -19,9 +19,10 @@ GPU-fd48deeb, driver 580.159.04, CUDA 13.0, 2026-11-26): 535 .. 785 cycles, the 
 (22.8 %) and 590 -> 679 (15.1 %). Their median over lines was no fact (588 on one unit, 634 in the
 gap on the other, a batch's median 576.5 .. 742: it falls in either tier), and each tier's median was
 not steady either (a tier holds levels of its own, which lines land in each set by the allocation:
-memory_levels.py says how far it moved), so the facts are the median of the quarter of the lines with
-the lowest misses (dram_latency_near_cycles) and with the highest (dram_latency_far_cycles); both
-tiers' lines, the far share and the gap (memory_levels.dram_tiers) are in the launch info. They are
+memory_levels.py says how far it moved), nor the median of the quarter of the lines with the lowest
+or highest misses, so the facts are each tier's mean: over the near tier's lines (dram_latency_near_cycles)
+and over the far tier's (dram_latency_far_cycles); both tiers' lines, the far share and the gap
+(memory_levels.dram_tiers) are in the launch info. They are
 the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU model.
 
 The other facts of the family (l1_hit_latency_cycles, dram_latency_cycles, the per-hop percentiles and
@@ -89,8 +90,8 @@ MISS_REGION = Region((CG_LOAD,), steps="UNROLL", trailing=("LOP3.LUT",))
 
 #: the DRAM miss facts: name -> (Statistic.lines, which tier's lines are taken)
 DRAM_FACTS = {
-    "dram_latency_near_cycles": ("dram_nearest_quarter", "lowest"),
-    "dram_latency_far_cycles": ("dram_farthest_quarter", "highest"),
+    "dram_latency_near_cycles": ("dram_near_tier_mean", "near"),
+    "dram_latency_far_cycles": ("dram_far_tier_mean", "far"),
 }
 
 
@@ -100,8 +101,9 @@ def _facts() -> list[FactSpec]:
         method=f"one ld.global.cg {ml.CHASE_LINE_TEXT}, after a warm load and discard.global.L2 of it (a DRAM miss, "
                f"its page's translation cached), its value read before the stop read; each line's median over "
                f"launches, refused unless {ml.COLD_MIN_RATIO} x the line's L2 hit (the same line chased on itself); "
-               f"the quarter of the lines with the {side} misses ({ml.L2_LINES // ml.DRAM_QUARTER} of "
-               f"{ml.L2_LINES}), their median (the lines' spread its noise)")
+               f"the lines of the {side} tier (the misses split at their widest gap, at least "
+               f"{ml.DRAM_TIER_GAP:.0%} with {ml.DRAM_TIER_MIN_LINES} or more of the {ml.L2_LINES} lines on each side), "
+               f"their mean (the lines' spread within the tier its noise)")
         for name, (kind, side) in DRAM_FACTS.items()]
 
 

@@ -55,8 +55,8 @@ class Statistic:
     and, for an L2 hit whose latency depends on the line's slice, ``lines``: measured line by line over
     the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``); a
     chase that stays on each line (hwtests/memory_levels.py :data:`CHASE_LINE_STATISTICS`) each line's
-    DRAM miss: the median of the quarter of the lines with the lowest misses (``dram_nearest_quarter``)
-    or the highest (``dram_farthest_quarter``)."""
+    DRAM miss: the mean over the near tier's lines (``dram_near_tier_mean``) or the far tier's
+    (``dram_far_tier_mean``)."""
 
     mode: str = "warp"
     lines: str | None = None
@@ -77,10 +77,10 @@ class Statistic:
 #: Statistic.lines -> how its text ends
 LINE_STATISTICS = {None: "", "near_tier": ", line by line: the lowest tier's median",
                    "all_lines": ", line by line: the median over lines",
-                   "dram_nearest_quarter": ", line by line: each line's DRAM miss, the median of the quarter "
-                                           "of the lines with the lowest",
-                   "dram_farthest_quarter": ", line by line: each line's DRAM miss, the median of the quarter "
-                                            "of the lines with the highest"}
+                   "dram_near_tier_mean": ", line by line: each line's DRAM miss, the mean over the near tier's "
+                                          "lines",
+                   "dram_far_tier_mean": ", line by line: each line's DRAM miss, the mean over the far tier's "
+                                         "lines"}
 
 MEDIAN_OVER_WARPS = Statistic()
 

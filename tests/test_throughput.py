@@ -114,9 +114,10 @@ class SimGpu:
         return self.idle_mhz + (self.mhz - self.idle_mhz) * min(1.0, (t_ns - self.ramp_from) / self.ramp_ns)
 
     def kernel(self, scale_arg: int, smids_arg: int | None, *, cycles_per_scale: float | None = None,
-               mhz: float | None = None):
+               mhz: float | None = None, real_s: float | None = None):
         """A kernel whose loop count is argument ``scale_arg``; ``cycles_per_scale`` and ``mhz``: this
-        kernel's own cycles per loop trip and clock, where they differ from the GPU's."""
+        kernel's own cycles per loop trip and clock, where they differ from the GPU's; ``real_s``: the host
+        time a launch takes, where it differs from the GPU's ``real_s_per_launch``."""
         def run(grid, block, args):
             if time.monotonic() - self.last_real > 0.1:
                 self.ramp_from = self.now_ns  # woke from idle: the clock ramps again
@@ -143,8 +144,9 @@ class SimGpu:
             if smids_arg is not None:
                 args[smids_arg].a[:] = np.arange(grid[0]) % self.sms
             self.now_ns, self.cycles, self.launches = t[-1], c[-1], self.launches + 1
-            if self.real_s_per_launch:
-                time.sleep(self.real_s_per_launch)
+            sleep = self.real_s_per_launch if real_s is None else real_s
+            if sleep:
+                time.sleep(sleep)
         return run
 
 
