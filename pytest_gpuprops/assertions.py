@@ -218,6 +218,17 @@ def within_reach(fact: Fact, value: float, reach: float = POPULATION_REACH) -> b
     return hi * (1 - reach) <= value <= lo * (1 + reach)
 
 
+def clock_text(m: Measurement) -> str:
+    """The SM clock a measurement ran at, as its verdict says it: the clock, or why there is none (a
+    reading of an SM clock above what the GPU can run is not one: measure.Runner.session_sm_clock_mhz)."""
+    if m.sm_clock_mhz:
+        return f"SM clock {m.sm_clock_mhz} MHz"
+    refused = m.launch.get("session_clock_refused_mhz") if isinstance(m.launch, dict) else None
+    if refused:
+        return f"SM clock unknown: the session's clock spin read {refused} MHz, above what the GPU can run"
+    return "SM clock not read"
+
+
 def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mhz: float | None = None,
              strict_population: bool = False) -> Verdict:
     """Compare a measurement's median with a measured fact. A fact in a time unit that fails is
@@ -274,7 +285,7 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
           and m.sm_clock_mhz else "")
     return Verdict(fact=fact.name, arch=fact.arch, status=status, expected=fact.expected_text(),
                    measured=m.reading, measured_text=f"{m.reading:.3f} {m.unit} (min {m.min:.3f}, max {m.max:.3f}, "
-                   f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; SM clock {m.sm_clock_mhz} MHz{ns})",
+                   f"noise {m.noise:.2%}, n={m.n}, {m.stop_reason}; {clock_text(m)}{ns})",
                    unit=fact.unit, method=fact.method, source=fact.source, flags=flags, reproduce=reproduce,
                    measurement=m.as_dict(), tolerance=fact.tolerance, scope=fact.scope,
                    same_unit_tolerance_rel=fact.same_unit_tolerance_rel,

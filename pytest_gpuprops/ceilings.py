@@ -135,6 +135,16 @@ IMPOSSIBLE_CLOCK = "physically impossible reading: a clock above the GPU's maxim
 IMPOSSIBLE_SAMPLE = "physically impossible reading: a sample above the ceiling at the GPU's maximum clock"
 
 
+def possible_clock(mhz: float | None, max_sm_clock_mhz: float | None) -> float | None:
+    """``mhz`` where a GPU whose NVML maximum is ``max_sm_clock_mhz`` can run at it (at most
+    CLOCK_ALLOWANCE_MHZ above), else None: a clock read above that is the reading's fault, not the GPU's
+    (the session clock's 20 ms spin read 1980-2092 MHz on every H100 of 2026-11-26 night, while their
+    kernels' clocks over their own launches read 1980). Unknown maximum: taken as read."""
+    if mhz is None or not max_sm_clock_mhz or mhz <= max_sm_clock_mhz + CLOCK_ALLOWANCE_MHZ:
+        return mhz
+    return None
+
+
 def impossible_reading(name: str, unit: str, value: float, *, arch: str, sms: int | None, clock_mhz: float | None,
                        max_sm_clock_mhz: float | None) -> list[str]:
     """Why a reading cannot be, as flags ([] when it can): a rate fact (RATES) above SMs x its work per

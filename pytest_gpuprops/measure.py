@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from . import ceilings, devices, driver_launch, gpulock, sass
 from . import compile as gp_compile
-from . import devices, driver_launch, gpulock, sass
 from .devices import GpuInfo
 from .driver_launch import KernelLaunchError
 from .kernel_spec import KernelSpec
@@ -137,6 +137,9 @@ class Runner:  # pragma: no mutate block  (GPU only)
         self.launches = 0
         self._overhead: float | None = None
         self._clock: float | None = None
+        self._clock_read = False
+        #: the session clock's spin reading where it was above what the GPU can run (session_sm_clock_mhz)
+        self.refused_session_clock_mhz: float | None = None
         self._tmp = tempfile.mkdtemp(prefix="gpuprops-mod-")
         cupy.cuda.Device(info.index).use()
 
@@ -214,11 +217,17 @@ class Runner:  # pragma: no mutate block  (GPU only)
             self._overhead = statistics.median(vals[1:])
         return self._overhead
 
-    def session_sm_clock_mhz(self) -> float:
-        """The SM clock, read once per session (a 20 ms spin after another); :meth:`sm_clock_mhz` reads it again."""
-        if self._clock is None:
+    def session_sm_clock_mhz(self) -> float | None:
+        """The SM clock, read once per session (a 20 ms spin after another); :meth:`sm_clock_mhz` reads it again.
+        None where the spin read more than the GPU can run (ceilings.possible_clock; the reading is kept in
+        :attr:`refused_session_clock_mhz` and said beside every measurement): the H100s of 2026-11-26 night
+        read 1980-2092 MHz by it, their kernels' own clocks 1980, the H200s 1956-1965 by both."""
+        if not self._clock_read:
             self.sm_clock_mhz()  # the first spin wakes an idle GPU: its clock ramps during it
-            self._clock = self.sm_clock_mhz()
+            read = self.sm_clock_mhz()
+            self._clock = ceilings.possible_clock(read, self.info.max_sm_clock_mhz)
+            self.refused_session_clock_mhz = None if self._clock is not None else read
+            self._clock_read = True
         return self._clock
 
     def sm_clock_mhz(self, spin_ns: int = SM_CLOCK_SPIN_NS) -> float:
@@ -265,12 +274,14 @@ class Runner:  # pragma: no mutate block  (GPU only)
                 reason = stop_reason(values, stop, time.monotonic() - t_start)
             reasons_after, _ = devices.throttle_reasons(self.info)
         m = Measurement(name=name, unit=unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
-                        overhead_cycles=overhead, sm_clock_mhz=round(clock, 1),
+                        overhead_cycles=overhead, sm_clock_mhz=None if clock is None else round(clock, 1),
                         throttle=sorted(set(reasons_before) | set(reasons_after)), kernel=spec.kernel,
                         launch={"source": spec.source, "defines": dict(spec.defines), "grid": spec.grid,
                                 "block": spec.block, "mode": mode, "divisor": divisor,
                                 **({} if spec.cluster is None else {"cluster": spec.cluster}),
-                                **({"shared_mem": spec.shared_mem} if spec.shared_mem else {})},
+                                **({"shared_mem": spec.shared_mem} if spec.shared_mem else {}),
+                                **({"session_clock_refused_mhz": round(self.refused_session_clock_mhz, 1)}
+                                   if self.refused_session_clock_mhz is not None else {})},
                         per_warp=per_warp)
         m.remeasure = lambda: self.measure(name, spec, divisor=divisor, mode=mode, unit=unit, transform=transform,
                                            stop=stop, built=(cubin, []))

@@ -51,6 +51,13 @@ def test_a_memory_latency_says_its_ns_at_the_clock_it_ran_at():
     assert A.evaluate(dram, m).measured_text.endswith("SM clock 1995.0 MHz; 347.9 ns)")
     lds = dataclasses.replace(Measurement.given("lds", [23.0, 23.0, 23.0]), sm_clock_mhz=1980.0)
     assert A.evaluate(LDS, lds).measured_text.endswith("SM clock 1980.0 MHz)")  # an SM fact: cycles alone
+    # the session clock's spin read above what the GPU can run (H100 GPU-fc77ac86: 2092 MHz against 1980): no
+    # clock and no ns, the refused reading said instead; NVML-read facts have none at all
+    refused = Measurement.given("dram", [694.15] * 3, launch={"session_clock_refused_mhz": 2092.0})
+    text = A.evaluate(dram, refused).measured_text
+    assert text.endswith("SM clock unknown: the session's clock spin read 2092.0 MHz, above what the GPU can run)")
+    assert " ns)" not in text
+    assert A.evaluate(LDS, Measurement.given("lds", [23.0] * 3)).measured_text.endswith("SM clock not read)")
 
 
 def test_value_within_tolerance_passes():

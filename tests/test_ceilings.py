@@ -169,3 +169,11 @@ def test_the_summary_line_counts_the_verdicts_judged_after_a_discarded_measureme
     assert report.summary_line([v, _ffma([66.0] * 5)]) == (
         "gpuprops: 2 PASS; 1 judged after a noisy or impossible first measurement was discarded (ffma_fp32_tflops: "
         "the verdicts say why)")
+
+
+def test_a_clock_above_what_the_gpu_can_run_is_no_clock():
+    # the session clock's spin on the H100s of 2026-11-26 night: 1980-2092 MHz, their kernels' clocks 1980
+    assert ceilings.possible_clock(2092.0, 1980) is None and ceilings.possible_clock(1996.1, 1980) is None
+    assert ceilings.possible_clock(1995.6, 1980) == 1995.6  # one 15 MHz step above NVML's maximum is real
+    assert ceilings.possible_clock(1965.0, 1980) == 1965.0 and ceilings.possible_clock(2500.0, None) == 2500.0
+    assert ceilings.possible_clock(None, 1980) is None
