@@ -143,6 +143,7 @@ def _short(request):  # module scope: before the module's tensor stress fixture 
     mp.setattr(request.module, "TENSOR_SUSTAINED_FROM_S", 0.25)
     mp.setattr(request.module.gp_power, "nvml_energy_reader", test_throughput_facts_simulated.sim_energy_reader)
     mp.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
+    mp.setattr(request.module, "FFMA_PREHEAT_S", 0.02)  # the preheat's loop runs; its length is the GPU's
     mp.setattr(request.module, "TENSOR_LAUNCHES", 5)  # each simulated launch sleeps 1 ms
     stress = request.module.tp.stress_clock  # a simulated GPU has no idle clock to wait 0.25 s for
     def logged(cp, wl, **kw):
