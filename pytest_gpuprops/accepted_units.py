@@ -12,7 +12,7 @@ reading can be a baseline (baselines.UnitRun.lends), whether a unit held its ban
 (results.outliers) or whether a reading is settled (tools/same_unit_bands.py) already answers as an
 accepted reading needs, and readers of older reports and other tools see no new status.
 
-Only a reading that stays within the fact's same-unit band (results.same_unit_band) of a reading
+Only a reading that stays within the fact's same-unit band (unit_compare.same_unit_band) of a reading
 the unit's baseline accepted is excused; that accepted reading must itself have been outside the
 population (flagged OFF_POPULATION: the owner saw the finding). No accepted reading (a new unit), a
 reading that moved past the band (MOVED too) or ``--gpuprops-baseline none``: it stays FAIL.
@@ -24,7 +24,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from . import assertions, baselines, results
+from . import assertions, baselines, results, unit_compare
 from .assertions import OFF_POPULATION, Verdict
 
 #: the flag of a PASS that is outside the SKU's population and within its unit's accepted reading
@@ -69,7 +69,7 @@ def accepted_readings(runs: list[baselines.UnitRun]) -> dict[tuple[str, str], li
                 continue
             have = out.setdefault(results.run_key(v), [])
             if len(have) < baselines.MAX_STATES and not any(
-                    results.same_clock(results.reading_clock(a.verdict), results.reading_clock(v)) for a in have):
+                    unit_compare.same_clock(unit_compare.reading_clock(a.verdict), unit_compare.reading_clock(v)) for a in have):
                 have.append(AcceptedReading(v, run.date, str(run.path or "?"), run.forced))
         if run.forced:
             break
@@ -132,10 +132,10 @@ class AcceptedUnits:
             return _flagged(v, f"{NOT_ACCEPTED}: no accepted run of this unit read it outside the population; "
                                "review the unit, and once understood rerun with --gpuprops-baseline-accept: later "
                                "runs within its same-unit band report it, not red")
-        nearest = results.nearest_clock([a.verdict for a in got], v)
+        nearest = unit_compare.nearest_clock([a.verdict for a in got], v)
         a = next(a for a in got if a.verdict is nearest)
         base = a.verdict.measured
-        band = results.same_unit_band(v, base)
+        band = unit_compare.same_unit_band(v, base)
         moved = v.measured - base
         if abs(moved) > band:
             return _flagged(v, f"{NOT_ACCEPTED}: moved {moved:+.3f} {v.unit} ({moved / base:+.2%}) from the reading "
@@ -144,7 +144,7 @@ class AcceptedUnits:
         out.flags = [*v.flags, f"{ACCEPTED_OFF_POPULATION}: accepted on {a.date} at {base:.3f} {v.unit}, within its "
                                f"same-unit band ±{band:.3g} ({moved:+.3f}); a finding kept in every report"]
         out.accepted_reading = {"measured": base, "date": a.date, "path": a.path, "forced": a.forced,
-                                "sm_clock_mhz": results.reading_clock(a.verdict), "band": band}
+                                "sm_clock_mhz": unit_compare.reading_clock(a.verdict), "band": band}
         return out
 
 

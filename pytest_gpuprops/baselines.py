@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import results
+from . import results, unit_compare
 from .assertions import Verdict
 
 SCHEMA = "gpuprops-unit-run/1"
@@ -189,12 +189,12 @@ class Store:
         """The unit's baseline: for each fact (by test), the newest reading a run lends
         (:meth:`UnitRun.lends`), so a ``-k`` run does not hide the facts it did not select and a
         red fact keeps its earlier baseline; and the newest at each other SM clock state the unit has
-        run in (results.SAME_CLOCK), so a run at 1995 MHz is compared with one at 1995 MHz."""
+        run in (unit_compare.SAME_CLOCK), so a run at 1995 MHz is compared with one at 1995 MHz."""
         chosen: dict[tuple[str, str], list[Verdict]] = {}
         used: list[UnitRun] = []
         for run in self.runs(uuid) if runs is None else runs:
             fresh = [v for v in run.verdicts if run.lends(v) and len(chosen.get(results.run_key(v), [])) < MAX_STATES
-                     and not any(results.same_clock(results.reading_clock(o), results.reading_clock(v))
+                     and not any(unit_compare.same_clock(unit_compare.reading_clock(o), unit_compare.reading_clock(v))
                                  for o in chosen.get(results.run_key(v), []))]
             if fresh:
                 used.append(run)
@@ -284,14 +284,14 @@ def compare_units(store: Store, choice: str, verdicts: list[Verdict], meta: dict
     if choice == NONE:
         return [], [], {}
     if choice != LAST:
-        return results.compare(from_report(choice), verdicts), [f"compared with {choice}"], {}
+        return unit_compare.compare(from_report(choice), verdicts), [f"compared with {choice}"], {}
     moved, notes, used = [], [], {}
     for uuid, mine in sorted(by_unit(verdicts).items()):
         base = used[uuid] = store.baseline(uuid)
-        got = results.compare(base.verdicts, mine)
+        got = unit_compare.compare(base.verdicts, mine)
         moved += got
-        changed = results.method_changed(base.verdicts, mine)
-        other_state = results.other_clock_state(base.verdicts, mine)
+        changed = unit_compare.method_changed(base.verdicts, mine)
+        other_state = unit_compare.other_clock_state(base.verdicts, mine)
         notes.append(f"{uuid[:12]}: {base.describe(unit_meta_of(mine, uuid, meta))}"
                      + (f"; {len(got)} MOVED" if base.runs else "")
                      + (f"; {len(changed)} not compared, their method changed since ({', '.join(changed[:3])}"

@@ -13,7 +13,7 @@ from gp_testing import fake_gpu_conftest, one_fact_test
 
 from pytest_gpuprops import accepted_units as AU
 from pytest_gpuprops import assertions as A
-from pytest_gpuprops import baselines, report, results
+from pytest_gpuprops import baselines, report, results, unit_compare
 from pytest_gpuprops.facts import Fact
 from pytest_gpuprops.measure import Measurement
 
@@ -89,7 +89,7 @@ def test_a_reading_moved_two_percent_beyond_a_one_percent_band_stays_fail(tmp_pa
     assert judged.status == A.FAIL
     assert any(f.startswith(f"{AU.NOT_ACCEPTED}: moved +3.974 cycles (+2.00%)") for f in judged.flags), judged.flags
     # and the unit's baseline compare calls it MOVED, as for any reading
-    moved = results.compare(store_with(tmp_path / "b", 198.71).baseline(UUID).verdicts, [judged])
+    moved = unit_compare.compare(store_with(tmp_path / "b", 198.71).baseline(UUID).verdicts, [judged])
     assert [m.status for m in moved] == [results.MOVED]
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from gp_testing import fake_gpu_conftest, one_fact_test
 
-from pytest_gpuprops import baselines, results
+from pytest_gpuprops import baselines, results, unit_compare
 from pytest_gpuprops.assertions import Verdict
 
 UUID = "GPU-c5d47081-161b-c161-0c26-c68d1b7f8938"
@@ -232,7 +232,7 @@ def test_the_store_keeps_units_apart_under_one_fleet_folder(tmp_path):
     b = [dataclasses.replace(verdict(23.2), gpu=dict(GPU, uuid="GPU-27864b42-677c-a988-53d2-9c6308002028"))]
     store.save(a + b, FINISHED)
     assert [v.measured for v in store.baseline(UUID).verdicts] == [23.0]
-    assert results.compare(store.baseline(UUID).verdicts, b) == []  # another unit's reading is not compared
+    assert unit_compare.compare(store.baseline(UUID).verdicts, b) == []  # another unit's reading is not compared
 
 
 def _at(measured, clock, **kw):
@@ -251,12 +251,12 @@ def test_the_baseline_keeps_a_reading_per_clock_state_and_the_compare_takes_the_
     base = store.baseline(UUID)
     assert sorted(v.measured for v in base.verdicts) == [7105.1, 7250.0]  # the newest per state
     assert base.describe().endswith(", 1 facts")
-    assert results.compare(base.verdicts, [_at(7100.1, 1994.9, **fact)]) == []
-    assert results.compare(base.verdicts, [_at(7240.0, 1979.7, **fact)]) == []
-    (m,) = results.compare(base.verdicts, [_at(7100.1 * 1.05, 1994.9, **fact)])
+    assert unit_compare.compare(base.verdicts, [_at(7100.1, 1994.9, **fact)]) == []
+    assert unit_compare.compare(base.verdicts, [_at(7240.0, 1979.7, **fact)]) == []
+    (m,) = unit_compare.compare(base.verdicts, [_at(7100.1 * 1.05, 1994.9, **fact)])
     assert m.expected == "baseline 7105.100 ± 185 cycles (same-unit band 2.60%)"
     # a state the unit has not run in yet: the nearest, said so
-    (m,) = results.compare(base.verdicts, [_at(7100.0 * 0.95, 2010.0, **fact)])
+    (m,) = unit_compare.compare(base.verdicts, [_at(7100.0 * 0.95, 2010.0, **fact)])
     assert m.expected.endswith("at 1994.9 MHz")
 
 
@@ -267,17 +267,17 @@ def test_a_rate_of_sm_work_in_a_clock_state_the_baseline_lacks_is_compared_per_c
     ffma = dict(fact="ffma_fp32_tflops", rel=0.01)
     store.save([_at(66.008, 1980.5, **ffma)], FINISHED)
     base = store.baseline(UUID)
-    assert results.compare(base.verdicts, [_at(66.743, 1995.6, **ffma)]) == []
+    assert unit_compare.compare(base.verdicts, [_at(66.743, 1995.6, **ffma)]) == []
     # 2 % less work per clock in the other state is still a move, said against the scaled baseline
-    (m,) = results.compare(base.verdicts, [_at(66.008 * 1995.6 / 1980.5 * 0.98, 1995.6, **ffma)])
+    (m,) = unit_compare.compare(base.verdicts, [_at(66.008 * 1995.6 / 1980.5 * 0.98, 1995.6, **ffma)])
     assert m.expected == "baseline 66.511 ± 0.665 cycles (same-unit band 1.00%) (its 66.008 at 1980.5 MHz scaled to 1995.6 MHz)"
     assert "-2.00%" in m.measured_text
     # bytes through the L2 or DRAM are not SM work: compared as read, the other state named
     dram = dict(fact="dram_read_gbps", rel=0.01)
     store.save([_at(3100.0, 1980.5, **dram)], dict(FINISHED, date="2026-11-26T10:00:00"))
-    (m,) = results.compare(store.baseline(UUID).verdicts, [_at(3100.0 * 1.012, 1995.6, **dram)])
+    (m,) = unit_compare.compare(store.baseline(UUID).verdicts, [_at(3100.0 * 1.012, 1995.6, **dram)])
     assert m.expected.endswith("at 1980.5 MHz")
-    assert results.compare(store.baseline(UUID).verdicts, [_at(3100.0 * 1.005, 1995.6, **dram)]) == []
+    assert unit_compare.compare(store.baseline(UUID).verdicts, [_at(3100.0 * 1.005, 1995.6, **dram)]) == []
 
 
 
@@ -290,15 +290,16 @@ def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_a
     base = store.baseline(UUID)
     reading = _at(287.83, 1740.0, **power)
     reading.unit = "W"
-    assert results.compare(base.verdicts, [reading]) == []
-    assert results.other_clock_state(base.verdicts, [reading]) == ["wgmma_bf16_zero_operand_power_w"]
+    assert unit_compare.compare(base.verdicts, [reading]) == []
+    assert unit_compare.other_clock_state(base.verdicts, [reading]) == ["wgmma_bf16_zero_operand_power_w"]
     # in the baseline's state a 2 % move is still MOVED, and then nothing is said of the state
     same = _at(282.174 * 1.02, 1725.0, **power)
     same.unit = "W"
-    (m,) = results.compare(base.verdicts, [same])
-    assert "+2.00%" in m.measured_text and results.other_clock_state(base.verdicts, [same]) == []
+    (m,) = unit_compare.compare(base.verdicts, [same])
+    assert "+2.00%" in m.measured_text and unit_compare.other_clock_state(base.verdicts, [same]) == []
+    assert "°C" not in m.expected  # no temperature recorded: none said
     # a rate in cycles read in another state is compared as before (only the power's units are exempt)
-    (m,) = results.compare(base.verdicts, [_at(282.174 * 1.02, 1740.0, **power)])
+    (m,) = unit_compare.compare(base.verdicts, [_at(282.174 * 1.02, 1740.0, **power)])
     assert m.expected.endswith("at 1725 MHz")
     # the summary's line for the unit says which facts were not compared and why
     moved, notes, _ = baselines.compare_units(store, baselines.LAST, [reading], {})
@@ -306,8 +307,23 @@ def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_a
                             "(wgmma_bf16_zero_operand_power_w)") in notes[0]
     # once the store holds a reading in that state too, the next run in it is compared like for like
     store.save([reading], dict(FINISHED, date="2026-11-26T10:00:00"))
-    assert results.other_clock_state(store.baseline(UUID).verdicts, [reading]) == []
+    assert unit_compare.other_clock_state(store.baseline(UUID).verdicts, [reading]) == []
 
+
+
+def test_a_moved_power_says_the_temperatures_its_two_stresses_began_at(tmp_path):
+    # H100 GPU-b842806c, 2026-11-26 night: zero-operand power 313.9 W from 48 degrees C, 322.6 W from 53
+    store = baselines.Store(tmp_path)
+    power = dict(fact="wgmma_bf16_zero_operand_power_w", rel=0.03)
+    first = _at(313.9, 1815.0, **power)
+    first.measurement["launch"] = {"temperature_c": [48, 54]}
+    store.save([first], FINISHED)
+    later = _at(313.9 * 1.05, 1815.0, **power)
+    later.unit = "W"
+    later.measurement["launch"] = {"temperature_c": [53, 56]}
+    (m,) = unit_compare.compare(store.baseline(UUID).verdicts, [later])
+    assert m.expected.endswith("(its stress began at 48 °C, this one at 53 °C)")
+    assert unit_compare.start_temperature_c(later) == 53 and unit_compare.start_temperature_c(_at(1.0, 1815.0)) is None
 
 def test_the_baselines_command_lists_each_unit_its_runs_and_what_its_baseline_takes(tmp_path, capsys):
     from pytest_gpuprops import cli
@@ -355,7 +371,7 @@ def test_a_run_accepted_after_a_planned_change_starts_the_baseline_again(tmp_pat
     store.save([_at(3160.0, 1920.0, **fact)], after, accept=True)  # the change is understood: accepted
     base = store.baseline(UUID)
     assert [v.measured for v in base.verdicts] == [3160.0]  # the older reading, at another clock, is gone
-    assert results.compare(base.verdicts, [_at(3158.0, 1951.0, **fact)]) == []
+    assert unit_compare.compare(base.verdicts, [_at(3158.0, 1951.0, **fact)]) == []
 
 
 def test_a_facts_baseline_keeps_at_most_a_few_clock_states(tmp_path):
@@ -377,6 +393,6 @@ def test_a_reading_taken_by_another_method_is_no_baseline_and_the_summary_says_s
     assert notes[0].endswith("; 1 MOVED; 1 not compared, their method changed since (power_w: this run's reading is "
                              "their baseline from now on)")
     # the same method: compared, and 1.4 % is past its 1 % band
-    assert [m.fact for m in results.compare(store.baseline(UUID).verdicts,
+    assert [m.fact for m in unit_compare.compare(store.baseline(UUID).verdicts,
                                             [verdict(690.0, fact="power_w", rel=0.01)])] == ["power_w"]
-    assert results.method_changed(store.baseline(UUID).verdicts, [verdict(23.0)]) == []
+    assert unit_compare.method_changed(store.baseline(UUID).verdicts, [verdict(23.0)]) == []

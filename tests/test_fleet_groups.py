@@ -4,7 +4,7 @@ still flagged, too high or too low, and a moved fact is flagged in both directio
 
 import pytest
 
-from pytest_gpuprops import results
+from pytest_gpuprops import results, unit_compare
 from pytest_gpuprops.assertions import PASS, Verdict
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -63,8 +63,8 @@ def test_a_fleet_of_one_group_keeps_the_short_note():
 @pytest.mark.parametrize("moved", [+13.0, -13.0], ids=["up", "down"])
 def test_a_fact_that_moved_since_the_baseline_on_the_same_unit_is_flagged_either_way(moved):
     base = [dram("a", H100, 681.0)]
-    assert results.compare(base, [dram("a", H100, 681.0 + moved * 0.9)]) == []  # within 12: not moved
-    got = results.compare(base, [dram("a", H100, 681.0 + moved)])
+    assert unit_compare.compare(base, [dram("a", H100, 681.0 + moved * 0.9)]) == []  # within 12: not moved
+    got = unit_compare.compare(base, [dram("a", H100, 681.0 + moved)])
     assert [m.status for m in got] == ["MOVED"] and f"(moved {moved:+.3f}, " in got[0].measured_text
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pytest_gpuprops import results
+from pytest_gpuprops import results, unit_compare
 from pytest_gpuprops.assertions import Verdict
 from pytest_gpuprops.facts import Fact
 from pytest_gpuprops.results import ResultsError, SessionResults
@@ -41,9 +41,9 @@ def test_gpu_key(gpu, key):
 
 def test_moved_is_more_than_the_tolerance_not_equal_to_it():
     base = [verdict(23.0), verdict(10.0, fact="other", nodeid="hwtests/t.py::test_other")]
-    assert results.compare(base, [verdict(23.25)]) == []  # exactly the tolerance: not moved
+    assert unit_compare.compare(base, [verdict(23.25)]) == []  # exactly the tolerance: not moved
     # a fact without a baseline first does not stop the comparison of the next one
-    moved = results.compare(base[:1], [verdict(5.0, fact="new", nodeid="hwtests/t.py::test_new"), verdict(23.5)])
+    moved = unit_compare.compare(base[:1], [verdict(5.0, fact="new", nodeid="hwtests/t.py::test_new"), verdict(23.5)])
     (m,) = moved
     assert (m.status, m.kind, m.attempts, m.flags) == ("MOVED", "baseline", [], [])
     assert m.expected == "baseline 23.000 ± 0.25 cycles (the fact's tolerance: no same-unit band recorded)"
@@ -53,13 +53,13 @@ def test_moved_is_more_than_the_tolerance_not_equal_to_it():
 
 def test_a_same_unit_band_is_a_fraction_of_the_units_own_baseline_reading():
     tight = [dataclasses.replace(verdict(x), same_unit_tolerance_rel=0.005) for x in (23.0, 23.11, 23.13)]
-    assert results.compare(tight[:1], [tight[1]]) == []  # 0.11 <= 0.5 % of 23.0 (0.115)
-    (m,) = results.compare(tight[:1], [tight[2]])  # 0.13 > 0.115, though well inside the SKU's 0.25
+    assert unit_compare.compare(tight[:1], [tight[1]]) == []  # 0.11 <= 0.5 % of 23.0 (0.115)
+    (m,) = unit_compare.compare(tight[:1], [tight[2]])  # 0.13 > 0.115, though well inside the SKU's 0.25
     assert m.expected == "baseline 23.000 ± 0.115 cycles (same-unit band 0.50%)"
     # a reading that was not settled is no baseline, and is not compared with one
     for status in ("NOISY", "THROTTLED", "UNSTABLE"):
-        assert results.compare([dataclasses.replace(tight[0], status=status)], [tight[2]]) == []
-        assert results.compare(tight[:1], [dataclasses.replace(tight[2], status=status)]) == []
+        assert unit_compare.compare([dataclasses.replace(tight[0], status=status)], [tight[2]]) == []
+        assert unit_compare.compare(tight[:1], [dataclasses.replace(tight[2], status=status)]) == []
 
 
 def test_a_missing_report(tmp_path):
@@ -235,7 +235,7 @@ def test_only_measured_verdicts_with_a_value_a_tolerance_and_a_gpu_are_compared(
 def test_compare_goes_on_past_a_verdict_it_does_not_compare():
     static = dataclasses.replace(verdict(24.0, fact="dep", nodeid="hwtests/t.py::test_dep"), kind="static")
     base = [dataclasses.replace(static, measured=20.0), verdict(23.0)]
-    moved = results.compare(base, [static, verdict(23.5)])
+    moved = unit_compare.compare(base, [static, verdict(23.5)])
     assert [(m.fact, m.measured_text) for m in moved] == [
         ("lds_latency_cycles", "23.500 cycles on n7:gpu1 NVIDIA H100 80GB HBM3 (GPU-1a9fac0f) (moved +0.500, "
                                "+2.17%)")]

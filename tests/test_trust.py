@@ -10,6 +10,7 @@ from gp_testing import child_processes_outside_mutmut, fake_gpu_conftest
 from pytest_gpuprops import assertions as A
 from pytest_gpuprops import facts as F
 from pytest_gpuprops import results as R
+from pytest_gpuprops import unit_compare
 from pytest_gpuprops.measure import Measurement
 
 LDS = F.load_facts("sm_90")["lds_latency_cycles"]  # 23 ± 0.25 cycles
@@ -106,7 +107,7 @@ def test_one_gpu_has_no_outlier_check_and_says_so():
 def test_compare_names_the_gpu_and_fact_that_moved():
     old = [_on(0, 23.0), _on(1, 23.0)]
     new = [_on(0, 23.1), _on(1, 23.4)]
-    moved = R.compare(old, new)
+    moved = unit_compare.compare(old, new)
     assert [(m.status, m.gpu["uuid"], m.fact) for m in moved] == [("MOVED", "GPU-00000001", "lds_latency_cycles")]
     assert "moved +0.400" in moved[0].measured_text
 

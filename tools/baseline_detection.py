@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_gpuprops import facts as gp_facts  # noqa: E402
-from pytest_gpuprops import results  # noqa: E402
+from pytest_gpuprops import results, unit_compare  # noqa: E402
 
 
 def with_bands(verdicts, facts_path: str | None):
@@ -50,11 +50,11 @@ def caught(base, current, shift: float) -> tuple[set, set]:
     compared = {(results.gpu_key(v), *results.run_key(v)) for v in current if results._baseline_reading(v)} & {
         (results.gpu_key(v), *results.run_key(v)) for v in base if results._baseline_reading(v)}
     if shift == 0:
-        moved = {(results.gpu_key(m), *results.run_key(m)) for m in results.compare(base, current)}
+        moved = {(results.gpu_key(m), *results.run_key(m)) for m in unit_compare.compare(base, current)}
         return compared, moved
     both = None
     for sign in (+1, -1):
-        got = {(results.gpu_key(m), *results.run_key(m)) for m in results.compare(shifted(base, sign * shift), current)}
+        got = {(results.gpu_key(m), *results.run_key(m)) for m in unit_compare.compare(shifted(base, sign * shift), current)}
         both = got if both is None else both & got
     return compared, both or set()
 

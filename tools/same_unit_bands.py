@@ -10,7 +10,7 @@ Give it the reports of several processes (``--gpuprops-report``) on several unit
 
 The rule (docs/method.md, "the unit's own baseline"): for each fact, each unit's readings over
 the processes at one SM clock state (an H100 runs a process at 1980 or 1995 MHz; the compare takes
-the baseline reading of the same state, results.SAME_CLOCK) give a range (highest - lowest) /
+the baseline reading of the same state, unit_compare.SAME_CLOCK) give a range (highest - lowest) /
 median; the band is MARGIN x the largest range any unit showed in one state, and never under the floor: FLOOR_REL, or 1.5 steps of a quantised fact (the smallest
 difference between two distinct readings seen, for facts that read on a grid such as clocks in
 15 MHz steps). An arch fact takes the widest band of every SKU; a fact of a GPU's section, its
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_gpuprops import results  # noqa: E402
+from pytest_gpuprops import results, unit_compare  # noqa: E402
 from pytest_gpuprops.assertions import FAIL, PASS  # noqa: E402
 
 MARGIN = 2.5
@@ -55,7 +55,7 @@ def readings(paths: list[str]) -> tuple[dict, dict]:
             uuid = results.gpu_key(v)
             sku[uuid] = (v.gpu or {}).get("name", "?")
             section = sku[uuid] if v.scope == "gpu" else None
-            by_case[(section, *results.case_key(v))][uuid].append((float(v.measured), results.reading_clock(v)))
+            by_case[(section, *results.case_key(v))][uuid].append((float(v.measured), unit_compare.reading_clock(v)))
     return {case: by_state(per) for case, per in by_case.items()}, sku
 
 
@@ -70,12 +70,12 @@ def by_state(per_unit: dict[str, list[tuple[float, float | None]]]) -> dict[str,
 
 
 def clock_states(uuid: str, rs: list[tuple[float, float | None]]) -> dict[str, list[float]]:
-    """One unit's readings split by the SM clock they ran at: readings within results.SAME_CLOCK of
+    """One unit's readings split by the SM clock they ran at: readings within unit_compare.SAME_CLOCK of
     each other (in a chain) are one state; readings with no clock, one state of their own."""
     known = sorted((c, x) for x, c in rs if c is not None)
     states: list[list[tuple[float, float]]] = []
     for c, x in known:
-        if states and results.same_clock(states[-1][-1][0], c):
+        if states and unit_compare.same_clock(states[-1][-1][0], c):
             states[-1].append((c, x))
         else:
             states.append([(c, x)])

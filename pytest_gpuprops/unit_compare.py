@@ -1,0 +1,148 @@
+"""results layer: a unit against its own baseline. A fact that moved by more than its same-unit band
+since a baseline run on the same GPU (same UUID) is MOVED; the compare takes like with like: the same
+method (the facts entry's text), the same SM clock state where the unit has run in several, a rate of SM
+work scaled by the two clocks, a power never across clock states (docs/method.md, "the unit's own
+baseline").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from . import ceilings
+from .assertions import Verdict
+from .results import MOVED, _baseline_reading, gpu_key, gpu_label, run_key
+
+
+def same_unit_band(v: Verdict, base: float) -> float:
+    """How far a unit's reading may move from its own baseline reading ``base``: the fact's same-unit
+    band where it has one (a fraction of ``base``), else the fact's tolerance."""
+    if v.same_unit_tolerance_rel:
+        return v.same_unit_tolerance_rel * abs(base)
+    return float(v.tolerance)
+
+
+#: two readings of one unit whose SM clocks are this close ran in the same clock state. An H100 runs a
+#: process at 1980 or at 1995 MHz, and some facts differ between the two states by more than a unit
+#: repeats within one (L2 read bandwidth ~2 % lower at 1995 MHz; memory latencies in cycles follow the clock)
+SAME_CLOCK = 0.004
+
+
+#: units of facts that follow the SM clock's state but not in proportion to it: a reading in another state
+#: than every baseline reading is no like-for-like compare (H200 GPU-d94475a2, 2026-11-26: zero-operand tensor
+#: power 281.7-282.2 W in the processes that ran at 1725 MHz, 287.8-288.1 W at 1740 MHz, +2 % for +0.9 %)
+CLOCK_STATE_UNITS = ("W",)
+
+
+def start_temperature_c(v: Verdict) -> float | None:
+    """The GPU's temperature (NVML, degrees C) when the stress a verdict's measurement read began, where
+    it was recorded (throughput.stress_clock's ``launch.temperature_c``)."""
+    temps = ((v.measurement or {}).get("launch") or {}).get("temperature_c")
+    return temps[0] if isinstance(temps, list) and temps and isinstance(temps[0], (int, float)) else None
+
+
+def reading_clock(v: Verdict) -> float | None:
+    """The SM clock a verdict's measurement ran at (MHz), where it was read."""
+    clock = (v.measurement or {}).get("sm_clock_mhz")
+    return float(clock) if isinstance(clock, (int, float)) and clock > 0 else None
+
+
+def same_clock(a: float | None, b: float | None) -> bool:
+    return a is None or b is None or abs(a - b) <= SAME_CLOCK * max(a, b)
+
+
+def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
+    """Of a unit's baseline readings of one fact (newest first), the one taken at the SM clock nearest
+    this reading's: like is compared with like where the unit has run in both clock states."""
+    mine = reading_clock(v)
+    if mine is None:
+        return candidates[0]
+    return min(candidates, key=lambda o: abs((reading_clock(o) or mine) - mine))
+
+
+def _baseline_index(baseline: Iterable[Verdict]) -> dict[tuple, list[Verdict]]:
+    """The baseline's readings that can serve (:func:`_baseline_reading`), by unit and test."""
+    old: dict[tuple, list[Verdict]] = {}
+    for v in baseline:
+        if _baseline_reading(v):
+            old.setdefault((gpu_key(v), *run_key(v)), []).append(v)
+    return old
+
+
+def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
+    """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
+    fact's same-unit band (:func:`same_unit_band`) since the baseline run. Where the baseline holds
+    readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared; a rate of
+    SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
+    scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6); a
+    power read in another state than every baseline reading is not compared (:data:`CLOCK_STATE_UNITS`)."""
+    old = _baseline_index(baseline)
+    moved = []
+    for v in current:
+        if not _baseline_reading(v):
+            continue
+        candidates = [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
+        if not candidates:
+            continue
+        o = nearest_clock(candidates, v)
+        clock, mine = reading_clock(o), reading_clock(v)
+        other_state = bool(clock and mine and not same_clock(clock, mine))
+        if other_state and v.unit in CLOCK_STATE_UNITS:
+            continue  # other_clock_state() names it
+        # SM work per second in another clock state: the baseline as it reads at this reading's clock
+        scaled = other_state and ceilings.scales_with_sm_clock(v.fact)
+        base = o.measured * mine / clock if scaled else o.measured
+        band = same_unit_band(v, base)
+        if abs(v.measured - base) > band:
+            how = (f"same-unit band {v.same_unit_tolerance_rel:.2%}" if v.same_unit_tolerance_rel
+                   else "the fact's tolerance: no same-unit band recorded")
+            at = (f" (its {o.measured:.3f} at {clock:g} MHz scaled to {mine:g} MHz)" if scaled
+                  else f" at {clock:g} MHz" if other_state else "")
+            # a power depends on the die's temperature too (0.3-1 % a degree on three H100s, docs/results.md)
+            warm = (start_temperature_c(o), start_temperature_c(v))
+            if v.unit in CLOCK_STATE_UNITS and None not in warm:
+                at += f" (its stress began at {warm[0]:g} °C, this one at {warm[1]:g} °C)"
+            m = dataclasses.replace(v, status=MOVED, kind="baseline", attempts=[],
+                                    expected=f"baseline {base:.3f} ± {band:.3g} {v.unit} ({how}){at}",
+                                    measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} "
+                                    f"(moved {v.measured - base:+.3f}, {(v.measured - base) / base:+.2%})")
+            m.flags = []
+            moved.append(m)
+    return moved
+
+
+def other_clock_state(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[str]:
+    """The facts of ``current`` in :data:`CLOCK_STATE_UNITS` read in another SM clock state than every
+    baseline reading of the same unit and test: not compared, so said beside the compare's result (the store
+    keeps a reading per state, so the next run in this state is compared)."""
+    old = _baseline_index(baseline)
+    out = []
+    for v in current:
+        if not _baseline_reading(v) or v.unit not in CLOCK_STATE_UNITS:
+            continue
+        there = [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
+        mine = reading_clock(v)
+        if there and mine and not any(same_clock(reading_clock(o), mine) for o in there):
+            out.append(v.fact)
+    return list(dict.fromkeys(out))
+
+
+def same_method(old: Verdict, new: Verdict) -> bool:
+    """Whether two readings of a fact were taken by one method, as the facts file describes it (its
+    entry's ``method``, which changes with the method): a reading of another method is no baseline (the
+    H100's random-operand power read 1-3 % lower when its windows came to share their boundaries).
+    Readings without a method text are taken as the same."""
+    return not old.method or not new.method or old.method == new.method
+
+
+def method_changed(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[str]:
+    """The facts of ``current`` whose baseline readings (same unit, same test) were all taken by another
+    method (:func:`same_method`): not compared, so said beside the compare's result."""
+    old = _baseline_index(baseline)
+    out = []
+    for v in current:
+        there = old.get((gpu_key(v), *run_key(v))) if _baseline_reading(v) else None
+        if there and not any(same_method(o, v) for o in there):
+            out.append(v.fact)
+    return list(dict.fromkeys(out))
