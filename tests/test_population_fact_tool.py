@@ -206,3 +206,24 @@ def test_a_file_that_does_not_load_after_the_rewrite_is_restored(tmp_path, capsy
                   "--unit", "GPU-x=365", "--noise", "0.5%", "--write"])
     assert rc == 2 and "tolerance_abs = -1: expected a finite number >= 0" in capsys.readouterr().err
     assert facts_path.read_text() == broken
+
+
+def test_power_and_host_microseconds_take_the_relative_rule(tmp_path, capsys):
+    """A power (W) or a host-side time (us) scales with what the unit draws or the host it sits in, not a
+    cycle grid: the 0.5-cycle floor once put 0.51 us on a 0.69 us launch fact (2026-11-26)."""
+    assert {"W", "us"} <= set(pf.RELATIVE_UNITS) and "cycles" not in pf.RELATIVE_UNITS
+    facts_path = tmp_path / "sm_90.toml"
+    facts_path.write_text('arch = "sm_90"\n\n[gpus."NVIDIA H200".launch_graph_node_us]\nvalue = 0.693\n'
+                          'tolerance_rel = 0.03\nunit = "us"\nmethod = "m"\nsource = "measured on NVIDIA H200, '
+                          'driver 580.159.04, CUDA 13.0, 2026-11-26"\n\n[gpus."NVIDIA H200".wgmma_bf16_zero_operand_'
+                          'power_w]\nvalue = 284.0\ntolerance_rel = 0.03\nunit = "W"\nmethod = "m"\nsource = '
+                          '"measured on NVIDIA H200, driver 580.159.04, CUDA 13.0, 2026-11-26"\n')
+    for fact, units in (("launch_graph_node_us", "GPU-4c46d758=0.6935,0.694,0.69325"),
+                        ("wgmma_bf16_zero_operand_power_w", "GPU-4c46d758=283.494,285.214")):
+        assert pf.main(["--facts", str(facts_path), "--gpu", "NVIDIA H200", "--fact", fact, "--unit", units,
+                        "--noise", "0.2%", "--write"]) == 0
+    from pytest_gpuprops import facts as F
+    section = F.load_facts("sm_90", facts_path).gpu_sections["NVIDIA H200"]
+    launch, power = section["launch_graph_node_us"], section["wgmma_bf16_zero_operand_power_w"]
+    assert (launch.tolerance_rel, launch.tolerance_abs) == (0.03, 0.0) and launch.value == pytest.approx(0.693625)
+    assert power.tolerance_rel == 0.03 and power.value == pytest.approx(284.354)
