@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "hwtests"))
 import memory_levels as ml  # noqa: E402
@@ -428,6 +430,26 @@ def test_each_tier_s_mean_moves_less_than_an_order_statistic_when_lines_change_l
         (a, _), (b, _) = (_tier_means(m) for m in pair)
         assert abs(b / a - 1) < 0.0191  # the widest near-tier move on one unit over 38 processes: 1.90 %
 
+
+
+#: a near tier whose own widest gap (600 / 540: 11 %) stays under the one to the far tier (700 / 600: 17 %)
+_near_cycles = st.lists(st.floats(540.0, 600.0), min_size=8, max_size=56)
+
+
+@given(near=_near_cycles, far_share=st.integers(8, 56), far_level=st.floats(700.0, 800.0), seed=st.randoms())
+def test_each_tier_s_statistic_takes_exactly_its_tier_s_lines_in_line_order(near, far_share, far_level, seed):
+    """Any 64 lines whose misses fall in two tiers more than 10 % apart, in any line order: the near
+    statistic's values are the near lines' misses and the far one's the far lines', each in line order;
+    their means lie inside the tier (a tier's fact never takes a line of the other)."""
+    far_count = max(8, min(64 - len(near), far_share))
+    near = (near * 8)[:64 - far_count]
+    lines = [(c, "near") for c in near] + [(far_level + k % 7, "far") for k in range(far_count)]
+    seed.shuffle(lines)
+    misses = [c for c, _ in lines]
+    for kind, tier in zip(ml.CHASE_LINE_STATISTICS, ("near", "far")):
+        values = ml.line_statistic(kind, [1.0] * 64, misses)
+        assert values == [c for c, t in lines if t == tier]
+        assert min(values) <= sum(values) / len(values) <= max(values)
 
 def test_not_cold_names_the_lines_whose_miss_reads_as_a_hit_or_as_nothing():
     assert ml.not_cold([300.0, 450.0], [700.0, 800.0]) == []
