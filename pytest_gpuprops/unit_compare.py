@@ -70,6 +70,19 @@ def _baseline_index(baseline: Iterable[Verdict]) -> dict[tuple, list[Verdict]]:
     return old
 
 
+def _same_method_readings(old: dict[tuple, list[Verdict]], v: Verdict) -> list[Verdict]:
+    """The baseline readings (:func:`_baseline_index`) of ``v``'s unit and test taken by ``v``'s method."""
+    return [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
+
+
+def _power_in_another_state(candidates: list[Verdict], v: Verdict) -> bool:
+    """Whether ``v`` is a power (:data:`CLOCK_STATE_UNITS`) read in another SM clock state than every one
+    of its baseline readings ``candidates``: no like-for-like compare, so none is made."""
+    mine = reading_clock(v)
+    return (v.unit in CLOCK_STATE_UNITS and bool(mine)
+            and not any(same_clock(reading_clock(o), mine) for o in candidates))
+
+
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
     """MOVED verdicts for facts whose measurement on a GPU (same UUID) moved by more than the
     fact's same-unit band (:func:`same_unit_band`) since the baseline run. Where the baseline holds
@@ -82,14 +95,12 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     for v in current:
         if not _baseline_reading(v):
             continue
-        candidates = [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
-        if not candidates:
+        candidates = _same_method_readings(old, v)
+        if not candidates or _power_in_another_state(candidates, v):  # other_clock_state() names the latter
             continue
         o = nearest_clock(candidates, v)
         clock, mine = reading_clock(o), reading_clock(v)
         other_state = bool(clock and mine and not same_clock(clock, mine))
-        if other_state and v.unit in CLOCK_STATE_UNITS:
-            continue  # other_clock_state() names it
         # SM work per second in another clock state: the baseline as it reads at this reading's clock
         scaled = other_state and ceilings.scales_with_sm_clock(v.fact)
         base = o.measured * mine / clock if scaled else o.measured
@@ -119,11 +130,7 @@ def other_clock_state(baseline: Iterable[Verdict], current: Iterable[Verdict]) -
     old = _baseline_index(baseline)
     out = []
     for v in current:
-        if not _baseline_reading(v) or v.unit not in CLOCK_STATE_UNITS:
-            continue
-        there = [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
-        mine = reading_clock(v)
-        if there and mine and not any(same_clock(reading_clock(o), mine) for o in there):
+        if _baseline_reading(v) and (there := _same_method_readings(old, v)) and _power_in_another_state(there, v):
             out.append(v.fact)
     return list(dict.fromkeys(out))
 
