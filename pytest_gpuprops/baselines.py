@@ -41,7 +41,7 @@ WATCHED = (("driver_version", "driver"), ("cuda_driver_version", "CUDA driver"),
            ("cuda_runtime_version", "CUDA runtime"), ("vbios_version", "VBIOS"),
            ("max_sm_clock_mhz", "max SM clock (MHz)"), ("compiler", "compiler"), ("host", "host"))
 _UUID = re.compile(r"^GPU-[0-9a-fA-F-]{8,}$")
-#: a fact's baseline holds at most this many readings, each at another SM clock state (the newest first)
+#: a fact's baseline holds at most this many readings, each of another state (unit_compare.same_state; the newest first)
 MAX_STATES = 3
 
 
@@ -188,14 +188,14 @@ class Store:
     def baseline(self, uuid: str, runs: list[UnitRun] | None = None) -> Baseline:
         """The unit's baseline: for each fact (by test), the newest reading a run lends
         (:meth:`UnitRun.lends`), so a ``-k`` run does not hide the facts it did not select and a
-        red fact keeps its earlier baseline; and the newest at each other SM clock state the unit has
-        run in (unit_compare.SAME_CLOCK), so a run at 1995 MHz is compared with one at 1995 MHz."""
+        red fact keeps its earlier baseline; and the newest at each other state the unit has run in
+        (unit_compare.same_state: the SM clock's, a power's start temperature), so a run at 1995 MHz is
+        compared with one at 1995 MHz."""
         chosen: dict[tuple[str, str], list[Verdict]] = {}
         used: list[UnitRun] = []
         for run in self.runs(uuid) if runs is None else runs:
             fresh = [v for v in run.verdicts if run.lends(v) and len(chosen.get(results.run_key(v), [])) < MAX_STATES
-                     and not any(unit_compare.same_clock(unit_compare.reading_clock(o), unit_compare.reading_clock(v))
-                                 for o in chosen.get(results.run_key(v), []))]
+                     and not any(unit_compare.same_state(o, v) for o in chosen.get(results.run_key(v), []))]
             if fresh:
                 used.append(run)
                 for v in fresh:
@@ -297,8 +297,8 @@ def compare_units(store: Store, choice: str, verdicts: list[Verdict], meta: dict
                      + (f"; {len(changed)} not compared, their method changed since ({', '.join(changed[:3])}"
                         f"{', ...' if len(changed) > 3 else ''}: this run's reading is their baseline from now on)"
                         if changed else "")
-                     + (f"; {len(other_state)} not compared, read in another SM clock state than their baseline "
-                        f"readings ({', '.join(other_state[:3])}{', ...' if len(other_state) > 3 else ''})"
+                     + (f"; {len(other_state)} not compared, read in another SM clock or thermal state than "
+                        f"their baseline readings ({', '.join(other_state[:3])}{', ...' if len(other_state) > 3 else ''})"
                         if other_state else ""))
     return moved, notes, used
 

@@ -34,6 +34,15 @@ SAME_CLOCK = 0.004
 #: power 281.7-282.2 W in the processes that ran at 1725 MHz, 287.8-288.1 W at 1740 MHz, +2 % for +0.9 %)
 CLOCK_STATE_UNITS = ("W",)
 
+#: two readings of a power below the power cap ran in the same thermal state when their stresses began this
+#: close in temperature (NVML, whole degrees C). Such a power follows the die's temperature at the stress's
+#: start, 0.3-1 % a degree on three H100s (GPU-b842806c 313.9 W from 48 degrees C, 320.8-323.1 from 51-53;
+#: GPU-2b139b2f 310.6-311.1 from 41, 316.7-319.4 from 43-44; GPU-fc77ac86 302.5-303.9 from 43-45, 306.5-307.3
+#: from 48-51; 2026-11-26): 2 degrees move it at most 2 %, inside its 3 % same-unit band with the 0.5 % a
+#: stress repeats. A power held at the cap (sw_power_cap: the random-operand stress at 700 W) is set by the
+#: cap, not by the die's temperature, and takes every thermal state as one
+SAME_START_TEMPERATURE_C = 2
+
 
 def start_temperature_c(v: Verdict) -> float | None:
     """The GPU's temperature (NVML, degrees C) when the stress a verdict's measurement read began, where
@@ -50,6 +59,24 @@ def reading_clock(v: Verdict) -> float | None:
 
 def same_clock(a: float | None, b: float | None) -> bool:
     return a is None or b is None or abs(a - b) <= SAME_CLOCK * max(a, b)
+
+
+def held_at_power_cap(v: Verdict) -> bool:
+    """Whether NVML saw the power cap (sw_power_cap) throttle the stress a verdict's measurement read."""
+    return "sw_power_cap" in ((v.measurement or {}).get("throttle") or [])
+
+
+def same_state(old: Verdict, new: Verdict) -> bool:
+    """Whether two readings of one unit's fact ran in the same state: the same SM clock state
+    (:data:`SAME_CLOCK`); and, for a power (:data:`CLOCK_STATE_UNITS`) below the power cap, stresses that
+    began within :data:`SAME_START_TEMPERATURE_C` of each other. A reading without a clock or a
+    temperature is taken as in every state."""
+    if not same_clock(reading_clock(old), reading_clock(new)):
+        return False
+    if new.unit not in CLOCK_STATE_UNITS or held_at_power_cap(new) or held_at_power_cap(old):
+        return True
+    a, b = start_temperature_c(old), start_temperature_c(new)
+    return a is None or b is None or abs(a - b) <= SAME_START_TEMPERATURE_C
 
 
 def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
@@ -76,11 +103,10 @@ def _same_method_readings(old: dict[tuple, list[Verdict]], v: Verdict) -> list[V
 
 
 def _power_in_another_state(candidates: list[Verdict], v: Verdict) -> bool:
-    """Whether ``v`` is a power (:data:`CLOCK_STATE_UNITS`) read in another SM clock state than every one
-    of its baseline readings ``candidates``: no like-for-like compare, so none is made."""
-    mine = reading_clock(v)
-    return (v.unit in CLOCK_STATE_UNITS and bool(mine)
-            and not any(same_clock(reading_clock(o), mine) for o in candidates))
+    """Whether ``v`` is a power (:data:`CLOCK_STATE_UNITS`) read in another state (:func:`same_state`: SM
+    clock, and the temperature its stress began at) than every one of its baseline readings ``candidates``:
+    no like-for-like compare, so none is made."""
+    return v.unit in CLOCK_STATE_UNITS and not any(same_state(o, v) for o in candidates)
 
 
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
@@ -98,6 +124,8 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
         candidates = _same_method_readings(old, v)
         if not candidates or _power_in_another_state(candidates, v):  # other_clock_state() names the latter
             continue
+        if v.unit in CLOCK_STATE_UNITS:  # a power: only its own state's readings
+            candidates = [o for o in candidates if same_state(o, v)]
         o = nearest_clock(candidates, v)
         clock, mine = reading_clock(o), reading_clock(v)
         other_state = bool(clock and mine and not same_clock(clock, mine))
@@ -110,7 +138,7 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
                    else "the fact's tolerance: no same-unit band recorded")
             at = (f" (its {o.measured:.3f} at {clock:g} MHz scaled to {mine:g} MHz)" if scaled
                   else f" at {clock:g} MHz" if other_state else "")
-            # a power depends on the die's temperature too (0.3-1 % a degree on three H100s, docs/results.md)
+            # a power depends on the die's temperature too (SAME_START_TEMPERATURE_C)
             warm = (start_temperature_c(o), start_temperature_c(v))
             if v.unit in CLOCK_STATE_UNITS and None not in warm:
                 at += f" (its stress began at {warm[0]:g} °C, this one at {warm[1]:g} °C)"
@@ -124,9 +152,10 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
 
 
 def other_clock_state(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[str]:
-    """The facts of ``current`` in :data:`CLOCK_STATE_UNITS` read in another SM clock state than every
-    baseline reading of the same unit and test: not compared, so said beside the compare's result (the store
-    keeps a reading per state, so the next run in this state is compared)."""
+    """The facts of ``current`` in :data:`CLOCK_STATE_UNITS` read in another state (:func:`same_state`: SM
+    clock, start temperature) than every baseline reading of the same unit and test: not compared, so said
+    beside the compare's result (the store keeps a reading per state, so the next run in this state is
+    compared)."""
     old = _baseline_index(baseline)
     out = []
     for v in current:

@@ -303,27 +303,68 @@ def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_a
     assert m.expected.endswith("at 1725 MHz")
     # the summary's line for the unit says which facts were not compared and why
     moved, notes, _ = baselines.compare_units(store, baselines.LAST, [reading], {})
-    assert moved == [] and ("1 not compared, read in another SM clock state than their baseline readings "
-                            "(wgmma_bf16_zero_operand_power_w)") in notes[0]
+    assert moved == [] and ("1 not compared, read in another SM clock or thermal state than their baseline "
+                            "readings (wgmma_bf16_zero_operand_power_w)") in notes[0]
     # once the store holds a reading in that state too, the next run in it is compared like for like
     store.save([reading], dict(FINISHED, date="2026-11-26T10:00:00"))
     assert unit_compare.other_clock_state(store.baseline(UUID).verdicts, [reading]) == []
 
 
 
+def _power_from(watts: float, start_c: int | None, *, capped: bool = False, rel: float = 0.03):
+    v = _at(watts, 1815.0, fact="wgmma_bf16_zero_operand_power_w", rel=rel)
+    v.unit = "W"
+    v.measurement["launch"] = {"temperature_c": [start_c, start_c + 6]} if start_c is not None else {}
+    v.measurement["throttle"] = ["sw_power_cap"] if capped else []
+    return v
+
+
 def test_a_moved_power_says_the_temperatures_its_two_stresses_began_at(tmp_path):
-    # H100 GPU-b842806c, 2026-11-26 night: zero-operand power 313.9 W from 48 degrees C, 322.6 W from 53
+    # H100 GPU-b842806c, 2026-11-26 night: zero-operand power 313.9 W from 48 degrees C
     store = baselines.Store(tmp_path)
-    power = dict(fact="wgmma_bf16_zero_operand_power_w", rel=0.03)
-    first = _at(313.9, 1815.0, **power)
-    first.measurement["launch"] = {"temperature_c": [48, 54]}
-    store.save([first], FINISHED)
-    later = _at(313.9 * 1.05, 1815.0, **power)
-    later.unit = "W"
-    later.measurement["launch"] = {"temperature_c": [53, 56]}
-    (m,) = unit_compare.compare(store.baseline(UUID).verdicts, [later])
-    assert m.expected.endswith("(its stress began at 48 °C, this one at 53 °C)")
-    assert unit_compare.start_temperature_c(later) == 53 and unit_compare.start_temperature_c(_at(1.0, 1815.0)) is None
+    store.save([_power_from(313.9, 48)], FINISHED)
+    (m,) = unit_compare.compare(store.baseline(UUID).verdicts, [_power_from(313.9 * 1.05, 50)])
+    assert m.expected.endswith("(its stress began at 48 °C, this one at 50 °C)")
+    assert unit_compare.start_temperature_c(_power_from(1.0, 50)) == 50
+    assert unit_compare.start_temperature_c(_at(1.0, 1815.0)) is None
+
+
+def test_a_power_below_the_cap_is_compared_only_with_a_stress_that_began_at_its_temperature(tmp_path):
+    # H100 GPU-b842806c, 2026-11-26 night: zero-operand power 313.9 W from 48 degrees C, then 320.8-323.1 W
+    # from 51-53 as the GPU warmed between processes (+2.2-2.9 %, the die's leakage, not the unit)
+    store = baselines.Store(tmp_path)
+    store.save([_power_from(313.9, 48)], FINISHED)
+    base = store.baseline(UUID).verdicts
+    warmer = _power_from(322.6, 53)
+    assert unit_compare.compare(base, [warmer]) == []
+    assert unit_compare.other_clock_state(base, [warmer]) == ["wgmma_bf16_zero_operand_power_w"]
+    # within SAME_START_TEMPERATURE_C it is compared, and 5 % is MOVED
+    edge = 48 + unit_compare.SAME_START_TEMPERATURE_C
+    assert len(unit_compare.compare(base, [_power_from(313.9 * 1.05, edge)])) == 1
+    assert unit_compare.other_clock_state(base, [_power_from(313.9, edge)]) == []
+    assert unit_compare.compare(base, [_power_from(313.9 * 1.05, edge + 1)]) == []
+    # a reading without a temperature is taken as in every thermal state
+    assert len(unit_compare.compare(base, [_power_from(313.9 * 1.05, None)])) == 1
+    # the store keeps the warmer reading as a state of its own; the next warm run compares with it
+    store.save([warmer], dict(FINISHED, date="2026-11-26T10:00:00"))
+    base = store.baseline(UUID).verdicts
+    assert sorted(unit_compare.start_temperature_c(o) for o in base) == [48, 53]
+    (m,) = unit_compare.compare(base, [_power_from(322.6 * 0.95, 52)])
+    assert "baseline 322.600" in m.expected and "began at 53 °C, this one at 52 °C" in m.expected
+
+
+def test_a_power_held_at_the_cap_is_compared_whatever_the_temperature(tmp_path):
+    # the random-operand stress runs at the 700 W cap (sw_power_cap): the cap sets its power, not the die
+    store = baselines.Store(tmp_path)
+    store.save([_power_from(699.2, 40, capped=True, rel=0.01)], FINISHED)
+    base = store.baseline(UUID).verdicts
+    assert unit_compare.compare(base, [_power_from(699.5, 55, capped=True, rel=0.01)]) == []
+    (m,) = unit_compare.compare(base, [_power_from(699.2 * 0.95, 55, capped=True, rel=0.01)])
+    assert "-5.00%" in m.measured_text
+    # and the store keeps no second thermal state of it
+    store.save([_power_from(699.5, 55, capped=True, rel=0.01)], dict(FINISHED, date="2026-11-26T10:00:00"))
+    assert len(store.baseline(UUID).verdicts) == 1
+
 
 def test_the_baselines_command_lists_each_unit_its_runs_and_what_its_baseline_takes(tmp_path, capsys):
     from pytest_gpuprops import cli
