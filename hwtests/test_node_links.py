@@ -37,6 +37,8 @@ _PAIR_FACTS = ("p2p_peer_access", "p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_
 _GPU_FACTS = ("host_to_device_gbps", "device_to_host_gbps", "device_to_host_bidir_gbps", "nvlink_links_up",
               "nvlink_version")
 VISIBLE = devices.visible_gpu_count()
+#: where a host copy's thread runs and its pinned memory lies (links.Node.host_cpus)
+HOST_CPUS = "from a thread on the GPU's own NUMA node's CPUs (NVML's CPU affinity), its pinned memory allocated there"
 #: the peers of the GPU under test, as offsets (peer = (src + k) % visible); one placeholder that
 #: skips, saying why, on a node with fewer than two GPUs
 OFFSETS = list(range(1, VISIBLE)) or [0]
@@ -174,11 +176,12 @@ def test_host_link_rate(gpuprops, node, direction):
     def once():
         with links.host_copy_lock(index):
             values = node.host_copy(index, direction)
-        return links.rate_measurement(name, values, what="cudaMemcpyAsync", launch={"gpu": index}, remeasure=once,
+        return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=once,
+                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))},
                                       noise_target=links.HOST_NOISE_TARGET)
     way = "pinned host memory -> GPU" if direction == "h2d" else "GPU -> pinned host memory"
     gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_BYTES >> 20} MiB, {way}, CUDA events; median "
-                                        f"of {links.REPEATS} after {links.WARMUP}")
+                                        f"of {links.REPEATS} after {links.WARMUP}; {HOST_CPUS}")
 
 
 @pytest.mark.fact("device_to_host_bidir_gbps")
@@ -191,13 +194,14 @@ def test_host_link_rate_both_ways(gpuprops, node):
     def once():
         with links.host_copy_lock(index):
             values = node.host_copy_loaded(index, direction)
-        return links.rate_measurement(name, values, what="cudaMemcpyAsync", launch={"gpu": index}, remeasure=once,
+        return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=once,
+                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))},
                                       noise_target=links.HOST_LOADED_NOISE_TARGET)
     way, back = (("pinned host memory -> GPU", "GPU -> host") if direction == "h2d"
                  else ("GPU -> pinned host memory", "host -> GPU"))
     gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_LOADED_BYTES >> 30} GiB, {way}, its own CUDA events, "
                                         f"while two {back} copies of the same size, issued first, run on a second "
-                                        f"stream; median of {links.REPEATS} after {links.WARMUP}")
+                                        f"stream; median of {links.REPEATS} after {links.WARMUP}; {HOST_CPUS}")
 
 
 def _reading(name, value, unit, remeasure):

@@ -1,5 +1,6 @@
-// The SM clock the kernels actually see: clock64 cycles against %globaltimer nanoseconds over a spin
-// of spin_ns. out[0] = cycles, out[1] = nanoseconds. Not a timed region (no gp_record).
+// The SM clock the kernels actually see: a spin of about spin_ns (by %globaltimer) whose clock64 cycles
+// the host sets against CUDA-event time (measure.Runner.sm_clock_mhz: %globaltimer moves in steps of up
+// to ~1 ms). out[0] = cycles, out[1] = %globaltimer nanoseconds. Not a timed region (no gp_record).
 #include "gpuprops.cuh"
 
 extern "C" __global__ void sm_clock_rate(unsigned long long* out, unsigned long long spin_ns) {

@@ -1,11 +1,13 @@
 """The GPUs this process sees: whether one can be used (and if not, the one-line reason a fact skips
 with), what each is (GpuInfo: name, arch, SMs, driver and CUDA versions, VBIOS, UUID, clock ceiling),
-and NVML's clock-event (throttle) reasons, recorded with every measurement. NVML is optional: where
+and NVML's clock-event (throttle) reasons, recorded with every measurement; the CPUs local to a GPU (its
+NUMA node's), which host copies run on. NVML is optional: where
 it is absent the reasons are empty and the driver version is the CUDA driver API's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 
@@ -169,3 +171,53 @@ def gpu_temperature_c(info: GpuInfo) -> int | None:  # pragma: no mutate block  
         return int(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
     except Exception:
         return None
+
+
+def cpus_of_mask(words, word_bits: int = 64) -> set[int]:
+    """The CPU numbers set in an NVML CPU-affinity mask (``words``: unsigned integers, word 0 holding CPUs
+    0 .. word_bits - 1, as nvmlDeviceGetCpuAffinity returns it on a 64-bit host)."""
+    return {w * word_bits + b for w, word in enumerate(words) for b in range(word_bits) if int(word) >> b & 1}
+
+
+def cpus_near(pci_bus_id: str) -> set[int] | None:  # pragma: no mutate block  (GPU only)
+    """The CPUs NVML calls local to the GPU at ``pci_bus_id`` (its NUMA node's) that this process may run
+    on; None where NVML is absent, says nothing, or none of them is allowed."""
+    import os
+    nvml, handle = _nvml_handle(pci_bus_id)
+    if handle is None:
+        return None
+    try:
+        words = nvml.nvmlDeviceGetCpuAffinity(handle, max(1, -(-(os.cpu_count() or 1) // 64)))
+    except Exception:
+        return None
+    near = cpus_of_mask(words) & os.sched_getaffinity(0)
+    return near or None
+
+
+@contextlib.contextmanager
+def on_cpus(cpus: set[int] | None):
+    """The calling thread runs on ``cpus`` (None: where it was) until the block ends, then where it
+    was allowed before. Pinned host memory allocated inside lands on their NUMA node."""
+    import os
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def cpu_list(cpus: set[int] | None) -> str:
+    """``cpus`` as Linux writes a CPU list ("0-31,64-95"); "any" for None."""
+    if not cpus:
+        return "any"
+    runs: list[list[int]] = []
+    for c in sorted(cpus):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)

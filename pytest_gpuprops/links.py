@@ -13,7 +13,8 @@ These are measured per ordered GPU pair (``src`` issues, ``dst`` is the peer) an
 * latency: one thread of ``src`` chases a random cycle of 128-byte lines in ``dst``'s memory
   (kernels/link_chase.cu, warm in ``dst``'s L2), in ns (%globaltimer) and ``src`` SM cycles;
 * host: ``cudaMemcpyAsync`` of 256 MiB between pinned host memory and the GPU, each way; and of 1 GiB
-  while the opposite direction runs.
+  while the opposite direction runs; from a thread on the GPU's own NUMA node's CPUs, which the pinned
+  memory is allocated from (:meth:`Node.host_cpus`).
 
 Each rate is the median of :data:`REPEATS` timed copies after :data:`WARMUP`, in GB/s (10^9 B/s). While a
 pair is measured both GPUs' locks are held (lower index first), so no other process of the suite
@@ -29,7 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from . import compile as gp_compile
-from . import gpulock, measure
+from . import devices, gpulock, measure
 
 PEER_BYTES = 1 << 30
 HOST_BYTES = 256 << 20
@@ -137,6 +138,7 @@ class Node:  # pragma: no mutate block  (GPU only)
         self._bufs: dict[int, tuple] = {}
         self._funcs: dict[tuple[int, str], object] = {}
         self._peer: dict[tuple[int, int], str | None] = {}
+        self._cpus: dict[int, set[int] | None] = {}
         self._tmp = tempfile.mkdtemp(prefix="gpuprops-links-")
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -312,6 +314,14 @@ class Node:  # pragma: no mutate block  (GPU only)
         return per_sm
 
     # -- host measurements ---------------------------------------------------------------------
+    def host_cpus(self, index: int) -> set[int] | None:
+        """The CPUs a host copy of GPU ``index`` runs on and allocates its pinned memory from: the GPU's
+        own NUMA node's (devices.cpus_near), as NCCL binds its threads, so a copy does not cross the
+        host's socket link as the process's thread happened to lie (None: where it lies)."""
+        if index not in self._cpus:
+            self._cpus[index] = devices.cpus_near(self.cp.cuda.Device(index).pci_bus_id)
+        return self._cpus[index]
+
     def _pinned(self, index: int, nbytes: int = HOST_BYTES):
         cp = self.cp
         with cp.cuda.Device(index):
@@ -322,28 +332,30 @@ class Node:  # pragma: no mutate block  (GPU only)
     def host_copy(self, index: int, direction: str) -> list[float]:
         """GB/s of 256 MiB copies between pinned host memory and GPU ``index`` ('h2d' or 'd2h')."""
         rt = self.cp.cuda.runtime
-        host, a, _ = self._pinned(index)
-        if direction == "h2d":
-            def issue(s):
-                rt.memcpyAsync(a.data.ptr, host[0].ptr, HOST_BYTES, rt.memcpyHostToDevice, s.ptr)
-        else:
-            def issue(s):
-                rt.memcpyAsync(host[0].ptr, a.data.ptr, HOST_BYTES, rt.memcpyDeviceToHost, s.ptr)
-        return rates(HOST_BYTES, self._repeat(index, issue))
+        with devices.on_cpus(self.host_cpus(index)):
+            host, a, _ = self._pinned(index)
+            if direction == "h2d":
+                def issue(s):
+                    rt.memcpyAsync(a.data.ptr, host[0].ptr, HOST_BYTES, rt.memcpyHostToDevice, s.ptr)
+            else:
+                def issue(s):
+                    rt.memcpyAsync(host[0].ptr, a.data.ptr, HOST_BYTES, rt.memcpyDeviceToHost, s.ptr)
+            return rates(HOST_BYTES, self._repeat(index, issue))
 
     def host_copy_loaded(self, index: int, direction: str) -> list[float]:
         """GB/s of the 1 GiB ``direction`` copy, its own events, while the opposite direction runs on
         a second stream: two copies of the same size, issued first, cover the whole timed copy
         (nvbandwidth's host <-> device bidirectional definition)."""
         cp, rt = self.cp, self.cp.cuda.runtime
-        host, a, b = self._pinned(index, HOST_LOADED_BYTES)
-        h2d = (a.data.ptr, host[0].ptr, HOST_LOADED_BYTES, rt.memcpyHostToDevice)
-        d2h = (host[1].ptr, b.data.ptr, HOST_LOADED_BYTES, rt.memcpyDeviceToHost)
-        timed, other = (h2d, d2h) if direction == "h2d" else (d2h, h2d)
-        with cp.cuda.Device(index):
-            s_timed, s_other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-        return self._under_load(index, HOST_LOADED_BYTES, lambda s: rt.memcpyAsync(*timed, s.ptr), s_timed,
-                                lambda s: rt.memcpyAsync(*other, s.ptr), s_other)
+        with devices.on_cpus(self.host_cpus(index)):
+            host, a, b = self._pinned(index, HOST_LOADED_BYTES)
+            h2d = (a.data.ptr, host[0].ptr, HOST_LOADED_BYTES, rt.memcpyHostToDevice)
+            d2h = (host[1].ptr, b.data.ptr, HOST_LOADED_BYTES, rt.memcpyDeviceToHost)
+            timed, other = (h2d, d2h) if direction == "h2d" else (d2h, h2d)
+            with cp.cuda.Device(index):
+                s_timed, s_other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+            return self._under_load(index, HOST_LOADED_BYTES, lambda s: rt.memcpyAsync(*timed, s.ptr), s_timed,
+                                    lambda s: rt.memcpyAsync(*other, s.ptr), s_other)
 
 
 def pair_lock(src: int, dst: int):

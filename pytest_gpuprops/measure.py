@@ -112,10 +112,19 @@ class Measurement:
         return cls(name=name, unit=unit, values=list(values), **base)
 
 
-#: the spin the session's SM clock is read over: %globaltimer moves in steps, and a 1 ms spin read 2010-2085 MHz
-#: on H100s whose kernels' own clocks over 5 ms launches and multi-second stresses read 1980 (2026-11-26,
-#: docs/results.md): a step of tens of microseconds is a few % of 1 ms, 0.25 % of 20 ms
-SM_CLOCK_SPIN_NS = 20_000_000
+#: the spins the session's SM clock is read over: clock64 cycles against CUDA events (host-side GPU time) over a
+#: spin of 20 ms and one of 40 ms, the clock the difference of the two (a launch's own start-up, ~55 us,
+#: cancels). %globaltimer is no time base for it: under the suite it advanced in steps of up to ~1 ms, and a
+#: 20 ms spin timed by it read 2032-2077 MHz on the H100 node GPU-004d5b9e + GPU-da4c75fd (2026-11-26), whose
+#: NVML clock, events and a stand-alone spin all read 1980 (docs/results.md)
+SM_CLOCK_SPINS_NS = (20_000_000, 40_000_000)
+
+
+def clock_from_spins(spins: list[tuple[int, float]]) -> float:
+    """MHz from two spins' (clock64 cycles, CUDA-event milliseconds): the extra cycles of the longer over
+    its extra time, so what both launches spend outside the spin cancels; NaN where they took one time."""
+    (c1, ms1), (c2, ms2) = sorted(spins, key=lambda s: s[1])
+    return (c2 - c1) / (ms2 - ms1) / 1000.0 if ms2 > ms1 else float("nan")
 
 
 class Runner:  # pragma: no mutate block  (GPU only)
@@ -218,10 +227,9 @@ class Runner:  # pragma: no mutate block  (GPU only)
         return self._overhead
 
     def session_sm_clock_mhz(self) -> float | None:
-        """The SM clock, read once per session (a 20 ms spin after another); :meth:`sm_clock_mhz` reads it again.
-        None where the spin read more than the GPU can run (ceilings.possible_clock; the reading is kept in
-        :attr:`refused_session_clock_mhz` and said beside every measurement): the H100s of 2026-11-26 night
-        read 1980-2092 MHz by it, their kernels' own clocks 1980, the H200s 1956-1965 by both."""
+        """The SM clock, read once per session (:meth:`sm_clock_mhz`, after a first read that wakes the GPU).
+        None where it read more than the GPU can run (ceilings.possible_clock; the reading is kept in
+        :attr:`refused_session_clock_mhz` and said beside every measurement)."""
         if not self._clock_read:
             self.sm_clock_mhz()  # the first spin wakes an idle GPU: its clock ramps during it
             read = self.sm_clock_mhz()
@@ -230,16 +238,23 @@ class Runner:  # pragma: no mutate block  (GPU only)
             self._clock_read = True
         return self._clock
 
-    def sm_clock_mhz(self, spin_ns: int = SM_CLOCK_SPIN_NS) -> float:
-        """The SM clock the kernels run at: clock64 cycles per %globaltimer microsecond over a spin of
-        ``spin_ns``."""
+    def sm_clock_mhz(self, spins_ns: tuple[int, int] = SM_CLOCK_SPINS_NS) -> float:
+        """The SM clock the kernels run at: the clock64 cycles between two spins of ``spins_ns`` over the
+        CUDA-event time between them (:data:`SM_CLOCK_SPINS_NS`)."""
         cp = self.cp
         cubin = self.compile("sm_clock_rate.cu").cubin
         fn = self.load(cubin, "sm_clock_rate")
         out = cp.zeros(2, dtype=cp.uint64)
-        fn((1,), (32,), (out, cp.uint64(spin_ns)))
-        cycles, ns = (int(x) for x in out.get())
-        return cycles / ns * 1000.0 if ns else float("nan")
+        spins = []
+        for spin_ns in spins_ns:
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            fn((1,), (32,), (out, cp.uint64(spin_ns)))
+            stop.record()
+            stop.synchronize()
+            cycles, _ns = (int(x) for x in out.get())
+            spins.append((cycles, cp.cuda.get_elapsed_time(start, stop)))
+        return clock_from_spins(spins)
 
     def measure(self, name: str, spec: KernelSpec, *, divisor: float, mode: str = "warp", unit: str = "cycles",
                 transform: Callable[[float], float] | None = None, stop: StopRule | None = None,

@@ -110,3 +110,27 @@ def test_a_gpu_the_compiler_cannot_build_for_is_named_by_its_own_arch(fake_cupy)
     reason = devices.gpu_unavailable_reason(1)
     assert reason.startswith("GPU 1 is sm_999, which cannot be compiled for here: ")
     assert devices.gpu_unavailable_reason(0) is None
+
+
+def test_the_cpus_near_a_gpu_come_from_nvmls_affinity_mask_word_by_word():
+    # a two-socket host, the GPU on the second socket's CPUs 32-63 and 96-127 (two 64-bit words)
+    mask = [0xFFFFFFFF00000000, 0xFFFFFFFF00000000]
+    cpus = devices.cpus_of_mask(mask)
+    assert cpus == set(range(32, 64)) | set(range(96, 128))
+    assert devices.cpu_list(cpus) == "32-63,96-127"
+    assert devices.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8" and devices.cpu_list(None) == "any"
+    assert devices.cpus_of_mask([0]) == set() and devices.cpus_of_mask([1 << 63]) == {63}
+
+
+def test_on_cpus_runs_the_block_on_the_cpus_given_and_gives_back_those_allowed_before():
+    import os
+    before = os.sched_getaffinity(0)
+    one = {min(before)}
+    with devices.on_cpus(one):
+        assert os.sched_getaffinity(0) == one
+    assert os.sched_getaffinity(0) == before
+    with pytest.raises(RuntimeError), devices.on_cpus(one):
+        raise RuntimeError("a failed copy")
+    assert os.sched_getaffinity(0) == before
+    with devices.on_cpus(None):  # NVML said nothing: the thread stays where it was allowed
+        assert os.sched_getaffinity(0) == before
