@@ -112,17 +112,18 @@ class Measurement:
         return cls(name=name, unit=unit, values=list(values), **base)
 
 
-#: the spins the session's SM clock is read over: clock64 cycles against CUDA events (host-side GPU time) over a
-#: spin of 20 ms and one of 40 ms, the clock the difference of the two (a launch's own start-up, ~55 us,
-#: cancels). %globaltimer is no time base for it: under the suite it advanced in steps of up to ~1 ms, and a
-#: 20 ms spin timed by it read 2032-2077 MHz on the H100 node GPU-004d5b9e + GPU-da4c75fd (2026-11-26), whose
-#: NVML clock, events and a stand-alone spin all read 1980 (docs/results.md)
-SM_CLOCK_SPINS_NS = (20_000_000, 40_000_000)
+#: the spins the session's SM clock is read over: clock64 cycles against host time (CLOCK_MONOTONIC, each spin
+#: launched and waited for) over a spin of 50 ms and one of 100 ms, the clock the difference of the two (what a
+#: launch and its wait cost the host, ~55 us, cancels). The GPU's own time base is no reference for it under the
+#: suite: a 20 ms spin timed by %globaltimer read 2032-2077 MHz on the H100 node GPU-004d5b9e + GPU-da4c75fd, and
+#: two spins timed by CUDA events (the same GPU timer) 1940-2024 MHz on H100 GPU-a4c4e6ff, whose NVML clock and a
+#: stand-alone spin (events and host time agreeing to 0.03 %) read 1977-1980 (2026-11-26, docs/results.md)
+SM_CLOCK_SPINS_NS = (50_000_000, 100_000_000)
 
 
 def clock_from_spins(spins: list[tuple[int, float]]) -> float:
-    """MHz from two spins' (clock64 cycles, CUDA-event milliseconds): the extra cycles of the longer over
-    its extra time, so what both launches spend outside the spin cancels; NaN where they took one time."""
+    """MHz from two spins' (clock64 cycles, host milliseconds): the extra cycles of the longer over its
+    extra time, so what both launches spend outside the spin cancels; NaN where they took one time."""
     (c1, ms1), (c2, ms2) = sorted(spins, key=lambda s: s[1])
     return (c2 - c1) / (ms2 - ms1) / 1000.0 if ms2 > ms1 else float("nan")
 
@@ -227,11 +228,11 @@ class Runner:  # pragma: no mutate block  (GPU only)
         return self._overhead
 
     def session_sm_clock_mhz(self) -> float | None:
-        """The SM clock, read once per session (:meth:`sm_clock_mhz`, after a first read that wakes the GPU).
+        """The SM clock, read once per session (:meth:`sm_clock_mhz`, after a 20 ms spin that wakes the GPU).
         None where it read more than the GPU can run (ceilings.possible_clock; the reading is kept in
         :attr:`refused_session_clock_mhz` and said beside every measurement)."""
         if not self._clock_read:
-            self.sm_clock_mhz()  # the first spin wakes an idle GPU: its clock ramps during it
+            self.sm_clock_mhz((10_000_000, 20_000_000))  # wakes an idle GPU: its clock ramps meanwhile
             read = self.sm_clock_mhz()
             self._clock = ceilings.possible_clock(read, self.info.max_sm_clock_mhz)
             self.refused_session_clock_mhz = None if self._clock is not None else read
@@ -240,20 +241,21 @@ class Runner:  # pragma: no mutate block  (GPU only)
 
     def sm_clock_mhz(self, spins_ns: tuple[int, int] = SM_CLOCK_SPINS_NS) -> float:
         """The SM clock the kernels run at: the clock64 cycles between two spins of ``spins_ns`` over the
-        CUDA-event time between them (:data:`SM_CLOCK_SPINS_NS`)."""
+        host time between them (:data:`SM_CLOCK_SPINS_NS`)."""
         cp = self.cp
         cubin = self.compile("sm_clock_rate.cu").cubin
         fn = self.load(cubin, "sm_clock_rate")
         out = cp.zeros(2, dtype=cp.uint64)
+        stream = cp.cuda.get_current_stream()
         spins = []
         for spin_ns in spins_ns:
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
+            stream.synchronize()
+            t0 = time.perf_counter_ns()
             fn((1,), (32,), (out, cp.uint64(spin_ns)))
-            stop.record()
-            stop.synchronize()
+            stream.synchronize()
+            host_ms = (time.perf_counter_ns() - t0) / 1e6
             cycles, _ns = (int(x) for x in out.get())
-            spins.append((cycles, cp.cuda.get_elapsed_time(start, stop)))
+            spins.append((cycles, host_ms))
         return clock_from_spins(spins)
 
     def measure(self, name: str, spec: KernelSpec, *, divisor: float, mode: str = "warp", unit: str = "cycles",

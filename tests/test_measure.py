@@ -53,13 +53,13 @@ def test_measurement_summary():
     assert m.summary() == "10.000 B/clk (min 9.000, max 11.000, noise 10.00%, n=5, time budget)"
 
 
-def test_the_session_clock_is_the_extra_cycles_of_the_longer_spin_over_its_extra_event_time():
-    # H100 GPU-da4c75fd, 2026-11-26 (a stand-alone probe): a 20 ms spin counted 39.6 M cycles in 20.055 ms of
-    # events (1974.6 MHz: the launch's own ~55 us is in the events), a 40 ms spin 79.2 M in 40.055 ms
+def test_the_session_clock_is_the_extra_cycles_of_the_longer_spin_over_its_extra_host_time():
+    # H100 GPU-da4c75fd, 2026-11-26 (a stand-alone probe): a 20 ms spin counted 39.6 M cycles in 20.055 ms
+    # (1974.6 MHz: the launch's and the wait's ~55 us are in that time), a 40 ms spin 79.2 M in 40.055 ms
     from pytest_gpuprops.measure import clock_from_spins
     spins = [(39_600_000, 20.055), (79_200_000, 40.055)]
     assert clock_from_spins(spins) == pytest.approx(1980.0)
     assert clock_from_spins(spins[::-1]) == pytest.approx(1980.0)  # in either order
-    assert 39_600_000 / 20.055 / 1000 < 1975.0  # one spin over its events reads the launch's cost as time
+    assert 39_600_000 / 20.055 / 1000 < 1975.0  # one spin over its time reads the launch's cost as time
     nan = clock_from_spins([(1, 5.0), (2, 5.0)])
     assert nan != nan
