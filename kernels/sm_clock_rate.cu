@@ -1,6 +1,5 @@
 // The SM clock the kernels actually see: a spin of about spin_ns (by %globaltimer) whose clock64 cycles
-// the host sets against its own time (measure.Runner.sm_clock_mhz: under the suite, spins timed by the GPU's
-// timer, %globaltimer or CUDA events, read 1940-2092 MHz on H100s whose clock was 1980).
+// the host sets against CUDA-event time, the spins queued behind a gate spin (measure.Runner.sm_clock_mhz).
 // out[0] = cycles, out[1] = %globaltimer nanoseconds. Not a timed region (no gp_record).
 #include "gpuprops.cuh"
 

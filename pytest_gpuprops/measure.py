@@ -112,20 +112,32 @@ class Measurement:
         return cls(name=name, unit=unit, values=list(values), **base)
 
 
-#: the spins the session's SM clock is read over: clock64 cycles against host time (CLOCK_MONOTONIC, each spin
-#: launched and waited for) over a spin of 50 ms and one of 100 ms, the clock the difference of the two (what a
-#: launch and its wait cost the host, ~55 us, cancels). The GPU's own time base is no reference for it under the
-#: suite: a 20 ms spin timed by %globaltimer read 2032-2077 MHz on the H100 node GPU-004d5b9e + GPU-da4c75fd, and
-#: two spins timed by CUDA events (the same GPU timer) 1940-2024 MHz on H100 GPU-a4c4e6ff, whose NVML clock and a
-#: stand-alone spin (events and host time agreeing to 0.03 %) read 1977-1980 (2026-11-26, docs/results.md)
+#: the spins the session's SM clock is read over: the extra clock64 cycles of a 100 ms spin over a 50 ms one
+#: against their extra time by CUDA events, all queued behind a 20 ms spin (the gate) so that the GPU runs the
+#: spins and their events back to back whatever the host thread does meanwhile. Under the whole suite (its
+#: prefetch compiling on every core) a spin timed from the host, or by events recorded around each launch,
+#: took the host's delays in: 1928.5-1977.5 MHz by host time on H100 GPU-17718160, 1940-2024 by events on
+#: GPU-a4c4e6ff, where a stand-alone spin read 1979.0-1980.8 by host time, events and %globaltimer alike and
+#: NVML 1980 (2026-11-26, docs/results.md). A single spin timed by %globaltimer read 2032-2092 under the suite
+#: on H100s at 1980, unexplained: no time base of its own
 SM_CLOCK_SPINS_NS = (50_000_000, 100_000_000)
+SM_CLOCK_GATE_NS = 20_000_000
+#: tries at a gated reading (:func:`gated_clock`) before the session clock is given up as unknown
+SM_CLOCK_TRIES = 3
 
 
 def clock_from_spins(spins: list[tuple[int, float]]) -> float:
-    """MHz from two spins' (clock64 cycles, host milliseconds): the extra cycles of the longer over its
-    extra time, so what both launches spend outside the spin cancels; NaN where they took one time."""
+    """MHz from two spins' (clock64 cycles, milliseconds): the extra cycles of the longer over its extra
+    time, so what both launches spend outside the spin cancels; NaN where they took one time."""
     (c1, ms1), (c2, ms2) = sorted(spins, key=lambda s: s[1])
     return (c2 - c1) / (ms2 - ms1) / 1000.0 if ms2 > ms1 else float("nan")
+
+
+def gated_clock(spins: list[tuple[int, float]], *, queued_ms: float, gate_ms: float) -> float | None:
+    """The SM clock (MHz) of two gated spins' (clock64 cycles, event milliseconds) (:func:`clock_from_spins`),
+    or None where the host took longer to queue them (``queued_ms``) than the gate ran (``gate_ms``): then
+    the GPU may have waited on the host between them, and their times hold that wait."""
+    return clock_from_spins(spins) if queued_ms < gate_ms else None
 
 
 class Runner:  # pragma: no mutate block  (GPU only)
@@ -228,35 +240,39 @@ class Runner:  # pragma: no mutate block  (GPU only)
         return self._overhead
 
     def session_sm_clock_mhz(self) -> float | None:
-        """The SM clock, read once per session (:meth:`sm_clock_mhz`, after a 20 ms spin that wakes the GPU).
-        None where it read more than the GPU can run (ceilings.possible_clock; the reading is kept in
-        :attr:`refused_session_clock_mhz` and said beside every measurement)."""
+        """The SM clock, read once per session (:meth:`sm_clock_mhz`; its gate spin wakes an idle GPU).
+        None where it could not be read or read more than the GPU can run (ceilings.possible_clock; such a
+        reading is kept in :attr:`refused_session_clock_mhz` and said beside every measurement)."""
         if not self._clock_read:
-            self.sm_clock_mhz((10_000_000, 20_000_000))  # wakes an idle GPU: its clock ramps meanwhile
             read = self.sm_clock_mhz()
             self._clock = ceilings.possible_clock(read, self.info.max_sm_clock_mhz)
             self.refused_session_clock_mhz = None if self._clock is not None else read
             self._clock_read = True
         return self._clock
 
-    def sm_clock_mhz(self, spins_ns: tuple[int, int] = SM_CLOCK_SPINS_NS) -> float:
-        """The SM clock the kernels run at: the clock64 cycles between two spins of ``spins_ns`` over the
-        host time between them (:data:`SM_CLOCK_SPINS_NS`)."""
+    def sm_clock_mhz(self, spins_ns: tuple[int, int] = SM_CLOCK_SPINS_NS) -> float | None:
+        """The SM clock the kernels run at: two spins of ``spins_ns`` and their events queued behind a gate
+        spin (:data:`SM_CLOCK_SPINS_NS`, :func:`gated_clock`), up to :data:`SM_CLOCK_TRIES` times; None where
+        the host never queued them within the gate."""
         cp = self.cp
-        cubin = self.compile("sm_clock_rate.cu").cubin
-        fn = self.load(cubin, "sm_clock_rate")
-        out = cp.zeros(2, dtype=cp.uint64)
+        fn = self.load(self.compile("sm_clock_rate.cu").cubin, "sm_clock_rate")
         stream = cp.cuda.get_current_stream()
-        spins = []
-        for spin_ns in spins_ns:
+        for _ in range(SM_CLOCK_TRIES):
+            outs = [cp.zeros(2, dtype=cp.uint64) for _ in range(3)]
+            events = [cp.cuda.Event() for _ in range(4)]
             stream.synchronize()
             t0 = time.perf_counter_ns()
-            fn((1,), (32,), (out, cp.uint64(spin_ns)))
+            events[0].record()
+            for k, spin_ns in enumerate((SM_CLOCK_GATE_NS, *spins_ns)):
+                fn((1,), (32,), (outs[k], cp.uint64(spin_ns)))
+                events[k + 1].record()
+            queued_ms = (time.perf_counter_ns() - t0) / 1e6
             stream.synchronize()
-            host_ms = (time.perf_counter_ns() - t0) / 1e6
-            cycles, _ns = (int(x) for x in out.get())
-            spins.append((cycles, host_ms))
-        return clock_from_spins(spins)
+            spins = [(int(outs[k][0].get()), cp.cuda.get_elapsed_time(events[k], events[k + 1])) for k in (1, 2)]
+            clock = gated_clock(spins, queued_ms=queued_ms, gate_ms=cp.cuda.get_elapsed_time(events[0], events[1]))
+            if clock is not None:
+                return clock
+        return None
 
     def measure(self, name: str, spec: KernelSpec, *, divisor: float, mode: str = "warp", unit: str = "cycles",
                 transform: Callable[[float], float] | None = None, stop: StopRule | None = None,

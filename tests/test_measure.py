@@ -63,3 +63,13 @@ def test_the_session_clock_is_the_extra_cycles_of_the_longer_spin_over_its_extra
     assert 39_600_000 / 20.055 / 1000 < 1975.0  # one spin over its time reads the launch's cost as time
     nan = clock_from_spins([(1, 5.0), (2, 5.0)])
     assert nan != nan
+
+
+def test_a_gated_clock_reading_is_refused_where_the_host_queued_slower_than_the_gate_ran():
+    # the spins and their events are queued behind a 20 ms gate: queued within it, the GPU ran them back to
+    # back; queued slower (a host busy compiling), the events may hold the host's wait
+    from pytest_gpuprops.measure import gated_clock
+    spins = [(99_000_000, 50.0), (198_000_000, 100.0)]
+    assert gated_clock(spins, queued_ms=0.4, gate_ms=20.0) == pytest.approx(1980.0)
+    assert gated_clock(spins, queued_ms=20.0, gate_ms=20.0) is None
+    assert gated_clock(spins, queued_ms=35.0, gate_ms=20.0) is None
