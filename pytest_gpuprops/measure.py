@@ -34,7 +34,7 @@ from . import compile as gp_compile
 from .devices import GpuInfo
 from .driver_launch import KernelLaunchError
 from .kernel_spec import KernelSpec
-from .stats import StopRule, launch_value, relative_noise, stop_reason
+from .stats import StopRule, launch_value, relative_noise, robust_relative_noise, stop_reason
 from .timing import build_for_timing
 
 
@@ -58,6 +58,9 @@ class Measurement:
     #: how the values make the reading: "median" (robust to a disturbed launch), or "mean" where the values
     #: are equal parts of one whole (a stress's power windows: their mean is the energy over the span's time)
     center: str = "median"
+    #: how the values' noise is read: "stdev" (nvbench's relative standard deviation), or "iqr" where the reading
+    #: is the median of a few repeats that now and then one of a host's hiccups slows (stats.robust_relative_noise)
+    spread: str = "stdev"
 
     @property
     def n(self) -> int:
@@ -86,7 +89,12 @@ class Measurement:
 
     @property
     def noise(self) -> float:
-        """Relative standard deviation of the per-launch values (nvbench's 'noise')."""
+        """Relative standard deviation of the per-launch values (nvbench's 'noise'), or their robust
+        counterpart (:attr:`spread`)."""
+        if self.spread == "iqr":
+            return robust_relative_noise(self.values)
+        if self.spread != "stdev":
+            raise ValueError(f"{self.name}: spread {self.spread!r}; expected 'stdev' or 'iqr'")
         return relative_noise(self.values)
 
     @property
@@ -94,7 +102,8 @@ class Measurement:
         return self.noise <= self.noise_target
 
     def summary(self) -> str:
-        return (f"{self.reading:.3f} {self.unit} (min {self.min:.3f}, max {self.max:.3f}, noise {self.noise:.2%}, "
+        robust = " (interquartile)" if self.spread == "iqr" else ""
+        return (f"{self.reading:.3f} {self.unit} (min {self.min:.3f}, max {self.max:.3f}, noise {self.noise:.2%}{robust}, "
                 f"n={self.n}, {self.stop_reason})")
 
     def as_dict(self) -> dict:

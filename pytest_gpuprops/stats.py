@@ -48,6 +48,22 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
                      f"not {mode!r}")
 
 
+#: the interquartile range of a normal distribution in standard deviations: IQR / IQR_PER_SIGMA estimates sigma
+IQR_PER_SIGMA = 1.349
+
+
+def robust_relative_noise(values: Sequence[float]) -> float:
+    """The values' spread around their median that the median itself feels: the interquartile range (inclusive
+    quartiles) over :data:`IQR_PER_SIGMA`, relative to the median, so it reads as :func:`relative_noise`
+    does on normal values; one or two outliers in twelve leave it (and the median) where they were. Fewer
+    than four values: :func:`relative_noise`."""
+    if len(values) < 4:
+        return relative_noise(values)
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    mid = statistics.median(values)
+    return (q3 - q1) / IQR_PER_SIGMA / abs(mid) if mid else float("inf")
+
+
 def relative_noise(values: Sequence[float]) -> float:
     """Relative standard deviation (nvbench's 'noise'); 0 for fewer than two values."""
     if len(values) < 2:

@@ -6,6 +6,7 @@ that forces a pair through the host, the pair's two GPU locks, and a planted wro
 fails a recorded H100 reading. Recorded numbers come from the H100 entries of
 pytest_gpuprops/facts/sm_90.toml (their source strings)."""
 
+import dataclasses
 import re
 import statistics
 from types import SimpleNamespace
@@ -68,15 +69,24 @@ def test_rate_measurement_is_a_gbps_measurement_of_the_copies_given():
     assert again == [] and m.remeasure() == "measured again" and again == [1]
 
 
-def test_the_host_link_s_noise_target_settles_one_slow_copy_in_twelve_the_default_does_not():
-    """HOST_NOISE_TARGET's reason (links.py): one 256 MiB copy in twelve may run ~15 % slow."""
-    one_slow = [55.0] * 11 + [55.0 * 0.85]
-    default = links.rate_measurement("host_to_device_gbps", one_slow, what="x", launch={}, remeasure=None)
-    host = links.rate_measurement("host_to_device_gbps", one_slow, what="x", launch={}, remeasure=None,
+def test_the_host_link_s_noise_target_settles_a_settled_series_whose_copies_spread_2_percent():
+    """HOST_NOISE_TARGET's reason (links.py): GPU-970b7d1c's 256 MiB copies, a third of them 2-6 % slow."""
+    spread = [55.08, 55.15, 55.31, 55.04, 53.83, 51.88, 52.66, 52.74, 54.99, 54.88, 54.92, 55.2]
+    default = links.rate_measurement("host_to_device_gbps", spread, what="x", launch={}, remeasure=None)
+    host = links.rate_measurement("host_to_device_gbps", spread, what="x", launch={}, remeasure=None,
                                   noise_target=links.HOST_NOISE_TARGET)
     assert 0.02 < default.noise < links.HOST_NOISE_TARGET
     assert not default.settled and host.settled and host.noise_target == 0.05
 
+
+def test_a_link_rate_s_noise_is_its_copies_interquartile_spread_so_one_slow_copy_leaves_it_settled():
+    # H100 GPU-e369c733, 2026-11-26: GPU -> host copies under load, one of twelve at half speed (NOISY by the
+    # standard deviation, 14 %); its median held
+    one_slow = [51.91, 52.09, 52.12, 27.66, 50.32, 51.98, 51.45, 51.98, 52.11, 52.05, 51.99, 52.15]
+    m = links.rate_measurement("device_to_host_bidir_gbps", one_slow, what="x", launch={}, remeasure=None,
+                               noise_target=links.HOST_LOADED_NOISE_TARGET)
+    assert m.spread == "iqr" and m.settled and m.noise < 0.005 and m.reading == pytest.approx(51.985)
+    assert dataclasses.replace(m, spread="stdev").noise > 0.13
 
 
 def test_the_loaded_host_copy_s_noise_target_refuses_a_disturbed_series_and_settles_one_slow_copy():

@@ -73,3 +73,14 @@ def test_a_gated_clock_reading_is_refused_where_the_host_queued_slower_than_the_
     assert gated_clock(spins, queued_ms=0.4, gate_ms=20.0) == pytest.approx(1980.0)
     assert gated_clock(spins, queued_ms=20.0, gate_ms=20.0) is None
     assert gated_clock(spins, queued_ms=35.0, gate_ms=20.0) is None
+
+
+def test_a_measurement_whose_spread_is_interquartile_settles_where_one_slow_repeat_is_all_that_moved():
+    one_slow = [51.91, 52.09, 52.12, 27.66, 50.32, 51.98, 51.45, 51.98, 52.11, 52.05, 51.99, 52.15]
+    std = _m(one_slow, noise_target=0.02)
+    iqr = _m(one_slow, noise_target=0.02, spread="iqr")
+    assert not std.settled and iqr.settled and iqr.reading == std.reading
+    assert "(interquartile)" in iqr.summary() and "(interquartile)" not in std.summary()
+    assert iqr.as_dict()["spread"] == "iqr" and iqr.as_dict()["noise"] == iqr.noise
+    with pytest.raises(ValueError, match="spread 'mad'"):
+        _m([1.0, 2.0], spread="mad").summary()

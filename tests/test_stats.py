@@ -216,3 +216,19 @@ def test_an_unknown_mode_is_refused_naming_the_known_ones():
         launch_value([], 0.0, 1.0, "warp")
     with pytest.raises(ValueError, match="'warp', 'warp_min', 'warp_mean', 'span'.*'mean'"):
         launch_value(PAIRS, 0.0, 1.0, "mean")
+
+
+def test_the_robust_noise_is_the_interquartile_spread_and_ignores_a_slow_copy_the_median_ignores():
+    from pytest_gpuprops.stats import IQR_PER_SIGMA, robust_relative_noise
+    # H100 GPU-e369c733, 2026-11-26: GPU -> host copies under load, one at half speed
+    one_slow = [51.91, 52.09, 52.12, 27.66, 50.32, 51.98, 51.45, 51.98, 52.11, 52.05, 51.99, 52.15]
+    assert relative_noise(one_slow) > 0.13
+    assert robust_relative_noise(one_slow) == pytest.approx(0.0043, abs=0.0002)
+    # GPU-2b139b2f's first process on a fresh node: disturbed throughout, its median 3.4 % low
+    disturbed = [47.34, 48.81, 51.39, 49.03, 47.02, 49.36, 50.78, 50.49, 49.79, 51.67, 51.41, 51.95]
+    assert robust_relative_noise(disturbed) == pytest.approx(0.0358, abs=0.0005) and robust_relative_noise(disturbed) > 0.02
+    # by hand: quartiles 2 and 4 of 1..5, median 3
+    assert robust_relative_noise([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0 / IQR_PER_SIGMA / 3.0)
+    # under four values it is the standard deviation's
+    assert robust_relative_noise([1.0, 2.0, 3.0]) == relative_noise([1.0, 2.0, 3.0])
+    assert robust_relative_noise([0.0, 0.0, 0.0, 0.0]) == float("inf")
