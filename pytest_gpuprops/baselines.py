@@ -284,23 +284,28 @@ def compare_units(store: Store, choice: str, verdicts: list[Verdict], meta: dict
     if choice == NONE:
         return [], [], {}
     if choice != LAST:
-        return unit_compare.compare(from_report(choice), verdicts), [f"compared with {choice}"], {}
+        moved, changed, other_state = unit_compare.compare_all(from_report(choice), verdicts)
+        return moved, [f"compared with {choice}{not_compared(changed, other_state, stored=False)}"], {}
     moved, notes, used = [], [], {}
     for uuid, mine in sorted(by_unit(verdicts).items()):
         base = used[uuid] = store.baseline(uuid)
-        got = unit_compare.compare(base.verdicts, mine)
+        got, changed, other_state = unit_compare.compare_all(base.verdicts, mine)
         moved += got
-        changed = unit_compare.method_changed(base.verdicts, mine)
-        other_state = unit_compare.other_clock_state(base.verdicts, mine)
         notes.append(f"{uuid[:12]}: {base.describe(unit_meta_of(mine, uuid, meta))}"
-                     + (f"; {len(got)} MOVED" if base.runs else "")
-                     + (f"; {len(changed)} not compared, their method changed since ({', '.join(changed[:3])}"
-                        f"{', ...' if len(changed) > 3 else ''}: this run's reading is their baseline from now on)"
-                        if changed else "")
-                     + (f"; {len(other_state)} not compared, read in another SM clock or thermal state than "
-                        f"their baseline readings ({', '.join(other_state[:3])}{', ...' if len(other_state) > 3 else ''})"
-                        if other_state else ""))
+                     + (f"; {len(got)} MOVED" if base.runs else "") + not_compared(changed, other_state))
     return moved, notes, used
+
+
+def not_compared(changed: list[str], other_state: list[str], *, stored: bool = True) -> str:
+    """What a compare's summary line says of the facts it did not compare: those whose method changed since
+    their baseline readings, and the powers read in another SM clock or thermal state ("" where none);
+    ``stored``: the baseline is the unit's store, where this run's readings become the next baseline."""
+    def some(facts):
+        return f"{', '.join(facts[:3])}{', ...' if len(facts) > 3 else ''}"
+    then = ": this run's reading is their baseline from now on" if stored else ""
+    return ((f"; {len(changed)} not compared, their method changed since ({some(changed)}{then})" if changed else "")
+            + (f"; {len(other_state)} not compared, read in another SM clock or thermal state than their baseline "
+               f"readings ({some(other_state)})" if other_state else ""))
 
 
 def unit_meta_of(verdicts: Iterable[Verdict], uuid: str, meta: dict) -> dict:

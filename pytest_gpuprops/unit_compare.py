@@ -116,7 +116,16 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
     scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6); a
     power read in another state than every baseline reading is not compared (:data:`CLOCK_STATE_UNITS`)."""
-    old = _baseline_index(baseline)
+    return _compare(_baseline_index(baseline), current)
+
+
+def compare_all(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> tuple[list[Verdict], list[str], list[str]]:
+    """(:func:`compare`, :func:`method_changed`, :func:`other_clock_state`) of one baseline, indexed once."""
+    old, current = _baseline_index(baseline), list(current)
+    return _compare(old, current), _method_changed(old, current), _other_state(old, current)
+
+
+def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> list[Verdict]:
     moved = []
     for v in current:
         if not _baseline_reading(v):
@@ -156,7 +165,10 @@ def other_clock_state(baseline: Iterable[Verdict], current: Iterable[Verdict]) -
     clock, start temperature) than every baseline reading of the same unit and test: not compared, so said
     beside the compare's result (the store keeps a reading per state, so the next run in this state is
     compared)."""
-    old = _baseline_index(baseline)
+    return _other_state(_baseline_index(baseline), current)
+
+
+def _other_state(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> list[str]:
     out = []
     for v in current:
         if _baseline_reading(v) and (there := _same_method_readings(old, v)) and _power_in_another_state(there, v):
@@ -175,7 +187,10 @@ def same_method(old: Verdict, new: Verdict) -> bool:
 def method_changed(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[str]:
     """The facts of ``current`` whose baseline readings (same unit, same test) were all taken by another
     method (:func:`same_method`): not compared, so said beside the compare's result."""
-    old = _baseline_index(baseline)
+    return _method_changed(_baseline_index(baseline), current)
+
+
+def _method_changed(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> list[str]:
     out = []
     for v in current:
         there = old.get((gpu_key(v), *run_key(v))) if _baseline_reading(v) else None

@@ -353,6 +353,18 @@ def test_a_power_below_the_cap_is_compared_only_with_a_stress_that_began_at_its_
     assert "baseline 322.600" in m.expected and "began at 53 °C, this one at 52 °C" in m.expected
 
 
+def test_a_file_given_as_the_baseline_names_the_powers_it_did_not_compare(tmp_path):
+    # a planted baseline of a four-H100 node, 2026-11-26: GPU-8a3eeee9's zero-operand stress began at 40 degrees C
+    # in the baseline's process, 44 in the compared one: no compare, and the summary says so
+    (_uuid, path, _ok, _why), = baselines.Store(tmp_path / "planted").save([_power_from(304.7 * 1.05, 40)], FINISHED)
+    moved, notes, _ = baselines.compare_units(baselines.Store(tmp_path / "store"), str(path), [_power_from(310.9, 44)], {})
+    assert moved == [] and notes == [f"compared with {path}; 1 not compared, read in another SM clock or thermal "
+                                     "state than their baseline readings (wgmma_bf16_zero_operand_power_w)"]
+    # at the baseline's temperature the same file compares it: 5 % is MOVED
+    moved, notes, _ = baselines.compare_units(baselines.Store(tmp_path / "store"), str(path), [_power_from(304.7, 41)], {})
+    assert len(moved) == 1 and notes == [f"compared with {path}"]
+
+
 def test_a_power_held_at_the_cap_is_compared_whatever_the_temperature(tmp_path):
     # the random-operand stress runs at the 700 W cap (sw_power_cap): the cap sets its power, not the die
     store = baselines.Store(tmp_path)
