@@ -35,12 +35,13 @@ SAME_CLOCK = 0.004
 CLOCK_STATE_UNITS = ("W",)
 
 #: two readings of a power below the power cap ran in the same thermal state when their stresses began this
-#: close in temperature (NVML, whole degrees C). Such a power follows the die's temperature at the stress's
-#: start, 0.3-1 % a degree on three H100s (GPU-b842806c 313.9 W from 48 degrees C, 320.8-323.1 from 51-53;
-#: GPU-2b139b2f 310.6-311.1 from 41, 316.7-319.4 from 43-44; GPU-fc77ac86 302.5-303.9 from 43-45, 306.5-307.3
-#: from 48-51; 2026-11-26): 2 degrees move it at most 2 %, inside its 3 % same-unit band with the 0.5 % a
-#: stress repeats. A power held at the cap (sw_power_cap: the random-operand stress at 700 W) is set by the
-#: cap, not by the die's temperature, and takes every thermal state as one
+#: close in temperature (NVML, whole degrees C). Such a power rises with the die's temperature at the stress's
+#: start: GPU-b842806c 313.9 W from 48 degrees C, 320.8-323.1 from 51-53; GPU-2b139b2f 310.6-311.1 from 41,
+#: 319.4 from 44; GPU-17718160 310.0 from 42, 315.0 from 49 (H100s, 2026-11-26), while some units stay flat
+#: (GPU-9eaba352 311.9 / 311.7 from 48 / 53). Within 2 degrees and one clock state the H100 readings of
+#: 2026-11-24..26 (27 units) differ by at most 2.1 %, a step some units take at one temperature (GPU-e4fcac46
+#: 309.6 and 315.8 W, both from 41 degrees C): inside the fact's 3 % same-unit band. A power held at the cap
+#: (sw_power_cap: the random-operand stress at 700 W) is set by the cap and takes every thermal state as one
 SAME_START_TEMPERATURE_C = 2
 
 
