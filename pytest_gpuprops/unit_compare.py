@@ -103,11 +103,11 @@ def _same_method_readings(old: dict[tuple, list[Verdict]], v: Verdict) -> list[V
     return [o for o in old.get((gpu_key(v), *run_key(v)), []) if same_method(o, v)]
 
 
-def _power_in_another_state(candidates: list[Verdict], v: Verdict) -> bool:
-    """Whether ``v`` is a power (:data:`CLOCK_STATE_UNITS`) read in another state (:func:`same_state`: SM
-    clock, and the temperature its stress began at) than every one of its baseline readings ``candidates``:
-    no like-for-like compare, so none is made."""
-    return v.unit in CLOCK_STATE_UNITS and not any(same_state(o, v) for o in candidates)
+def _comparable(candidates: list[Verdict], v: Verdict) -> list[Verdict]:
+    """The baseline readings ``candidates`` that ``v`` can be compared with: all of them, or for a power
+    (:data:`CLOCK_STATE_UNITS`) those of its own state (:func:`same_state`: SM clock, and the temperature its
+    stress began at). None left where there were some: no like-for-like compare, so none is made."""
+    return [o for o in candidates if same_state(o, v)] if v.unit in CLOCK_STATE_UNITS else candidates
 
 
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
@@ -131,11 +131,9 @@ def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> lis
     for v in current:
         if not _baseline_reading(v):
             continue
-        candidates = _same_method_readings(old, v)
-        if not candidates or _power_in_another_state(candidates, v):  # other_clock_state() names the latter
+        candidates = _comparable(_same_method_readings(old, v), v)
+        if not candidates:  # other_clock_state() names a power that had readings of other states only
             continue
-        if v.unit in CLOCK_STATE_UNITS:  # a power: only its own state's readings
-            candidates = [o for o in candidates if same_state(o, v)]
         o = nearest_clock(candidates, v)
         clock, mine = reading_clock(o), reading_clock(v)
         other_state = bool(clock and mine and not same_clock(clock, mine))
@@ -172,7 +170,7 @@ def other_clock_state(baseline: Iterable[Verdict], current: Iterable[Verdict]) -
 def _other_state(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> list[str]:
     out = []
     for v in current:
-        if _baseline_reading(v) and (there := _same_method_readings(old, v)) and _power_in_another_state(there, v):
+        if _baseline_reading(v) and (there := _same_method_readings(old, v)) and not _comparable(there, v):
             out.append(v.fact)
     return list(dict.fromkeys(out))
 
