@@ -369,6 +369,11 @@ def l2_line_offsets() -> list[int]:
     return [k * L2_LINE_STRIDE for k in range(L2_LINES)]
 
 
+def dram_line_offsets() -> list[int]:
+    """Byte offsets, in the DRAM_SPREAD_BYTES buffer, of the lines the one-line chase's DRAM misses run on."""
+    return [k * L2_LINE_STRIDE for k in range(DRAM_LINES)]
+
+
 def line_by_line(cp, line: int):
     """The zeroed L2_SPREAD_BYTES buffer (uint32 words) from line ``line`` of l2_line_offsets() on."""
     return cp.zeros(L2_SPREAD_BYTES // 4, dtype=cp.uint32)[l2_line_offsets()[line] // 4:]
@@ -456,6 +461,15 @@ NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L
 # it moves by the share of lines that change level, not by a level's whole step: over eight units of both
 # SKUs (38 whole-suite processes, driver 580.159.04, CUDA 13.0, 2026-11-26) a unit's near-tier mean moved
 # at most 1.90 % (the quarter's median 4.62 %), its far-tier mean 2.56 % (2.97 %).
+
+# So the one-line chase runs on DRAM_LINES lines, four times the L2 facts' L2_LINES, over a buffer four times
+# as large (the same stride): a tier's mean moves by the share of its lines on each level, and that share,
+# the allocation's, spreads as one over the square root of the lines a tier holds (about 32 of 64 lines,
+# 128 of 256). Over those 38 processes the 64-line tier means moved up to 1.90 % (near) and 2.56 % (far)
+# on one unit; a quarter of that spread's variance is half its range.
+#: the one-line chase's lines (its DRAM miss facts) and the buffer they lie in, L2_LINE_STRIDE apart
+DRAM_LINES = 256
+DRAM_SPREAD_BYTES = 128 * MIB
 
 #: Statistic.lines of the one-line chase's facts (pytest_gpuprops.factspec.LINE_STATISTICS): the DRAM
 #: misses of the near tier's lines (below the widest gap, :func:`dram_tiers`), those of the far tier's;
@@ -581,7 +595,7 @@ def chase_line_readings(gpuprops, fact, *, fresh: bool = False):
             _CHASE_LINES[key] = [
                 gpuprops.measure(f"one-line chase, {what}, line at +{offset} B", each.kernel(k), divisor=each.per(),
                                  stop=DRAM_LINE_STOP if miss else LINE_STOP)
-                for k, offset in enumerate(l2_line_offsets())]
+                for k, offset in enumerate(dram_line_offsets())]
         out.append(_CHASE_LINES[key])
     return out[0], out[1]
 
@@ -612,13 +626,13 @@ def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measuremen
         fact.name, values, noise_target=DRAM_TIER_NOISE, center="mean",
         overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
         throttle=sorted({t for m in hits + misses for t in m.throttle}), kernel=first.kernel,
-        launch=dict(first.launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
+        launch=dict(first.launch, buffer_bytes=DRAM_SPREAD_BYTES, lines=DRAM_LINES, line_stride_bytes=L2_LINE_STRIDE,
                     tier_lines=len(values), statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
     m.remeasure = lambda: on_other_memory(lambda: chase_line_measurement(gpuprops, fact, fresh=True))
     return m
 
 
-CHASE_LINE_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer, "
+CHASE_LINE_TEXT = (f"on each of {DRAM_LINES} lines {L2_LINE_STRIDE} B apart in a {DRAM_SPREAD_BYTES >> 20} MiB buffer, "
                    "one line per measurement, a chase that stays on the line (it holds its own address)")
 
 #: the kernel of the one-line chase

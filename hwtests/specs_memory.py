@@ -1,5 +1,5 @@
 """The memory hierarchy's line-by-line facts (:data:`FACTS`, pytest_gpuprops.factspec.FactSpec): the
-DRAM miss of each of memory_levels.L2_LINES lines, by a chase that stays on the line
+DRAM miss of each of memory_levels.DRAM_LINES lines, by a chase that stays on the line
 (kernels/global_chase.cu; the line holds its own address), its two tiers' medians. The GPU test is
 test_memory_hierarchy.py's, the static region checks test_static_chains.py's.
 
@@ -21,7 +21,9 @@ gap on the other, a batch's median 576.5 .. 742: it falls in either tier), and e
 not steady either (a tier holds levels of its own, which lines land in each set by the allocation:
 memory_levels.py says how far it moved), nor the median of the quarter of the lines with the lowest
 or highest misses, so the facts are each tier's mean: over the near tier's lines (dram_latency_near_cycles)
-and over the far tier's (dram_latency_far_cycles); both tiers' lines, the far share and the gap
+and over the far tier's (dram_latency_far_cycles), read on memory_levels.DRAM_LINES (256) lines of a
+128 MiB buffer so that the allocation's share of lines on each level averages out (memory_levels.py:
+the 64-line means moved up to 2.56 % between processes on one unit); both tiers' lines, the far share and the gap
 (memory_levels.dram_tiers) are in the launch info. They are
 the GPU model's (its L2, crossbar, memory and clocks): record mode files them per GPU model.
 
@@ -44,27 +46,27 @@ CG_LOAD = "LDG.E.64.STRONG.GPU"
 LINE_CHASE_UNROLL = 256
 
 
-#: device id -> the L2_SPREAD_BYTES buffer every one-line chase runs in, kept for the session: line k is
+#: device id -> the DRAM_SPREAD_BYTES buffer every one-line chase runs in, kept for the session: line k is
 #: then the same physical line in its L2-hit and its DRAM-miss readings (a fresh allocation per
 #: measurement could land elsewhere), so each DRAM miss is compared with its own line's L2 hit
 _SPREAD: dict = {}
 
 
 def spread_buffer(cp):
-    """The session's L2_SPREAD_BYTES buffer (64-bit words) on the current device."""
+    """The session's DRAM_SPREAD_BYTES buffer (64-bit words) on the current device."""
     device = cp.cuda.runtime.getDevice()
     if device not in _SPREAD:
-        _SPREAD[device] = cp.zeros(ml.L2_SPREAD_BYTES // 8, dtype=cp.uint64)
+        _SPREAD[device] = cp.zeros(ml.DRAM_SPREAD_BYTES // 8, dtype=cp.uint64)
     return _SPREAD[device]
 
 
 def line_chase(line: int, miss: bool = False) -> KernelSpec:
-    """The chase that stays on line ``line`` of memory_levels.l2_line_offsets() (in the session's
+    """The chase that stays on line ``line`` of memory_levels.dram_line_offsets() (in the session's
     spread buffer): LINE_CHASE_UNROLL dependent ld.global.cg of it, one warm hop first (an L2 hit
     each); or (``miss``) one ld.global.cg of it after a warm load and discard.global.L2 (a DRAM miss,
     the page's translation cached). The line is the argument: one build for every line."""
     import numpy as np
-    offset = ml.l2_line_offsets()[line]
+    offset = ml.dram_line_offsets()[line]
 
     def args(cp):
         words = spread_buffer(cp)
@@ -102,7 +104,7 @@ def _facts() -> list[FactSpec]:
                f"its page's translation cached), its value read before the stop read; each line's median over "
                f"launches, refused unless {ml.COLD_MIN_RATIO} x the line's L2 hit (the same line chased on itself); "
                f"the lines of the {side} tier (the misses split at their widest gap, at least "
-               f"{ml.DRAM_TIER_GAP:.0%} with {ml.DRAM_TIER_MIN_LINES} or more of the {ml.L2_LINES} lines on each side), "
+               f"{ml.DRAM_TIER_GAP:.0%} with {ml.DRAM_TIER_MIN_LINES} or more of the {ml.DRAM_LINES} lines on each side), "
                f"their mean (the lines' spread within the tier its noise)")
         for name, (kind, side) in DRAM_FACTS.items()]
 

@@ -473,9 +473,10 @@ def test_over_lines_summary_reports_both_tiers_lines_share_and_gap_or_why_there_
 
 
 class _LineGpu:
-    """A stand-in for the gpuprops fixture: line k's L2 hit ONE_TIER[k] cycles, its miss ``miss(k)``."""
+    """A stand-in for the gpuprops fixture: line k's L2 hit ONE_TIER[k % 64] cycles, its miss ``miss(k)`` (the
+    64 lines' pattern repeated over the DRAM_LINES lines by default)."""
 
-    def __init__(self, miss=lambda k: H100_9DB59B7A[k], index=0):
+    def __init__(self, miss=lambda k: H100_9DB59B7A[k % 64], index=0):
         from types import SimpleNamespace
         self.gpu = SimpleNamespace(index=index)
         self.calls = []
@@ -484,8 +485,8 @@ class _LineGpu:
     def measure(self, name, spec, *, divisor, stop):
         from pytest_gpuprops.measure import Measurement
         self.calls.append((name, spec.defines.get("DISCARD", 0), divisor, stop))
-        k = ml.l2_line_offsets().index(int(name.rsplit("+", 1)[1].split()[0]))
-        cycles = self.miss(k) if spec.defines.get("DISCARD") else ONE_TIER[k]
+        k = ml.dram_line_offsets().index(int(name.rsplit("+", 1)[1].split()[0]))
+        cycles = self.miss(k) if spec.defines.get("DISCARD") else ONE_TIER[k % 64]
         return Measurement.given(name, [cycles] * 5, overhead_cycles=2.0, sm_clock_mhz=1980.0, kernel=spec.kernel,
                                  launch={"defines": dict(spec.defines)})
 
@@ -496,39 +497,39 @@ def test_the_dram_facts_read_each_line_s_hit_and_miss_once_and_a_remeasure_reads
     gpu = _LineGpu()
     near_fact, far_fact = sm.FACTS
     near = ml.chase_line_measurement(gpu, near_fact)
-    assert len(gpu.calls) == 2 * ml.L2_LINES
-    assert {c[1:] for c in gpu.calls[:64]} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
-    assert {c[1:] for c in gpu.calls[64:]} == {(1, 1.0, ml.DRAM_LINE_STOP)}
+    assert len(gpu.calls) == 2 * ml.DRAM_LINES
+    assert {c[1:] for c in gpu.calls[:ml.DRAM_LINES]} == {(0, sm.LINE_CHASE_UNROLL, ml.LINE_STOP)}
+    assert {c[1:] for c in gpu.calls[ml.DRAM_LINES:]} == {(1, 1.0, ml.DRAM_LINE_STOP)}
     far = ml.chase_line_measurement(gpu, far_fact)
-    assert len(gpu.calls) == 2 * ml.L2_LINES  # shared by both facts: read once
+    assert len(gpu.calls) == 2 * ml.DRAM_LINES  # shared by both facts: read once
     assert all(535 <= v <= 589 for v in near.values) and all(723 <= v <= 785 for v in far.values)
     assert near.noise_target == far.noise_target == ml.DRAM_TIER_NOISE and near.launch["defines"]["DISCARD"] == 1
     assert (near.launch["statistic"], far.launch["statistic"]) == ml.CHASE_LINE_STATISTICS
-    assert near.center == far.center == "mean" and near.reading == pytest.approx(sum(near.values) / 33)
-    assert (near.launch["tier_lines"], far.launch["tier_lines"]) == (33, 31)
-    assert len(far.launch["dram_line_cycles"]) == ml.L2_LINES and far.launch["dram_far_share"] == round(31 / 64, 4)
-    assert len(near.launch["dram_near_lines"]) == 33 and far.launch["dram_widest_gap_cycles"][:2] == [589.0, 723.0]
+    assert near.center == far.center == "mean" and near.reading == pytest.approx(sum(near.values) / 132)
+    assert (near.launch["tier_lines"], far.launch["tier_lines"]) == (132, 124)
+    assert len(far.launch["dram_line_cycles"]) == ml.DRAM_LINES and far.launch["dram_far_share"] == round(124 / 256, 4)
+    assert len(near.launch["dram_near_lines"]) == 132 and far.launch["dram_widest_gap_cycles"][:2] == [589.0, 723.0]
     gpu.calls.clear()
     far.remeasure()
-    assert len(gpu.calls) == 2 * ml.L2_LINES  # hits and misses read afresh
+    assert len(gpu.calls) == 2 * ml.DRAM_LINES  # hits and misses read afresh
     other = _LineGpu(index=1)
     ml.chase_line_measurement(other, near_fact)
-    assert len(other.calls) == 2 * ml.L2_LINES  # another GPU reads its own lines
+    assert len(other.calls) == 2 * ml.DRAM_LINES  # another GPU reads its own lines
 
 
 def test_the_dram_facts_refuse_lines_still_in_l2_or_a_load_not_waited_for(monkeypatch):
     import specs_memory as sm
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
-    gpu = _LineGpu(miss=lambda k: ONE_TIER[k] * (1.0 if k == 7 else 2.0))  # line 7's discard left it in L2
-    with pytest.raises(ValueError, match="1 of 64 lines' DRAM reading is under 1.1 x.*line 7:"):
+    gpu = _LineGpu(miss=lambda k: ONE_TIER[k % 64] * (1.0 if k == 7 else 2.0))  # line 7's discard left it in L2
+    with pytest.raises(ValueError, match="1 of 256 lines' DRAM reading is under 1.1 x.*line 7:"):
         ml.chase_line_measurement(gpu, sm.FACTS[0])
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
-    with pytest.raises(ValueError, match="64 of 64 lines.*static"):  # 2.0 cycles, as the unread load read
+    with pytest.raises(ValueError, match="256 of 256 lines.*static"):  # 2.0 cycles, as the unread load read
         ml.chase_line_measurement(_LineGpu(miss=lambda k: 2.0), sm.FACTS[0])
     monkeypatch.setattr(ml, "_CHASE_LINES", {})
     # misses of one tier: no tier to take the mean of, refused with the lines' misses
     with pytest.raises(ValueError, match=r"dram_latency_far_cycles: the DRAM misses form one tier.*the lines' DRAM misses: 653"):
-        ml.chase_line_measurement(_LineGpu(miss=lambda k: ONE_TIER_MISSES[k]), sm.FACTS[1])
+        ml.chase_line_measurement(_LineGpu(miss=lambda k: ONE_TIER_MISSES[k % 64]), sm.FACTS[1])
 
 
 def test_line_chase_specs_hit_or_miss_one_line_with_one_build():
@@ -580,12 +581,13 @@ def test_line_chase_lays_the_line_holding_its_own_address_in_one_buffer(monkeypa
     import specs_memory as sm
     monkeypatch.setattr(sm, "_SPREAD", {})
     bases = set()
-    for line in (0, 5, ml.L2_LINES - 1):
+    for line in (0, 5, ml.DRAM_LINES - 1):
         for miss in (False, True):
             words, cursor, warm = sm.line_chase(line, miss).args(_FakeCupy)
             address = int(words.ctypes.data)
             assert int(words[0]) == address == int(cursor[0]) and int(warm) == 1 and len(cursor) == 2
-            assert address - int(words.base.ctypes.data) == ml.l2_line_offsets()[line]
+            assert address - int(words.base.ctypes.data) == ml.dram_line_offsets()[line]
+            assert words.base.nbytes == ml.DRAM_SPREAD_BYTES
             bases.add(int(words.base.ctypes.data))
     assert len(bases) == 1  # line k is one physical line in its hit and its miss readings
 
