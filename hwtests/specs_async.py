@@ -304,6 +304,13 @@ TMA_STREAM_BLOCKS_PER_SM = (1, 2)
 #: 16.8 .. 20.2 B/clk from launch to launch (noise 2.8-3.1 %, 100 launches, both H100s of GPU-9db59b7a +
 #: GPU-fd48deeb, 2026-11-26), below the 22.8 of one block, so its value is no property to hold a unit to
 TMA_STREAM_NOT_FACTS = {(1024, 2): "NOISY on every unit measured: 16.8 .. 20.2 B/clk from launch to launch"}
+#: boxes whose stream is bound by the L2, not by the issuing warps' loop: their rate is read in time (GB/s an SM,
+#: the blocks' spans in %globaltimer ns, KernelSpec.timer), for per SM cycle it moves with the SM's clock
+#: against the L2's. H100 GPU-0508e7f9 (driver 580.159.04, CUDA 13.0, 2026-11-26), four processes: the one whose
+#: session SM clock read 1995.0 MHz (the others 1979.7-1980.0) read the 4 KiB box 1.6 % and the 16 KiB box 1.1 %
+#: fewer B/clk at one and two blocks an SM (MOVED on all four against the unit's baseline) and the 1 KiB box's
+#: 22.82-22.84 B/clk unchanged; GPU-e369c733's processes, 1943.5-1978.6 MHz, moved 1.2 % (2026-11-26)
+TMA_STREAM_L2_BOUND = (4096, 16384)
 #: blocks per SM -> dynamic shared memory per block that lets that many on an SM and no more (228 KiB an SM,
 #: 1 KiB reserved per block on sm_90): 120 KiB, more than half; 100 KiB, two fit and three do not
 TMA_STREAM_SHARED = {1: 120 * 1024, 2: 100 * 1024}
@@ -386,11 +393,11 @@ def tma_stream_walks(grid: int, box_bytes: int, walk: str = "scatter") -> tuple[
     return out, boxes * rows
 
 
-def tma_stream(box_bytes: int, blocks_per_sm: int, walk: str = "scatter") -> KernelSpec:
+def tma_stream(box_bytes: int, blocks_per_sm: int, walk: str = "scatter", *, timer: bool = False) -> KernelSpec:
     """``blocks_per_sm`` blocks of TMA_STREAM_ISSUERS warps on every SM (:func:`sm_count`; the dynamic shared
     memory lets no more on one, and the largest carve-out, 228 KiB of shared memory, lets that many), each
     warp streaming ``box_bytes`` boxes of an fp32 tensor (TMA_STREAM_WIDTH wide, one column of boxes, all of
-    them in L2) through its ring."""
+    them in L2) through its ring; ``timer``: each warp's %globaltimer span recorded too (TIMER=1)."""
     import numpy as np
     sh = tma_stream_shape(box_bytes)
     if blocks_per_sm not in TMA_STREAM_SHARED:
@@ -406,7 +413,8 @@ def tma_stream(box_bytes: int, blocks_per_sm: int, walk: str = "scatter") -> Ker
         tm = tensor_map(cp, (TMA_STREAM_WIDTH, tensor_rows), sh["box"])
         return (tm, cp.asarray(walks, dtype=cp.uint32), np.uint32(sh["stage_bytes"]), np.int32(sh["trips"]),
                 np.uint32(tensor_rows), cp.zeros(64, dtype=cp.uint32))
-    return KernelSpec("tma_load.cu", "tma_stream", {"STAGES": sh["stages"], "ISSUERS": sh["issuers"]}, grid=grid,
+    defines = {"STAGES": sh["stages"], "ISSUERS": sh["issuers"], **({"TIMER": 1} if timer else {})}
+    return KernelSpec("tma_load.cu", "tma_stream", defines, grid=grid,
                       block=32 * sh["issuers"], shared_mem=shared, carveout=100, args=args)
 
 
@@ -646,8 +654,15 @@ def _bulk_facts() -> list[FactSpec]:
     return out
 
 
-def _tma_stream_plot(box: int, blocks: int):
-    return lambda m: ("tma_2d_load_bandwidth", {"box_bytes": box, "blocks_per_sm": blocks, "bytes_per_cycle": m.median})
+def _tma_stream_plot(box: int, blocks: int, key: str):
+    return lambda m: ("tma_2d_load_bandwidth", {"box_bytes": box, "blocks_per_sm": blocks, key: m.median})
+
+
+def tma_stream_fact_name(box: int, blocks: int) -> str:
+    """The TMA stream fact of ``box`` bytes at ``blocks`` blocks an SM: GB/s an SM where the L2 bounds it
+    (TMA_STREAM_L2_BOUND), B/clk where the issuing loop does."""
+    rate = "gbps_per_sm" if box in TMA_STREAM_L2_BOUND else "bytes_per_cycle"
+    return f"tma_2d_load_{rate}_box{KIB_NAME[box]}_blocks{blocks}"
 
 
 def _tma_stream_facts() -> list[FactSpec]:
@@ -657,12 +672,23 @@ def _tma_stream_facts() -> list[FactSpec]:
         sh = tma_stream_shape(box)
         waited = tma_stream_waited_bytes(box)
         stages = f"{sh['stages']} mbarrier stage{'s' if sh['stages'] > 1 else ''}"
+        in_time = box in TMA_STREAM_L2_BOUND
         for b in (b for b in TMA_STREAM_BLOCKS_PER_SM if (box, b) not in TMA_STREAM_NOT_FACTS):
+            if in_time:  # bytes per ns = GB/s, an SM
+                rate = dict(statistic=Statistic(mode="block_span_ns"), unit="GB/s/SM",
+                            transform=lambda ns, waited=waited, b=b: waited * b / ns,
+                            plot=_tma_stream_plot(box, b, "gbps_per_sm"))
+                per = ("per nanosecond of the block's span (its warps' first start to last stop, %globaltimer read "
+                       "beside the clock reads: the L2 bounds this box's stream, so its rate per SM cycle moves with "
+                       "the SM's clock against the L2's)")
+            else:
+                rate = dict(statistic=Statistic(mode="block_span"), unit="B/clk",
+                            transform=lambda cycles, waited=waited, b=b: waited * b / cycles,
+                            plot=_tma_stream_plot(box, b, "bytes_per_cycle"))
+                per = "per cycle of the block's span (its warps' first start to last stop) on its SM's clock"
             out.append(FactSpec(
-                f"tma_2d_load_bytes_per_cycle_box{KIB_NAME[box]}_blocks{b}", lambda box=box, b=b: tma_stream(box, b),
-                Region(TMA_STREAM_OPCODES, COPY_RING), scope=GPU, divisor=1, statistic=Statistic(mode="block_span"),
-                unit="B/clk", transform=lambda cycles, waited=waited, b=b: waited * b / cycles,
-                plot=_tma_stream_plot(box, b),
+                tma_stream_fact_name(box, b), lambda box=box, b=b, t=in_time: tma_stream(box, b, timer=t),
+                Region(TMA_STREAM_OPCODES, COPY_RING), scope=GPU, divisor=1, **rate,
                 method=f"{b} block{'s' if b > 1 else ''} of {sh['issuers']} warps on every SM at once "
                        f"({TMA_STREAM_SHARED[b] // 1024} KiB of dynamic shared memory each: no more fit); each warp "
                        f"streams {sh['box']} fp32 boxes ({box} bytes; innermost first) of a {TMA_STREAM_WIDTH}-wide "
@@ -673,8 +699,7 @@ def _tma_stream_facts() -> list[FactSpec]:
                        f"the next trip refills; {sh['trips']} trips a warp; as many boxes as warps, warp k starting "
                        f"at the k-th and walking every box on a stride of its own, coprime with their number "
                        f"(L2 hits after the first round: TMA does not fill L1); the bytes waited for in the "
-                       f"regions ({waited} per block) per cycle of the block's span (its warps' first start to last stop) on its SM's clock, median "
-                       f"over blocks, x {b} blocks per SM"))
+                       f"regions ({waited} per block) {per}, median over blocks, x {b} blocks per SM"))
     return out
 
 

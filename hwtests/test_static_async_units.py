@@ -280,10 +280,17 @@ def test_tma_stream_region_holds_with_nvcc_too(fact):
 
 def test_tma_stream_facts_cover_every_box_and_blocks_per_sm():
     names = {f.name for f in sa.FACTS if _stream(f)}
-    assert names == {f"tma_2d_load_bytes_per_cycle_box{sa.KIB_NAME[b]}_blocks{n}"
-                     for b in sa.TMA_STREAM_BOXES for n in sa.TMA_STREAM_BLOCKS_PER_SM
+    assert names == {sa.tma_stream_fact_name(b, n) for b in sa.TMA_STREAM_BOXES for n in sa.TMA_STREAM_BLOCKS_PER_SM
                      if (b, n) not in sa.TMA_STREAM_NOT_FACTS} and len(names) == 5
-    assert all(FACTS[n].scope == "gpu" and FACTS[n].unit == "B/clk" for n in names)
+    assert all(FACTS[n].scope == "gpu" for n in names)
+    # the L2-bound boxes in time (each warp's %globaltimer span recorded), the loop-bound one per SM cycle
+    for name in names:
+        fact, l2_bound = FACTS[name], _box(FACTS[name]) in sa.TMA_STREAM_L2_BOUND
+        assert (fact.unit, fact.statistic.mode, fact.build().timer) == (
+            ("GB/s/SM", "block_span_ns", True) if l2_bound else ("B/clk", "block_span", False)), name
+        assert ("gbps_per_sm" in name) == l2_bound and ("%globaltimer" in fact.method) == l2_bound
+    assert sa.tma_stream_fact_name(4096, 1) == "tma_2d_load_gbps_per_sm_box4k_blocks1"
+    assert sa.tma_stream_fact_name(1024, 1) == "tma_2d_load_bytes_per_cycle_box1k_blocks1"
 
 
 @pytest.mark.parametrize("fact", _facts(_stream))
@@ -298,7 +305,8 @@ def test_tma_stream_shared_memory_places_that_many_blocks_on_an_sm(fact):
     assert blocks * high <= per_sm < (blocks + 1) * low, (fact.name, spec.shared_mem)
     sh = sa.tma_stream_shape(_box(fact))
     assert spec.grid == sa.sm_count() * blocks and spec.block == 32 * sh["issuers"] and spec.carveout == 100
-    assert spec.defines == {"STAGES": sh["stages"], "ISSUERS": sh["issuers"]}
+    assert spec.defines == {"STAGES": sh["stages"], "ISSUERS": sh["issuers"],
+                            **({"TIMER": 1} if _box(fact) in sa.TMA_STREAM_L2_BOUND else {})}
     assert sh["ring_bytes"] <= spec.shared_mem
 
 

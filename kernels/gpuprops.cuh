@@ -28,6 +28,19 @@ __device__ __forceinline__ void gp_record(unsigned long long* cycles, unsigned l
     }
 }
 
+// %globaltimer beside the clock pairs (a kernel built with TIMER=1, KernelSpec.timer): warp w's (start, stop)
+// nanoseconds after every warp's clock pair, at cycles[2 * warps + 2 * w], for a span to be read in time
+// where the SM clock is not the clock of the unit that bounds it (an L2-bound rate moves with the SM's clock
+// against the L2's). %globaltimer ticks every 32 ns on H100 (2026-11-26).
+__device__ __forceinline__ void gp_record_timer(unsigned long long* cycles, unsigned long long g0, unsigned long long g1) {
+    if ((threadIdx.x & 31) == 0) {
+        unsigned warps = (gridDim.x * blockDim.x) >> 5;
+        unsigned w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+        cycles[2 * warps + 2 * w] = g0;
+        cycles[2 * warps + 2 * w + 1] = g1;
+    }
+}
+
 // A value the compiler cannot rematerialise: it round-trips through shared memory and is tested
 // before the caller's start read, so address arithmetic stays out of the timed region and the value
 // is ready when the region starts. slot: this thread's own shared word.

@@ -66,6 +66,8 @@
 //               NVRTC 13.0, a per-trip VOTEU.ALL. SASS per trip (NVRTC 13.5 and 13.0, nvcc 13.0 alike):
 //               SYNCS.ARRIVE.TRANS64, UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT (retries out of line),
 //               with the loop's control and the stage's index, parity and addresses: 27 instructions.
+//               TIMER=1: each warp also reads %globaltimer just before its start read and just after its stop
+//               read (outside the region), for an L2-bound rate in time rather than in SM cycles.
 //
 // SASS (NVRTC 13.5, sm_90): SYNCS.ARRIVE.TRANS64 (arrive.expect_tx), UBLKCP.S.G / UTMALDG.1D /
 // UTMALDG.2D, SYNCS.PHASECHK.TRANS64.TRYWAIT, with ELECT, BRA.U.ANY and the wait loop's branch.
@@ -81,6 +83,9 @@
 #define SMEM_BYTES 16384
 #ifndef WAIT_READ
 #define WAIT_READ 0
+#endif
+#ifndef TIMER
+#define TIMER 0  // tma_stream: 1 also records each warp's %globaltimer span (gp_record_timer)
 #endif
 #ifndef STORE_VISIBLE
 #define STORE_VISIBLE 0
@@ -245,6 +250,9 @@ extern "C" __global__ void tma_stream(unsigned long long* cycles, const __grid_c
     unsigned x = gp_opaque(0u, mine, sink), s = gp_opaque(0u, mine, sink), parity = gp_opaque(0u, mine, sink);
     int it = (int)gp_opaque(0u, mine, sink);
     __syncwarp();
+#if TIMER
+    const unsigned long long g0 = gp_globaltimer();
+#endif
     unsigned long long t0 = gp_clock();
 #pragma unroll 1
     do {  // at least one trip: no zero-trip guard in the region
@@ -266,12 +274,18 @@ extern "C" __global__ void tma_stream(unsigned long long* cycles, const __grid_c
         gp_wait_parity(bar0 + 8u * s, parity);  // the stage the next trip refills: its copy of a round ago
     } while (++it < count);
     unsigned long long t1 = gp_clock();
+#if TIMER
+    const unsigned long long g1 = gp_globaltimer();
+#endif
     // the last round's copies (trips is a multiple of STAGES: s is 0 again, and every stage's last copy
     // completes the phase of parity ``parity``), before the block's shared memory is released
 #pragma unroll
     for (int k = 0; k < STAGES; ++k) gp_wait_parity(bar0 + 8u * k, parity);
     sink[32 + lane] = reinterpret_cast<volatile unsigned*>(ring)[lane];
     gp_record(cycles, t0, t1);
+#if TIMER
+    gp_record_timer(cycles, g0, g1);
+#endif
 #endif
 }
 

@@ -32,7 +32,7 @@ THROTTLED = "THROTTLED"
 #: statuses that make a run red; the report and pytest's exit status agree on them
 NOT_OK = (FAIL, THROTTLED, NOISY, SCHEDULE_CHANGED, UNSTABLE, ERROR)
 #: units whose values move with the clock the GPU ran at (the SKU's facts); cycle counts do not
-TIME_UNITS = ("MHz", "TFLOP/s", "GB/s")
+TIME_UNITS = ("MHz", "TFLOP/s", "GB/s", "GB/s/SM")
 #: what to look at when a fact in a time unit fails, by unit
 CHECK_HINTS = {
     "MHz": "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE on this GPU: clock-event reasons, the enforced "
@@ -41,6 +41,8 @@ CHECK_HINTS = {
                "PERFORMANCE,POWER for power capping; other processes on the GPU (nvidia-smi)",
     "GB/s": "nvidia-smi -q -d CLOCK,ECC,PERFORMANCE: the memory clock, ECC and row-remap state (health_* verdicts); "
             "other processes on the GPU",
+    "GB/s/SM": "the L2's rate an SM gets: nvidia-smi -q -d PERFORMANCE,POWER for power capping; other processes on the "
+               "GPU; the L2 read rate (l2_read_gbps) of this run beside it",
 }
 #: how many times a failing measurement is measured again (fresh launches) before it is reported
 CONFIRMATIONS = 2

@@ -17,7 +17,7 @@ SCHEMA_HINT = "see the facts TOML schema in docs/reference.md"
 #: the units the facts and the tests use; a unit that is not one of these but nearly is (``cyles``,
 #: ``Mhz``, ``GB/sec``) is a misspelling and refused; a unit unlike all of them is a new one
 UNITS = ("cycles", "B/clk", "GB/s", "MHz", "TFLOP/s", "banks", "%", "ns", "bytes/cycle", "cycles/FFMA",
-         "cycles/access", "cycles/MMA/SMSP", "cycles/HMMA/SMSP", "FLOP/clk/SM")
+         "cycles/access", "cycles/MMA/SMSP", "cycles/HMMA/SMSP", "FLOP/clk/SM", "GB/s/SM")
 
 
 def misspelt_unit(unit: str) -> str | None:

@@ -51,7 +51,8 @@ STATIC_ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90")
 @dataclasses.dataclass(frozen=True)
 class Statistic:
     """How a launch becomes the fact's value: ``mode`` as measure.Runner.measure takes it (``warp``:
-    the median over warps; ``warp_min``: the lowest; ``warp_mean``: the mean; ``span``: the block's span; ``block_span``: the median of each block's span)
+    the median over warps; ``warp_min``: the lowest; ``warp_mean``: the mean; ``span``: the block's span; ``block_span``: the median of each block's span;
+    ``block_span_ns``: the same in %globaltimer nanoseconds, for a kernel built with TIMER=1)
     and, for an L2 hit whose latency depends on the line's slice, ``lines``: measured line by line over
     the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``); a
     chase that stays on each line (hwtests/memory_levels.py :data:`CHASE_LINE_STATISTICS`) each line's
@@ -62,17 +63,20 @@ class Statistic:
     lines: str | None = None
 
     def __post_init__(self):
-        if self.mode not in ("warp", "warp_min", "warp_mean", "span", "block_span"):
-            raise ValueError(f"statistic mode {self.mode!r}: expected warp, warp_min, warp_mean, span or block_span")
+        if self.mode not in STATISTIC_MODES:
+            raise ValueError(f"statistic mode {self.mode!r}: expected one of {', '.join(STATISTIC_MODES)}")
         if self.lines not in LINE_STATISTICS:
             raise ValueError(f"statistic lines {self.lines!r}: expected None or one of {sorted(k for k in LINE_STATISTICS if k)}")
 
     def text(self) -> str:
-        base = {"warp": "median over warps", "warp_min": "the lowest over warps",
-                "warp_mean": "mean over warps", "span": "the block's span",
-                "block_span": "median of the blocks' spans"}[self.mode]
+        base = STATISTIC_MODES[self.mode]
         return base + LINE_STATISTICS[self.lines]
 
+
+#: Statistic.mode (measure.Runner.measure's) -> how its text begins
+STATISTIC_MODES = {"warp": "median over warps", "warp_min": "the lowest over warps", "warp_mean": "mean over warps",
+                   "span": "the block's span", "block_span": "median of the blocks' spans",
+                   "block_span_ns": "median of the blocks' spans in %globaltimer nanoseconds"}
 
 #: Statistic.lines -> how its text ends
 LINE_STATISTICS = {None: "", "near_tier": ", line by line: the lowest tier's median",

@@ -54,6 +54,12 @@ class KernelSpec:
             raise ValueError(f"carveout {self.carveout}: expected a percent 0..100 of the largest shared-memory "
                              "carve-out, or None to leave the driver's default")
 
+    @property
+    def timer(self) -> bool:
+        """Whether the kernel also records each warp's %globaltimer (start, stop) after the clock pairs
+        (built with TIMER=1: kernels/gpuprops.cuh gp_record_timer): its launches then read four stamps a warp."""
+        return bool(self.defines.get("TIMER"))
+
     def label(self) -> str:
         base = f"{self.kernel} from {self.source} {self.defines} grid={self.grid} block={self.block}"
         if self.cluster is not None:

@@ -205,10 +205,12 @@ class Runner:  # pragma: no mutate block  (GPU only)
 
     # -- launching -----------------------------------------------------------------------------
     def launch_pairs(self, fn, spec: KernelSpec, args: tuple) -> numpy.ndarray:  # noqa: F821
-        """Launch once and return the (n_warps, 2) array of clock pairs."""
+        """Launch once and return the (n_warps, 2) array of clock pairs; (n_warps, 4) where the kernel also
+        records its %globaltimer pairs (``spec.timer``): each warp's clock pair, then its timer pair."""
         cp = self.cp
         n_warps = spec.grid * spec.block // 32
-        cycles = cp.zeros(2 * n_warps, dtype=cp.uint64)
+        stamps = 4 if spec.timer else 2
+        cycles = cp.zeros(stamps * n_warps, dtype=cp.uint64)
         shape = spec.label()
         try:
             begun = cp.cuda.Event()
@@ -220,15 +222,20 @@ class Runner:  # pragma: no mutate block  (GPU only)
             done = cp.cuda.Event()
             done.record()
             driver_launch.wait_for(done, self.launch_timeout_s, shape)
-            pairs = cycles.get().reshape(n_warps, 2).astype("int64")
+            # every warp's clock pair, then every warp's timer pair -> one row a warp: clocks, then timers
+            pairs = cycles.get().reshape(stamps // 2, n_warps, 2).transpose(1, 0, 2).reshape(n_warps, stamps)
+            pairs = pairs.astype("int64")
             self.gpu_busy_s += cp.cuda.get_elapsed_time(begun, done) / 1e3
             self.launches += 1
         except KernelLaunchError:
             raise
         except Exception as exc:
             raise KernelLaunchError(f"{shape} failed: {type(exc).__name__}: {exc}") from exc
-        if (pairs[:, 1] < pairs[:, 0]).any() or (pairs == 0).all(axis=1).any():
-            raise KernelLaunchError(f"{shape}: some warps wrote no or reversed clock pairs")
+        for first in range(0, pairs.shape[1], 2):
+            stamp = pairs[:, first:first + 2]
+            if (stamp[:, 1] < stamp[:, 0]).any() or (stamp == 0).all(axis=1).any():
+                what = "clock" if first == 0 else "%globaltimer"
+                raise KernelLaunchError(f"{shape}: some warps wrote no or reversed {what} pairs")
         return pairs
 
     def cluster_refusal(self, spec: KernelSpec, built: tuple[bytes, list] | None = None) -> str | None:

@@ -22,6 +22,9 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
     block per SM (a cluster), each span read on one SM's clock.
     ``warp_min``: the lowest per-warp value: with one warp on each SM, the nearest SM's latency to a
     level shared by several SMs, whose latency from each SM is set by where that SM lies.
+    ``block_span_ns``: as ``block_span``, in nanoseconds of %globaltimer (each pair a warp's clock pair and
+    its timer pair, KernelSpec.timer; no clock-read overhead taken off): a rate bounded by a unit of another
+    clock than the SM's (L2), whose rate per SM cycle moves with the SM's clock against that unit's.
     ``warp_mean``: the mean over warps: with one warp on each SM, reading from one SM pair each, the
     GPU's mean over its pairs. Pair latencies sit on discrete levels (a DSMEM hop 176-212 cycles), so the
     median jumps a level when a few pairs change (H100 clusters of 2: 193.0-195.0 between processes of
@@ -29,22 +32,32 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
     """
     if not pairs:
         raise ValueError("no clock pairs: the launch had no warps")
-    per_warp = [(float(b - a) - overhead) / divisor for a, b in pairs]
+    per_warp = [(float(p[1] - p[0]) - overhead) / divisor for p in pairs]
     if mode == "warp":
         return statistics.median(per_warp), per_warp
     if mode == "warp_min":
         return min(per_warp), per_warp
     if mode == "warp_mean":
         return statistics.fmean(per_warp), per_warp
+    if mode == "block_span_ns" and warps_per_block:
+        if any(len(p) != 4 for p in pairs):
+            raise ValueError("block_span_ns needs each warp's clock and %globaltimer pairs (4 stamps a warp; "
+                             "build the kernel with TIMER=1)")
+        if len(pairs) % warps_per_block:
+            raise ValueError(f"{len(pairs)} clock pairs are not whole blocks of {warps_per_block} warps")
+        blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
+        return statistics.median(float(max(p[3] for p in blk) - min(p[2] for p in blk)) / divisor
+                                 for blk in blocks), per_warp
     if mode == "span":
-        return (float(max(b for _, b in pairs) - min(a for a, _ in pairs)) - overhead) / divisor, per_warp
+        return (float(max(p[1] for p in pairs) - min(p[0] for p in pairs)) - overhead) / divisor, per_warp
     if mode == "block_span" and warps_per_block:
         if len(pairs) % warps_per_block:
             raise ValueError(f"{len(pairs)} clock pairs are not whole blocks of {warps_per_block} warps")
         blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
-        spans = [(float(max(b for _, b in blk) - min(a for a, _ in blk)) - overhead) / divisor for blk in blocks]
+        spans = [(float(max(p[1] for p in blk) - min(p[0] for p in blk)) - overhead) / divisor for blk in blocks]
         return statistics.median(spans), per_warp
-    raise ValueError(f"mode must be 'warp', 'warp_min', 'warp_mean', 'span' or 'block_span' with warps_per_block, "
+    raise ValueError(f"mode must be 'warp', 'warp_min', 'warp_mean', 'span', or 'block_span' or 'block_span_ns' "
+                     f"with warps_per_block (the warps a block), "
                      f"not {mode!r}")
 
 

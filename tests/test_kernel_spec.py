@@ -14,6 +14,12 @@ def _spec(**kw) -> KernelSpec:
     return KernelSpec("cluster_dsmem.cu", "dsmem_chase", **kw)
 
 
+def test_a_kernel_records_its_timer_where_built_with_timer_1():
+    assert KernelSpec("tma_load.cu", "tma_stream", {"TIMER": 1}).timer
+    assert not KernelSpec("tma_load.cu", "tma_stream", {"TIMER": 0}).timer
+    assert not KernelSpec("tma_load.cu", "tma_stream", {"STAGES": 4}).timer
+
+
 def test_the_label_names_the_cluster_and_shared_memory_only_where_given():
     base = "dsmem_chase from cluster_dsmem.cu {} grid=4 block=32"
     assert _spec(grid=4, block=32).label() == base

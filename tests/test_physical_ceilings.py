@@ -49,14 +49,14 @@ ARCH = "sm_90"
 #: dense FLOP per SM per clock (datasheets.PER_SM_CYCLE: ffma 256, wgmma_bf16 4096, wgmma_e4m3 8192)
 FLOP_PER_CLK = ds.PER_SM_CYCLE[ARCH]
 #: the units a fact is checked against a ceiling for
-CEILING_UNITS = ("TFLOP/s", "GB/s", "MHz", "B/clk", "bytes/cycle", "FLOP/clk/SM")
-TIME_UNITS = ("TFLOP/s", "GB/s", "MHz")
+CEILING_UNITS = ("TFLOP/s", "GB/s", "MHz", "B/clk", "bytes/cycle", "FLOP/clk/SM", "GB/s/SM")
+TIME_UNITS = ("TFLOP/s", "GB/s", "MHz", "GB/s/SM")
 #: B/clk facts of one SM's data path
 PER_SM_BYTES = ("smem_sts_float_bytes_per_cycle", "smem_sts_float2_bytes_per_cycle", "smem_sts_float4_bytes_per_cycle",
                 "smem_lds_float_bytes_per_cycle", "smem_lds_float2_bytes_per_cycle", "smem_lds_float4_bytes_per_cycle",
                 "l1_load_bytes_per_cycle", "dsmem_load_bytes_per_cycle", "dsmem_store_bytes_per_cycle",
                 *(f"dsmem_{op}_bytes_per_cycle_cluster{k}" for op in ("load", "store") for k in (2, 4, 8, 16)),
-                *(f"tma_2d_load_bytes_per_cycle_box{box}_blocks{b}" for box in ("1k", "4k", "16k") for b in (1, 2)))
+                "tma_2d_load_bytes_per_cycle_box1k_blocks1")
 
 
 def readings(f: gp_facts.Fact) -> list[tuple[str, float]]:
@@ -93,6 +93,11 @@ def ceiling_problems(facts: gp_facts.Facts) -> list[str]:
             if sheet is None:  # a time unit in the arch section, or a GPU without a datasheet
                 continue  # named by test_every_rate_width_and_clock_fact_has_a_ceiling
             top = sheet.max_sm_clock_mhz
+            if f.unit == "GB/s/SM":  # one SM's data path at the GPU's maximum SM clock
+                ceiling = SM_BYTES_PER_CLK * top / 1e3
+                problems += [f"{where}: {what} {v:g} GB/s/SM is over one SM's {SM_BYTES_PER_CLK} B/clk at {top} MHz, "
+                             f"{ceiling:g} GB/s" for what, v in readings(f) if v > ceiling]
+                continue
             if f.unit == "MHz":
                 problems += [f"{where}: {what} {v:g} MHz is over the GPU's maximum SM clock, {top} MHz (+ "
                              f"{CLOCK_ALLOWANCE_MHZ} MHz: one clock step and the reading width)" for what, v in readings(f)
@@ -151,7 +156,7 @@ def test_every_rate_width_and_clock_fact_has_a_ceiling():
             if f.unit in TIME_UNITS and (section == "arch" or ds.datasheet_for(section) is None):
                 missing.append(f"{section} {name}: a {f.unit} fact needs a GPU section with a datasheet "
                                "(datasheets.DATASHEETS)")
-            elif f.unit not in ("MHz", "B/clk", "bytes/cycle") and name not in RATES:
+            elif f.unit not in ("MHz", "B/clk", "bytes/cycle", "GB/s/SM") and name not in RATES:
                 missing.append(f"{section} {name}: no ceiling rule (RATES)")
             elif f.unit in ("B/clk", "bytes/cycle") and name not in PER_SM_BYTES:
                 missing.append(f"{section} {name}: a B/clk fact not known to be one SM's (PER_SM_BYTES)")

@@ -93,8 +93,28 @@ def test_block_span_of_one_warp_blocks_is_the_warp_median():
 def test_block_span_needs_whole_blocks_and_its_block_size():
     with pytest.raises(ValueError, match="3 clock pairs are not whole blocks of 2 warps"):
         launch_value([(0, 1)] * 3, 0.0, 1.0, "block_span", warps_per_block=2)
-    with pytest.raises(ValueError, match="'block_span' with warps_per_block, not 'block_span'"):
+    with pytest.raises(ValueError, match="'block_span_ns' with warps_per_block .*, not 'block_span'"):
         launch_value([(0, 1)], 0.0, 1.0, "block_span")
+
+
+def test_block_span_ns_is_each_block_s_timer_span_and_ignores_the_clock():
+    """Two blocks of two warps: each warp's clock pair, then its %globaltimer pair. A block's span in time is
+    its warps' first timer start to last timer stop, the clocks and the clock-read overhead aside; the
+    median over blocks (of two: their mean)."""
+    pairs = [(0, 500, 1000, 1900), (10, 480, 1032, 2000),     # block 0: 1000 .. 2000 ns
+             (0, 900, 5000, 6100), (5, 990, 5064, 7400)]      # block 1: 5000 .. 7400 ns
+    value, per_warp = launch_value(pairs, 7.0, 2.0, "block_span_ns", warps_per_block=2)
+    assert value == (1000 / 2 + 2400 / 2) / 2
+    assert per_warp == [(500 - 7) / 2, (470 - 7) / 2, (900 - 7) / 2, (985 - 7) / 2]  # cycles, as every mode's
+    # the clock-span modes read the same rows' clock columns only
+    assert launch_value(pairs, 0.0, 1.0, "block_span", warps_per_block=2)[0] == (500 + 990) / 2
+
+
+def test_block_span_ns_refuses_pairs_without_a_timer():
+    with pytest.raises(ValueError, match="4 stamps a warp; build the kernel with TIMER=1"):
+        launch_value([(0, 1), (0, 2)], 0.0, 1.0, "block_span_ns", warps_per_block=1)
+    with pytest.raises(ValueError, match="3 clock pairs are not whole blocks of 2 warps"):
+        launch_value([(0, 1, 0, 1)] * 3, 0.0, 1.0, "block_span_ns", warps_per_block=2)
 
 
 def test_the_other_modes_ignore_the_block_size():
