@@ -272,6 +272,12 @@ H200 = '[gpus."NVIDIA H200".'
       "clock, 1980 MHz (101.48 %)",
       "NVIDIA H100 80GB HBM3 l2_read_gbps: highest reading 34050 GB/s is over 33454.1, the ceiling at the GPU's maximum SM "
       "clock, 1980 MHz (101.78 %)"]),
+    # one SM's TMA stream past one SM's 128 B/clk at 1980 MHz: 253.44 GB/s
+    (H100 + "tma_2d_load_gbps_per_sm_box4k_blocks1]", {"value": "254.0", "units_range": "[253.0, 255.0]"},
+     ["NVIDIA H100 80GB HBM3 tma_2d_load_gbps_per_sm_box4k_blocks1: value 254 GB/s/SM is over one SM's 128 B/clk "
+      "at 1980 MHz, 253.44 GB/s",
+      "NVIDIA H100 80GB HBM3 tma_2d_load_gbps_per_sm_box4k_blocks1: highest reading 255 GB/s/SM is over one SM's "
+      "128 B/clk at 1980 MHz, 253.44 GB/s"]),
     ("[smem_lds_float4_bytes_per_cycle]", {"value": "128.5"},
      ["arch smem_lds_float4_bytes_per_cycle: value 128.5 B/clk is over one SM's 128 B/clk"]),
     ("[wgmma_m64n256k16_bf16_ss_sm_cycles]", {"value": "127.5"},
