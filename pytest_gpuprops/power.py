@@ -166,12 +166,13 @@ def power_reading(samples: Sequence[Sample], *, mark: float, from_s: float, end_
             "energy_steps": len(steps), "power_from_s": from_s, "power_to_s": end_s}
 
 
-def power_measurement(clock: Measurement, samples: Sequence[Sample], name: str) -> Measurement:
+def power_measurement(clock: Measurement, samples: Sequence[Sample], name: str,
+                      power_limit_w: float | None = None) -> Measurement:
     """The power fact of a stress whose clock is ``clock`` (:func:`throughput.stress_clock`, run with an
     :class:`EnergyRecorder` as its read): the 5 window powers as values and their mean (the span's
     energy over its time) as the reading, the sustained clock of the same
-    windows as its SM clock; the clock's record (less its per-bin series) and the power fields in
-    ``launch``."""
+    windows as its SM clock; the clock's record (less its per-bin series), the power fields and the GPU's
+    enforced ``power_limit_w`` (where NVML gave it: whether the power was held at the cap) in ``launch``."""
     ln = dict(clock.launch)
     mark = ln.pop("nvml_mark_monotonic_s", None)
     if mark is None:
@@ -184,7 +185,8 @@ def power_measurement(clock: Measurement, samples: Sequence[Sample], name: str) 
     return Measurement(name=name, unit="W", values=fields["window_power_w"], center="mean", stop_reason="time budget",
                        noise_target=POWER_NOISE, overhead_cycles=0.0, sm_clock_mhz=clock.sm_clock_mhz,
                        throttle=list(clock.throttle), kernel=clock.kernel,
-                       launch=dict(ln, series_mhz=[], window_clock_mhz=kernel_clock.get("windows_mhz"), **fields))
+                       launch=dict(ln, series_mhz=[], window_clock_mhz=kernel_clock.get("windows_mhz"), **fields,
+                                   **({} if power_limit_w is None else {"power_limit_w": round(power_limit_w, 3)})))
 
 
 def nvml_energy_reader(info: devices.GpuInfo) -> Callable[[], tuple[int | None, int | None]]:  # pragma: no mutate block  (GPU only)
@@ -207,19 +209,32 @@ def nvml_energy_reader(info: devices.GpuInfo) -> Callable[[], tuple[int | None, 
     return read
 
 
+def nvml_power_limit_w(info: devices.GpuInfo) -> float | None:  # pragma: no mutate block  (GPU only)
+    """The GPU's enforced power limit (NVML nvmlDeviceGetEnforcedPowerLimit, W); None where NVML cannot say."""
+    nvml, handle = devices._nvml_handle(info.pci_bus_id)
+    if handle is None:
+        return None
+    try:
+        return int(nvml.nvmlDeviceGetEnforcedPowerLimit(handle)) / 1e3
+    except Exception:
+        return None
+
+
 class EnergyStress:
     """One stress's clock measurement (:func:`throughput.stress_clock`) and the NVML energy samples
     taken beside it (:class:`EnergyRecorder`): the clock fact reads ``clock``, the power fact
     :meth:`power` of the same samples, so clock, rate and power come from the same launches. ``rerun``
     runs the stress again (a failing fact's confirmation)."""
 
-    def __init__(self, clock: Measurement, samples: Sequence[Sample], rerun: Callable[[], EnergyStress]):
-        self.clock, self.samples, self.rerun = clock, list(samples), rerun
+    def __init__(self, clock: Measurement, samples: Sequence[Sample], rerun: Callable[[], EnergyStress],
+                 power_limit_w: float | None = None):
+        self.clock, self.samples, self.rerun, self.power_limit_w = clock, list(samples), rerun, power_limit_w
 
     def power(self, name: str) -> Measurement:
-        """The stress's power over its clock's windows (:func:`power_measurement`); measured again, it
-        runs the stress again. A ValueError where the energy counter cannot give it."""
-        m = power_measurement(self.clock, self.samples, name)
+        """The stress's power over its clock's windows (:func:`power_measurement`), beside the GPU's enforced
+        power limit; measured again, it runs the stress again. A ValueError where the energy counter cannot
+        give it."""
+        m = power_measurement(self.clock, self.samples, name, self.power_limit_w)
         m.remeasure = lambda: self.rerun().power(name)
         return m
 
@@ -239,4 +254,4 @@ def energy_stress(cp, wl, *, clock_name: str, info: devices.GpuInfo, duration_s:
         return energy_stress(cp, wl, clock_name=clock_name, info=info, duration_s=duration_s,
                              sustained_from_s=sustained_from_s, period_s=period_s)
     clock.remeasure = lambda: again().clock
-    return EnergyStress(clock, recorder.samples, again)
+    return EnergyStress(clock, recorder.samples, again, nvml_power_limit_w(info))

@@ -311,12 +311,48 @@ def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_a
 
 
 
-def _power_from(watts: float, start_c: int | None, *, capped: bool = False, rel: float = 0.03):
-    v = _at(watts, 1815.0, fact="wgmma_bf16_zero_operand_power_w", rel=rel)
+def _power_from(watts: float, start_c: int | None, *, capped: bool = False, rel: float = 0.03,
+                clock: float = 1815.0, limit_w: float | None = None):
+    v = _at(watts, clock, fact="wgmma_bf16_zero_operand_power_w", rel=rel)
     v.unit = "W"
     v.measurement["launch"] = {"temperature_c": [start_c, start_c + 6]} if start_c is not None else {}
+    if limit_w is not None:
+        v.measurement["launch"]["power_limit_w"] = limit_w
     v.measurement["throttle"] = ["sw_power_cap"] if capped else []
     return v
+
+
+def test_a_power_is_at_the_cap_when_it_reads_its_gpu_s_power_limit():
+    # H100 GPU-bdc22158, 2026-11-26: 697.9-699.3 W of 700 at the cap; the zero-operand stress 311.7 W with
+    # sw_power_cap named beside it too (the reason outlives the stress before it)
+    assert unit_compare.held_at_power_cap(_power_from(697.93, 51, capped=True, limit_w=700.0))
+    assert not unit_compare.held_at_power_cap(_power_from(311.73, 53, capped=True, limit_w=700.0))
+    edge = 700.0 * unit_compare.AT_POWER_CAP
+    assert unit_compare.held_at_power_cap(_power_from(edge, 51, limit_w=700.0))
+    assert not unit_compare.held_at_power_cap(_power_from(edge - 0.01, 51, capped=True, limit_w=700.0))
+    # a reading that recorded no limit: NVML's reason, as before
+    assert unit_compare.held_at_power_cap(_power_from(311.73, 53, capped=True))
+    assert not unit_compare.held_at_power_cap(_power_from(697.93, 51))
+
+
+def test_a_power_at_the_cap_is_compared_at_any_clock_and_one_below_it_only_at_its_own(tmp_path):
+    # GPU-bdc22158's random-operand power: 698.78 W at 1600.3 MHz in the baseline's process, 697.93 W at
+    # 1592.2 MHz planted 5 % off: the clock 0.5 % off left it uncompared under the clock-state rule
+    store = baselines.Store(tmp_path)
+    store.save([_power_from(698.78 * 1.05, 47, capped=True, clock=1600.3, limit_w=700.0, rel=0.01)], FINISHED)
+    base = store.baseline(UUID).verdicts
+    (m,) = unit_compare.compare(base, [_power_from(697.93, 51, capped=True, clock=1592.2, limit_w=700.0, rel=0.01)])
+    assert "-4.88%" in m.measured_text
+    # the zero-operand power, under the cap (NVML's sw_power_cap beside it notwithstanding), in another clock
+    # state than its baseline: not compared (+0.9 % clock, +2 % power, unit_compare.CLOCK_STATE_UNITS)
+    store = baselines.Store(tmp_path / "zero")
+    store.save([_power_from(311.73 * 1.05, 53, capped=True, clock=1800.0, limit_w=700.0)], FINISHED)
+    base = store.baseline(UUID).verdicts
+    reading = _power_from(317.09, 54, capped=True, clock=1815.0, limit_w=700.0)
+    assert unit_compare.compare(base, [reading]) == []
+    assert unit_compare.other_clock_state(base, [reading]) == ["wgmma_bf16_zero_operand_power_w"]
+    # and in its own clock state, but a stress begun 4 degrees C warmer: not compared either
+    assert unit_compare.compare(base, [_power_from(311.73, 57, capped=True, clock=1800.0, limit_w=700.0)]) == []
 
 
 def test_a_moved_power_says_the_temperatures_its_two_stresses_began_at(tmp_path):

@@ -177,7 +177,16 @@ def test_a_ten_percent_change_of_power_fails(change):
 # a stress on a simulated GPU, its counter simulated
 
 
-def test_energy_stress_reads_clock_and_power_from_one_stress_on_a_simulated_gpu(monkeypatch):
+@pytest.fixture
+def no_idle_wait(monkeypatch):
+    """The stress's wait before its first launch (0.25 s, for a real GPU to settle at its idle clock) cut
+    to 0.01 s, as test_throughput_facts_simulated.py does: a simulated GPU has no idle clock to wait for."""
+    from pytest_gpuprops import throughput
+    stress = throughput.stress_clock
+    monkeypatch.setattr(throughput, "stress_clock", lambda cp, wl, **kw: stress(cp, wl, **{"idle_s": 0.01, **kw}))
+
+
+def test_energy_stress_reads_clock_and_power_from_one_stress_on_a_simulated_gpu(monkeypatch, no_idle_wait):
     gpu = SimGpu(4, 1980.0, 10_000.0, real_s_per_launch=0.004)
     wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4, zero_operands=True)
     assert wl.kind == "wgmma_bf16_zero" and wl.defines["ZERO_OPERANDS"] == 1
@@ -206,7 +215,8 @@ def test_energy_stress_reads_clock_and_power_from_one_stress_on_a_simulated_gpu(
     assert clock.remeasure().name == "sustained_sm_clock_tensor_zero_operand_mhz" and gpu.launches > launched
 
 
-def test_energy_stress_without_an_energy_counter_keeps_its_clock_and_says_why_there_is_no_power(monkeypatch):
+def test_energy_stress_without_an_energy_counter_keeps_its_clock_and_says_why_there_is_no_power(monkeypatch,
+                                                                                               no_idle_wait):
     gpu = SimGpu(4, 1980.0, 10_000.0, real_s_per_launch=0.004)
     wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4)
     assert wl.kind == "wgmma_bf16" and "ZERO_OPERANDS" not in wl.defines
@@ -231,6 +241,9 @@ def test_energy_stress_power_is_its_samples_over_its_clock_windows():
     assert m.values == [pytest.approx(700.0, rel=0.01)] * 5 and not reruns
     assert m.launch["window_clock_mhz"] == stress.clock.launch["kernel_clock"]["windows_mhz"]
     assert m.remeasure().median == pytest.approx(690.0, rel=0.01) and reruns == [1]
+    assert "power_limit_w" not in m.launch  # NVML gave no limit: none said
+    capped = power.EnergyStress(_clock(), samples, rerun, power_limit_w=700.0).power("p")
+    assert capped.launch["power_limit_w"] == 700.0 and capped.values == m.values
 
 
 def test_windows_under_the_power_cap_share_their_boundaries_and_their_mean_is_the_span():
