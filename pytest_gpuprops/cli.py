@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import re
 import string
@@ -215,9 +216,16 @@ _REFUSED = (Refused, gp_compile.CompileError, gp_compile.ArchError, sass.SassErr
             gp_facts.MissingFacts)
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    """The parser main() uses, built once a process: building it is ~3 ms (argparse looks up a
+    translation for every help text), and a parse leaves it as it was."""
+    return build_parser()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status (0 done, 2 refused) instead of raising."""
-    parser = build_parser()
+    parser = _parser()
     prog = "gpuprops"
     try:
         args = parser.parse_args(argv)
