@@ -9,14 +9,19 @@ parallel and their SASS, and that of the patches they make, read in one nvdisasm
 
 import functools
 import importlib.metadata
+import inspect
 import itertools
 import os
 import platform
+import re
 import shutil
 
+import pluggy._hooks
 import pytest
 from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
 
+from pytest_gpuprops import cli as gp_cli
+from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda, default_cache_dir
 
@@ -63,6 +68,41 @@ importlib.metadata.distributions = _kept_distributions
 #: pytest-benchmark asks it at every session's configure (its machine id), and it runs `file` on the
 #: Python executable each time: the same answer for the same arguments
 platform.architecture = functools.lru_cache(maxsize=None)(platform.architecture)
+try:
+    import pytest_benchmark.plugin
+except ImportError:  # pragma: no cover - pytest-benchmark is a dependency
+    pass
+else:
+    #: and at every session's option parsing its tag, for --benchmark-autosave's file name: `git rev-parse`
+    #: and `hg path` run in the session's folder (~6 ms a session). No test here autosaves: the tag of
+    #: this process's first session names any later one's too.
+    pytest_benchmark.plugin.get_tag = functools.lru_cache(maxsize=None)(pytest_benchmark.plugin.get_tag)
+
+_varnames = pluggy._hooks.varnames
+_kept_names: dict = {}
+
+
+def _kept_varnames(func):
+    """pluggy's argument names of a hook function, read once per function: a plain function's, or a
+    bound method's (the same for every instance of its class); a class or callable object as pluggy
+    reads it, each time."""
+    if inspect.ismethod(func):
+        key = (func.__func__, True)
+    elif inspect.isfunction(func):
+        key = (func, False)
+    else:
+        return _varnames(func)
+    names = _kept_names.get(key)
+    if names is None:
+        names = _kept_names[key] = _varnames(func)
+    return names
+
+
+#: pluggy reads every hook function's signature (inspect.signature) as each plugin registers, and
+#: every pytest session a test runs in this process (~300 pytester runs) registers some 40 plugins
+#: afresh: ~3 s of the suite went to reading the same signatures again. A function's argument names
+#: do not change, so this process reads each once.
+pluggy._hooks.varnames = _kept_varnames
 
 PLANTED = KERNELS.parent / "tests" / "planted"
 REGION_ARCHES = ["sm_80", "sm_86", "sm_90"]
@@ -76,6 +116,8 @@ def pytest_sessionstart(session):
     ($GPUPROPS_TEST_CUBIN_SEED set) SASS listings are cached in a folder of this session only, so a
     mutant of the sass layer is always run, never answered from an earlier listing."""
     sass.clear_memo()
+    gp_facts.clear_memo()
+    gp_cli._parser.cache_clear()
     if os.environ.get("GPUPROPS_TEST_CUBIN_SEED"):
         import tempfile
         session.config._gpuprops_listings = tempfile.mkdtemp(prefix="gpuprops-listings-")
@@ -119,6 +161,28 @@ def pytest_collection_modifyitems(config, items):
     if here:
         moved = {id(i) for _, _, i in here}
         items[:] = [i for _, _, i in sorted(here, key=lambda t: t[:2])] + [i for i in items if id(i) not in moved]
+
+
+@pytest.fixture(scope="session")
+def _tmp_path_numbers():
+    return itertools.count()
+
+
+@pytest.fixture
+def tmp_path(tmp_path_factory, _tmp_path_numbers, request):
+    """pytest's tmp_path (a new empty folder under the session's base folder, named for the test), but
+    numbered by a count of this process instead of pytest's listing of the base folder at each test
+    for the highest number so far: with ~1 700 folders there, that listing cost each test more as the
+    suite went on (the 684 cases of one test in test_bad_inputs.py listed each other's: ~2 s)."""
+    name = re.sub(r"\W", "_", request.node.name)[:30]
+    base = tmp_path_factory.getbasetemp()
+    while True:
+        path = base / f"{name}_{next(_tmp_path_numbers)}"
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # another process of this base folder made it
+            continue
+        return path
 
 
 @pytest.fixture(scope="session")
