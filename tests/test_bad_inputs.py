@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import types
@@ -1229,10 +1230,24 @@ def _cache_run(cache: Path):
     return c.cubin, [i.line() for i in cubin.instructions("clock_overhead")], sass.nvdisasm_version()
 
 
+@pytest.fixture(scope="module")
+def _healthy_cache(tmp_path_factory):
+    """A cache root filled by one run from nothing, and what that run read: each damage case starts
+    from a copy of it (filling it is a compile and an nvdisasm run, ~0.5 s, the same for every case)."""
+    folder = tmp_path_factory.mktemp("healthy_cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUPROPS_CACHE_DIR", str(folder))
+        want = _cache_run(folder)
+    sass.clear_memo()
+    return folder, want
+
+
 @pytest.mark.parametrize("damage", CORRUPTIONS)
-def test_every_cache_entry_damaged_is_read_as_missing_and_healed(tmp_path, monkeypatch, damage):
+def test_every_cache_entry_damaged_is_read_as_missing_and_healed(tmp_path, monkeypatch, damage, _healthy_cache):
+    healthy, want = _healthy_cache
+    shutil.copytree(healthy, tmp_path, dirs_exist_ok=True)
     monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path))
-    want = _cache_run(tmp_path)
+    assert _cache_run(tmp_path) == want  # the copy reads as the run that filled it
     entries = sorted(p for p in tmp_path.rglob("*") if p.is_file())
     assert {p.suffix for p in entries} >= {".cubin", ".json"} and len(entries) >= 4
     for entry in entries:
