@@ -137,10 +137,10 @@ def _short(request):  # module scope: before the module's tensor stress fixture 
     mp = pytest.MonkeyPatch()
     mp.setattr(request.module, "STRESS_S", 0.04)
     # the clock's windows are in simulated seconds (launches of 50 ms, each 1 ms of real time), the power's in
-    # real ones (NVML's samples every 10 ms): 5 windows of 0.1 s after 0.25 s hold ~10 energy samples each
-    # (a sampler thread held off by a busy host still leaves two or more in each)
-    mp.setattr(request.module, "TENSOR_STRESS_S", 0.75)
-    mp.setattr(request.module, "TENSOR_SUSTAINED_FROM_S", 0.25)
+    # real ones (NVML's samples every 10 ms): 5 windows of 0.08 s after 0.1 s hold ~8 energy samples each
+    # (a sampler thread held off by a busy host still leaves two or more in each); seven such stresses run
+    mp.setattr(request.module, "TENSOR_STRESS_S", 0.5)
+    mp.setattr(request.module, "TENSOR_SUSTAINED_FROM_S", 0.1)
     mp.setattr(request.module.gp_power, "nvml_energy_reader", test_throughput_facts_simulated.sim_energy_reader)
     mp.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
     mp.setattr(request.module, "FFMA_PREHEAT_S", 0.02)  # the preheat's loop runs; its length is the GPU's
