@@ -107,7 +107,7 @@ def test_copy_engine_rate(gpuprops, node, peer):
     src = gpuprops.gpu.index
     _pair_rate(gpuprops, node, src, peer, lambda: node.ce_copy(src, peer),
                f"cudaMemcpyPeerAsync of {links.PEER_BYTES >> 30} GiB on a stream of the source GPU, CUDA events; "
-               f"median of {links.REPEATS} after {links.WARMUP}")
+               f"{links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}")
 
 
 @pytest.mark.fact("p2p_ce_bidir_gbps")
@@ -115,7 +115,7 @@ def test_copy_engine_rate_both_ways(gpuprops, node, peer):
     src = gpuprops.gpu.index
     _pair_rate(gpuprops, node, src, peer, lambda: node.ce_bidir(src, peer),
                f"cudaMemcpyPeerAsync of {links.PEER_BYTES >> 30} GiB src -> dst, its own events, while two dst -> src "
-               f"copies of the same size, issued first, run on a stream of dst; median of {links.REPEATS} after {links.WARMUP}")
+               f"copies of the same size, issued first, run on a stream of dst; {links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}")
 
 
 @pytest.mark.fact(lambda mode: f"p2p_sm_{mode}_gbps")
@@ -132,7 +132,7 @@ def test_sm_kernel_rate(gpuprops, node, peer, mode):
     _pair_rate(gpuprops, node, src, peer, measure,
                f"stream_copy (stream_bandwidth.cu, 16-byte vectors, UNROLL 4, 8 blocks of 256 per SM) on every SM of "
                f"the source GPU over {links.PEER_BYTES >> 30} GiB with the peer's buffer as the {side}; CUDA events, "
-               f"median of {links.REPEATS} after {links.WARMUP}")
+               f"{links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}")
 
 
 @pytest.mark.fact(lambda side: f"p2p_latency_{side}_ns", lambda side: f"p2p_latency_{side}_cycles")
@@ -160,7 +160,7 @@ def test_peer_latency(gpuprops, node, peer, side):
             per_sm = per_sm if per_sm is not None else chase()
             sm, values = links.chase_extreme(per_sm, k, side)
             medians = links.chase_per_sm(per_sm, k)
-            m = links.rate_measurement(name, values, what="link_chase", remeasure=once,
+            m = links.rate_measurement(name, values, what="link_chase", remeasure=once, settled=False,
                                        launch={"src": src, "dst": peer, "sm": sm,
                                                "per_sm": {str(s): round(v, 2) for s, v in medians.items()}})
             m.unit, m.stop_reason = unit, f"SM {sm} of {len(per_sm)} sampled"
@@ -177,11 +177,10 @@ def test_host_link_rate(gpuprops, node, direction):
         with links.host_copy_lock(index):
             values = node.host_copy(index, direction)
         return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=once,
-                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))},
-                                      noise_target=links.HOST_NOISE_TARGET)
+                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))})
     way = "pinned host memory -> GPU" if direction == "h2d" else "GPU -> pinned host memory"
     gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_BYTES >> 20} MiB, {way}, CUDA events; median "
-                                        f"of {links.REPEATS} after {links.WARMUP}; {HOST_CPUS}")
+                                        f"{links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}; {HOST_CPUS}")
 
 
 @pytest.mark.fact("device_to_host_bidir_gbps")
@@ -195,13 +194,12 @@ def test_host_link_rate_both_ways(gpuprops, node):
         with links.host_copy_lock(index):
             values = node.host_copy_loaded(index, direction)
         return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=once,
-                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))},
-                                      noise_target=links.HOST_LOADED_NOISE_TARGET)
+                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))})
     way, back = (("pinned host memory -> GPU", "GPU -> host") if direction == "h2d"
                  else ("GPU -> pinned host memory", "host -> GPU"))
     gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_LOADED_BYTES >> 30} GiB, {way}, its own CUDA events, "
                                         f"while two {back} copies of the same size, issued first, run on a second "
-                                        f"stream; median of {links.REPEATS} after {links.WARMUP}; {HOST_CPUS}")
+                                        f"stream; {links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}; {HOST_CPUS}")
 
 
 def _reading(name, value, unit, remeasure):

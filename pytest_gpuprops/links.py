@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import compile as gp_compile
 from . import devices, gpulock, measure
+from .stats import SETTLED_BAND, SETTLED_MIN_SHARE
 
 PEER_BYTES = 1 << 30
 HOST_BYTES = 256 << 20
@@ -47,16 +48,9 @@ CHASE_SMS = 8
 #: test-only: a node whose pair facts must fail as a pair forced through the host does
 #: (peer access not enabled: copies are staged through host memory, SM kernels cannot reach the peer)
 NO_PEER_ENV = "GPUPROPS_PLANT_NO_PEER"
-#: the host link is shared with the host's memory system: a settled series of 256 MiB copies spreads up to 2.1 %
-#: interquartile (H100 GPU-970b7d1c: 51.88-55.31 GB/s, four copies of twelve 2-6 % slow, median 54.95)
-HOST_NOISE_TARGET = 0.05
-#: the copy timed under the opposite direction's load (1 GiB copies): settled series repeat within 0.15-0.42 %
-#: (relative standard deviation of 12 copies; five H100s and an H200, 2026-11-26) and one slow copy in twelve
-#: gives 1.3-1.5 %, while a series disturbed by the host (the first process of a fresh node, its other GPU's
-#: worker compiling: 47.0-51.95 GB/s) gave 3.31 %, read 3.4 % low and was taken under the 5 % target
-#: (and a host whose loaded copies vary 45.6-51.3 GB/s in every process, GPU-fc77ac86's, noise 1.8-3.9 %, is
-#: said to be NOISY rather than read 5-10 % low)
-HOST_LOADED_NOISE_TARGET = 0.02
+#: how a link rate's copies make its reading (rate_measurement; stats.settled_copies), as the methods say it
+SETTLED_TEXT = (f"the median of the copies at the settled rate (within {SETTLED_BAND:.0%} of their 90th "
+                f"percentile; NOISY where fewer than {SETTLED_MIN_SHARE:.0%} of them are)")
 
 
 class PeerAccessOff(Exception):
@@ -77,16 +71,25 @@ def plant_no_peer() -> bool:
 
 
 def rate_measurement(name: str, values: Sequence[float], *, what: str, launch: dict,
-                     remeasure: Callable[[], measure.Measurement], noise_target: float = 0.02) -> measure.Measurement:
+                     remeasure: Callable[[], measure.Measurement], noise_target: float = 0.02,
+                     settled: bool = True) -> measure.Measurement:
     """A link rate as the suite's Measurement: per-copy GB/s, a fixed count (no stop rule: a copy of
-    1 GiB repeats within 0.1 % on NVLink, 256 MiB within ~2 % on PCIe), the reading their median and its
-    noise their interquartile spread (Measurement.spread "iqr"): on some hosts one copy in twelve runs at
-    half speed (H100 GPU-e369c733, 2026-11-26: loaded copies 51.45-52.15 GB/s and one at 27.66, a standard
-    deviation of 14 % around a median that held; interquartile 0.43 %), while a series the host disturbed
-    throughout (GPU-2b139b2f's first process: 47.0-51.95, median 3.4 % low) reads 3.58 % by it and is NOISY."""
+    1 GiB repeats within 0.1 % on NVLink, 256 MiB within ~2 % on PCIe), the reading the median of the copies
+    at the settled rate (within stats.SETTLED_BAND of the series' top) and its noise their interquartile
+    spread (Measurement center and spread "settled"); a series with fewer than half its copies there is
+    NOISY and measured again. A host's disturbances slow copies for a while and never speed them up: one
+    copy in twelve at half speed (H100 GPU-e369c733, 2026-11-26: loaded copies 51.45-52.15 GB/s and one at
+    27.66), a dip to 24.5 GB/s climbing back over eight copies (GPU-5969eb1a H2D: 4 copies at 54.5-54.7
+    first), a level 5.6 % down for the series' last seven copies (its D2H: 53.5-53.8, then 50.4-50.7; the
+    median 51.6 was MOVED -6.1 % and an OUTLIER against its peer's 55.0). Their median read the
+    disturbance; the settled copies' median reads the link, or says there was none to read. ``settled``
+    False (a latency's launches, which a disturbance makes slower, not faster): their median and
+    interquartile spread."""
+    how = "settled" if settled else "median"
     return measure.Measurement(name=name, unit="GB/s", values=list(values), stop_reason=f"{len(values)} copies",
                                noise_target=noise_target, overhead_cycles=0.0, sm_clock_mhz=None, throttle=[],
-                               kernel=what, launch=dict(launch), remeasure=remeasure, spread="iqr")
+                               kernel=what, launch=dict(launch), remeasure=remeasure, center=how,
+                               spread="settled" if settled else "iqr")
 
 
 def chase_values(results: Sequence[tuple[int, int]], hops: int) -> tuple[list[float], list[float]]:

@@ -34,7 +34,15 @@ from . import compile as gp_compile
 from .devices import GpuInfo
 from .driver_launch import KernelLaunchError
 from .kernel_spec import KernelSpec
-from .stats import StopRule, launch_value, relative_noise, robust_relative_noise, stop_reason
+from .stats import (
+    SETTLED_MIN_SHARE,
+    StopRule,
+    launch_value,
+    relative_noise,
+    robust_relative_noise,
+    settled_copies,
+    stop_reason,
+)
 from .timing import build_for_timing
 
 
@@ -55,11 +63,15 @@ class Measurement:
     per_warp: list[float] = dataclasses.field(default_factory=list)  # last launch, for reports
     #: measure again with fresh launches (set by Runner.measure; a failure is confirmed with it)
     remeasure: Callable[[], Measurement] | None = dataclasses.field(default=None, repr=False, compare=False)
-    #: how the values make the reading: "median" (robust to a disturbed launch), or "mean" where the values
-    #: are equal parts of one whole (a stress's power windows: their mean is the energy over the span's time)
+    #: how the values make the reading: "median" (robust to a disturbed launch), "mean" where the values
+    #: are equal parts of one whole (a stress's power windows: their mean is the energy over the span's time),
+    #: or "settled": the median of the copies at a link's settled rate (stats.settled_copies), the ones a host's
+    #: disturbance slowed left out
     center: str = "median"
-    #: how the values' noise is read: "stdev" (nvbench's relative standard deviation), or "iqr" where the reading
-    #: is the median of a few repeats that now and then one of a host's hiccups slows (stats.robust_relative_noise)
+    #: how the values' noise is read: "stdev" (nvbench's relative standard deviation), "iqr" where the reading
+    #: is the median of a few repeats that now and then one of a host's hiccups slows (stats.robust_relative_noise),
+    #: or "settled": the settled copies' interquartile spread, and unsettled (NOISY) where fewer than
+    #: stats.SETTLED_MIN_SHARE of the copies ran at the settled rate
     spread: str = "stdev"
 
     @property
@@ -72,11 +84,14 @@ class Measurement:
 
     @property
     def reading(self) -> float:
-        """The value checked against the fact: the values' median, or their mean (:attr:`center`)."""
+        """The value checked against the fact: the values' median, their mean, or the median of the settled
+        copies (:attr:`center`)."""
         if self.center == "mean":
             return statistics.fmean(self.values)
+        if self.center == "settled":
+            return statistics.median(settled_copies(self.values))
         if self.center != "median":
-            raise ValueError(f"{self.name}: center {self.center!r}; expected 'median' or 'mean'")
+            raise ValueError(f"{self.name}: center {self.center!r}; expected 'median', 'mean' or 'settled'")
         return self.median
 
     @property
@@ -93,18 +108,28 @@ class Measurement:
         counterpart (:attr:`spread`)."""
         if self.spread == "iqr":
             return robust_relative_noise(self.values)
+        if self.spread == "settled":
+            return robust_relative_noise(settled_copies(self.values))
         if self.spread != "stdev":
-            raise ValueError(f"{self.name}: spread {self.spread!r}; expected 'stdev' or 'iqr'")
+            raise ValueError(f"{self.name}: spread {self.spread!r}; expected 'stdev', 'iqr' or 'settled'")
         return relative_noise(self.values)
 
     @property
+    def settled_share(self) -> float | None:
+        """The share of the copies at the settled rate (:attr:`spread` "settled"); None for other spreads."""
+        return len(settled_copies(self.values)) / self.n if self.spread == "settled" else None
+
+    @property
     def settled(self) -> bool:
-        return self.noise <= self.noise_target
+        share = self.settled_share
+        return self.noise <= self.noise_target and (share is None or share >= SETTLED_MIN_SHARE)
 
     def summary(self) -> str:
-        robust = " (interquartile)" if self.spread == "iqr" else ""
-        return (f"{self.reading:.3f} {self.unit} (min {self.min:.3f}, max {self.max:.3f}, noise {self.noise:.2%}{robust}, "
-                f"n={self.n}, {self.stop_reason})")
+        robust = {"iqr": " (interquartile)", "settled": " (interquartile, settled copies)"}.get(self.spread, "")
+        share = self.settled_share
+        at = "" if share is None else f", {round(share * self.n)} of {self.n} copies at the settled rate"
+        return (f"{self.reading:.3f} {self.unit} (min {self.min:.3f}, max {self.max:.3f}, noise {self.noise:.2%}{robust}"
+                f"{at}, n={self.n}, {self.stop_reason})")
 
     def as_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "remeasure"}

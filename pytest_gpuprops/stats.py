@@ -65,6 +65,27 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
 IQR_PER_SIGMA = 1.349
 
 
+#: a copy within this of its series' top (the 90th percentile of its copies) ran at the series' settled rate; a
+#: slower one met a disturbance of the host's. A settled H100 host copy series spreads 0.1-0.4 %; the disturbed
+#: ones fall to 24-35 GB/s and climb back over several copies, or drop a level for the rest of the series
+#: (GPU-5969eb1a, 2026-11-26: D2H 54.9 and 55.1 GB/s, then ten copies at 53.4-53.9, 2 % down; its other
+#: processes' 54.9-55.1). 2 % would take such a level for the settled rate; 1 % keeps every copy of 116 of the
+#: 174 host-copy series of 2026-11-26's reports (H100s) and half or more of all but 12
+SETTLED_BAND = 0.01
+#: a series with fewer of its copies at the settled rate than this share has no settled rate: NOISY, measured
+#: again (7 of those 174 series: the dips and the level drops above, and one wobbling 52.9-54.6 throughout)
+SETTLED_MIN_SHARE = 0.5
+
+
+def settled_copies(values: Sequence[float], band: float = SETTLED_BAND) -> list[float]:
+    """The ``values`` (rates of repeated copies) within ``band`` of their top, the 90th percentile (inclusive),
+    in their order: the copies that ran at the link's settled rate."""
+    if not values:
+        raise ValueError("no copies: a settled rate needs at least one")
+    top = statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
+    return [v for v in values if v >= (1 - band) * top]
+
+
 def robust_relative_noise(values: Sequence[float]) -> float:
     """The values' spread around their median that the median itself feels: the interquartile range (inclusive
     quartiles) over :data:`IQR_PER_SIGMA`, relative to the median, so it reads as :func:`relative_noise`
