@@ -248,7 +248,7 @@ def evaluate(fact: Fact, m: Measurement, *, reproduce: str = "", max_sm_clock_mh
         flags.append("throttled: " + "+".join(m.throttle))
     if not m.settled:
         status = NOISY
-        flags.append(f"noise {m.noise:.2%} over target {m.noise_target:.2%} ({m.stop_reason})")
+        flags.append(f"{m.unsettled_reason()} ({m.stop_reason})")
     elif fact.accepts(m.reading):
         status = PASS
     elif clock_fell(fact, m, max_sm_clock_mhz):

@@ -121,8 +121,17 @@ class Measurement:
 
     @property
     def settled(self) -> bool:
+        return not self.unsettled_reason()
+
+    def unsettled_reason(self) -> str:
+        """Why the measurement is not settled, as a verdict says it; empty where it is."""
         share = self.settled_share
-        return self.noise <= self.noise_target and (share is None or share >= SETTLED_MIN_SHARE)
+        if share is not None and share < SETTLED_MIN_SHARE:
+            return (f"{round(share * self.n)} of {self.n} copies at the settled rate, under {SETTLED_MIN_SHARE:.0%}: "
+                    "a disturbance through the series")
+        if self.noise > self.noise_target:
+            return f"noise {self.noise:.2%} over target {self.noise_target:.2%}"
+        return ""
 
     def summary(self) -> str:
         robust = {"iqr": " (interquartile)", "settled": " (interquartile, settled copies)"}.get(self.spread, "")

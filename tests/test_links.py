@@ -103,6 +103,12 @@ def test_a_series_with_fewer_than_half_its_copies_at_the_settled_rate_is_noisy(w
     m = links.rate_measurement("device_to_host_gbps", copies, what="x", launch={}, remeasure=None)
     assert m.settled_share < stats.SETTLED_MIN_SHARE and not m.settled, what
     assert m.noise < m.noise_target  # the settled copies agree: there are too few of them
+    # and the verdict says that, not a noise over its target
+    fact = gp_facts.Fact(name="device_to_host_gbps", arch="sm_90", unit="GB/s", value=55.0, tolerance_rel=0.03,
+                         method="m", source="s")
+    v = assertions.evaluate(fact, m)
+    assert v.status == assertions.NOISY and v.flags[0].startswith(
+        f"{round(m.settled_share * 12)} of 12 copies at the settled rate, under 50%: a disturbance through the series")
 
 
 def test_settled_series_read_their_median_and_a_latency_keeps_its_median():
