@@ -340,8 +340,12 @@ class Runner:  # pragma: no mutate block  (GPU only)
         overhead = self.clock_overhead()
         cubin, _ = built or self.build(spec)
         fn = self.load(cubin, spec.kernel)
-        args = spec.args(self.cp) if spec.args else ()
         with gpulock.gpu_lock(self.info.index):
+            # the arguments inside the lock: building them may warm a footprint into L2 (specs.global_chase's
+            # warm="l2"), which another process's pair test, streaming a peer copy through this GPU's L2
+            # between the warm and the launches, would evict (H100 GPU-97530287 in a node run, 2026-11-26: an
+            # L2 hit's p10 read 541 cycles, DRAM's, in a first measurement, then 259 and 259)
+            args = spec.args(self.cp) if spec.args else ()
             reasons_before, _ = devices.throttle_reasons(self.info)
             clock = self.session_sm_clock_mhz()
             self.launch_pairs(fn, spec, args)  # warm-up: instruction caches, module load

@@ -1,6 +1,6 @@
 """The measure layer (measure.py) without a GPU: what a Measurement reports (its statistics, whether
 it settled, its summary and dict), with given numbers. Runner itself needs a GPU (hwtests/); its
-arithmetic is stats.py's (tests/test_stats.py)."""
+arithmetic is stats.py's (tests/test_stats.py); the order of its steps is checked on stand-ins."""
 
 import pytest
 
@@ -84,3 +84,48 @@ def test_a_measurement_whose_spread_is_interquartile_settles_where_one_slow_repe
     assert iqr.as_dict()["spread"] == "iqr" and iqr.as_dict()["noise"] == iqr.noise
     with pytest.raises(ValueError, match="spread 'mad'"):
         _m([1.0, 2.0], spread="mad").summary()
+
+
+# ----------------------------------------------------------------------------------------------
+# Runner.measure's order, on stand-ins for the GPU
+
+
+def test_a_measurement_builds_its_arguments_inside_the_gpu_s_lock(monkeypatch):
+    """A spec's arguments may warm a footprint into L2 (specs.global_chase warm="l2"); built before the lock,
+    another process's pair test could stream a peer copy through the GPU's L2 in between (an L2 hit's p10
+    read DRAM's 541 cycles on H100 GPU-97530287, 2026-11-26). So they are built with the lock held."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pytest_gpuprops import devices, gpulock, measure
+    from pytest_gpuprops.kernel_spec import KernelSpec
+    from pytest_gpuprops.stats import StopRule
+
+    held, events = [], []
+
+    @contextlib.contextmanager
+    def lock(index):
+        held.append(index)
+        events.append("locked")
+        yield
+        events.append("released")
+        held.pop()
+    monkeypatch.setattr(gpulock, "gpu_lock", lock)
+    monkeypatch.setattr(devices, "throttle_reasons", lambda info: ([], None))
+    r = object.__new__(measure.Runner)
+    r.info, r.cp, r.stop, r.refused_session_clock_mhz = SimpleNamespace(index=3), None, StopRule(), None
+    r.clock_overhead = lambda: 2.0
+    r.build = lambda spec: (b"cubin", [])
+    r.load = lambda cubin, kernel: "fn"
+    r.session_sm_clock_mhz = lambda: 1980.0
+    r.launch_pairs = lambda fn, spec, args: (events.append(("launch", args)), np.array([[0, 102]]))[1]
+
+    def args(cp):
+        events.append(("args", list(held)))
+        return ("warmed",)
+    spec = KernelSpec("global_chase.cu", "global_chase", {}, args=args)
+    m = r.measure("l2 per hop", spec, divisor=1, stop=StopRule(noise_target=1.0, min_samples=2, max_samples=2))
+    assert m.values == [100.0, 100.0]
+    assert events[:3] == ["locked", ("args", [3]), ("launch", ("warmed",))] and events[-1] == "released"
