@@ -361,7 +361,8 @@ def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: 
         final.flags = [*first.flags, f"confirmed: impossible in {impossible} of {len(runs)} measurements"]
         return final
     why = (f"physically impossible: {first.flags[0]}" if first.status == ERROR
-           else "noisy: " + next((f for f in first.flags if f.startswith("noise ")), "it did not settle"))
+           else "noisy: " + next((f for f in first.flags if f.startswith("noise ") or "at the settled rate" in f),
+                                 "it did not settle"))
     final = _judged(runs[1:], attempts)
     final.flags = [*final.flags, f"{DISCARDED_FIRST}, {why} ({first.measured_text.splitlines()[0]}); judged on "
                                  f"the {len(runs) - 1} after it"]

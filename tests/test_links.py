@@ -109,6 +109,12 @@ def test_a_series_with_fewer_than_half_its_copies_at_the_settled_rate_is_noisy(w
     v = assertions.evaluate(fact, m)
     assert v.status == assertions.NOISY and v.flags[0].startswith(
         f"{round(m.settled_share * 12)} of 12 copies at the settled rate, under 50%: a disturbance through the series")
+    # measured again and settled: the first is discarded, and the verdict says why
+    settled = links.rate_measurement("device_to_host_gbps", [55.0] * 12, what="x", launch={}, remeasure=None)
+    final = assertions.confirm(v, lambda: assertions.evaluate(fact, settled))
+    assert final.status == assertions.PASS and any(
+        f.startswith(f"{assertions.DISCARDED_FIRST}, noisy: {round(m.settled_share * 12)} of 12 copies at the settled "
+                     "rate") for f in final.flags)
 
 
 def test_settled_series_read_their_median_and_a_latency_keeps_its_median():
