@@ -180,3 +180,32 @@ def test_a_write_of_one_fact_narrows_its_band_and_adds_to_the_note(tmp_path):
     assert loaded["lds"].same_unit_tolerance_rel == 0.013
     assert loaded.gpu_sections[H100]["far"].same_unit_tolerance_rel == 0.025
     assert loaded.meta["same_unit_source"] == "earlier: five units far: eight units"
+
+
+UNIT_A = "GPU-c5d47081-0b8e-3b9f-2c37-4e2a0e1f5a61"
+UNIT_B = "GPU-27864b42-677c-a988-53d2-9c6308002028"
+
+
+def test_a_planted_store_moves_every_stored_reading_of_every_run_and_unit(tmp_path, capsys):
+    """The unit's whole baseline moved: a power is compared only with a reading of its own clock and
+    thermal state, and one report holds one state; a store holds the newest reading of each."""
+    from pytest_gpuprops import baselines
+    finished = {"date": "2026-11-26T09:30:00", "host": "n1", "run": results.run_status(0, 2, 2)}
+    store = baselines.Store(tmp_path / "store")
+    store.save([_verdict("lds", 100.0, UNIT_A), _verdict("lds", 200.0, UNIT_B)], finished)
+    store.save([_verdict("lds", 101.0, UNIT_A)], dict(finished, date="2026-11-26T10:00:00"))
+    (tmp_path / "store" / UNIT_A / "notes.json").write_text("[]")  # not a unit run: left out
+    out = tmp_path / "planted"
+    assert baseline_detection.main(["--store", str(tmp_path / "store"), "--plant", "0.05", "-o", str(out)]) == 0
+    assert "3 unit run(s)" in capsys.readouterr().out
+    planted = baselines.Store(out)
+    assert sorted(planted.units()) == sorted([UNIT_A, UNIT_B])
+    assert sorted(v.measured for r in planted.runs(UNIT_A) for v in r.verdicts) == [pytest.approx(105.0),
+                                                                                    pytest.approx(106.05)]
+    assert [v.measured for v in planted.baseline(UNIT_B).verdicts] == [pytest.approx(210.0)]
+    # the store it came from is as it was, and a second plant never writes over the first
+    assert sorted(v.measured for r in store.runs(UNIT_A) for v in r.verdicts) == [100.0, 101.0]
+    assert baseline_detection.main(["--store", str(tmp_path / "store"), "--plant", "0.05", "-o", str(out)]) == 2
+    assert baseline_detection.main(["--store", str(tmp_path / "empty"), "--plant", "0.05", "-o",
+                                    str(tmp_path / "p2")]) == 2
+    assert baseline_detection.main(["--store", str(tmp_path / "store"), "-o", str(tmp_path / "p3")]) == 2

@@ -20,8 +20,8 @@
 #                                                         statistic, the wgmma FLOP/clk model (its shared-
 #                                                         memory bandwidth 5 % low), a sustained clock 5 % low
 #   tools/device_validation.sh units                      RUNS whole-suite processes on every GPU with one baseline
-#                                                         store (0 MOVED after the first), the first run's readings
-#                                                         planted off as the baseline of one more run each (PLANTS,
+#                                                         store (0 MOVED after the first), the store's readings
+#                                                         planted off as the baselines of one more run each (PLANTS,
 #                                                         default "0.05 0.02": every fact MOVED at 5 %, 95 % at 2 %;
 #                                                         BUDGET_S: none started after that many seconds),
 #                                                         a planted 5 % fleet shift
@@ -97,8 +97,9 @@ units)
   # Each unit against its own baseline, as a user runs it: RUNS (default 3) whole-suite processes on every
   # GPU of the machine (xdist, one worker a GPU, when there are several), all keeping their unit runs in
   # one store; the first run is each unit's baseline and the next ones compare with it (0 MOVED is the bar).
-  # Then the first run's readings planted off by each of PLANTS (default 5 % and 2 %), as the baseline of one
-  # more run each (every fact MOVED at 5 %, 95 % of them at 2 %, is the bar), and on a machine of several
+  # Then the store's readings (every run's, at each clock and thermal state they met) planted off by each of
+  # PLANTS (default 5 % and 2 %), as the baselines of one more run each (every fact MOVED at 5 %, 95 % of them
+  # at 2 %, is the bar), and on a machine of several
   # GPUs an L2-read shift planted on GPU 1 to 5.5 % above GPU 0's (flagged on GPU 1 is the bar). The reports are the input of tools/same_unit_bands.py and
   # tools/baseline_detection.py.
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,vbios_version,driver_version --format=csv
@@ -113,9 +114,11 @@ units)
     # BUDGET_S: start no planted run after that many seconds (a four-GPU node's two whole suites and one plant
     # took 460 s of the device's 600)
     if [ $(( $(date +%s) - start )) -gt "${BUDGET_S:-100000}" ]; then echo "baseline planted $PLANT off: not started (BUDGET_S=$BUDGET_S spent)"; continue; fi
-    python3 tools/baseline_detection.py "$LOGS/run1.json" --plant "$PLANT" -o "$LOGS/planted$PLANT.json"
+    # the units' whole baselines moved: the store's runs copied with every reading planted off, so a power is
+    # compared with a planted reading of its own clock and thermal state where the runs met that state
+    python3 tools/baseline_detection.py --store "$STORE" --plant "$PLANT" -o "$LOGS/planted_store$PLANT"
     timed "baseline planted $PLANT off" "$LOGS/planted$PLANT.log" $RUN "${X[@]}" --gpuprops-facts "$FACTS" \
-      --gpuprops-baseline "$LOGS/planted$PLANT.json" --gpuprops-report "$LOGS/planted_run$PLANT.json"
+      --gpuprops-baselines "$LOGS/planted_store$PLANT" --gpuprops-report "$LOGS/planted_run$PLANT.json"
     python3 - "$LOGS/planted_run$PLANT.json" "$PLANT" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
