@@ -265,6 +265,9 @@ class FactChecker:
         return self._finish(confirm(evaluate(), evaluate))
 
     def plot_point(self, plot: str, **point) -> None:
+        """One point of ``plot`` for the report, with the UUID of the GPU it was measured on (a run over a node's
+        GPUs keeps every GPU's points in one list)."""
+        point.setdefault("gpu", getattr(self.gpu, "uuid", "") or f"GPU {getattr(self.gpu, 'index', '?')}")
         _pending(self._request.node)["plot_points"].setdefault(plot, []).append(point)
 
 

@@ -410,8 +410,12 @@ def test_measuring_static_checks_ncu_and_plots_through_the_fixtures(pytester, mo
     monkeypatch.setenv("GPUPROPS_NCU", ncu_stand_in(pytester.path))
     r = pytester.runpytest_inprocess("--gpuprops-noise", "0.02", "--gpuprops-budget", "3", "--gpuprops-cache",
                                      "cachedir", "--gpuprops-facts", "facts.toml", "--gpuprops-plots", "plots",
-                                     "--junitxml", "j.xml", "-rs")
+                                     "--junitxml", "j.xml", "-rs", "--gpuprops-report", "r.json")
     r.assert_outcomes(passed=3, failed=2, skipped=2)
+    # a plot point names the GPU it was measured on (a node's run keeps every GPU's points in one list)
+    import json
+    points = json.loads((pytester.path / "r.json").read_text())["plot_points"]["smem_bandwidth"]
+    assert points == [{"label": "STS", "bytes_per_cycle": 100.0, "gpu": points[0]["gpu"]}] and points[0]["gpu"]
     out = r.stdout.str()
     assert "planted launch failure" in out and "fact dep on sm_90 does not hold" in out
     assert "no fact 'not_there' for sm_90" in out and "counters gone" in out
