@@ -305,7 +305,7 @@ TMA_STREAM_BLOCKS_PER_SM = (1, 2)
 #: GPU-fd48deeb, 2026-11-26), below the 22.8 of one block, so its value is no property to hold a unit to
 TMA_STREAM_NOT_FACTS = {(1024, 2): "NOISY on every unit measured: 16.8 .. 20.2 B/clk from launch to launch"}
 #: boxes whose stream is bound by the L2, not by the issuing warps' loop: their rate is read in time (GB/s an SM,
-#: the blocks' spans in %globaltimer ns, KernelSpec.timer), for per SM cycle it moves with the SM's clock
+#: the blocks' spans in %globaltimer ns, KernelSpec.timer), since per SM cycle it moves with the SM's clock
 #: against the L2's. H100 GPU-0508e7f9 (driver 580.159.04, CUDA 13.0, 2026-11-26), four processes: the one whose
 #: session SM clock read 1995.0 MHz (the others 1979.7-1980.0) read the 4 KiB box 1.6 % and the 16 KiB box 1.1 %
 #: fewer B/clk at one and two blocks an SM (MOVED on all four against the unit's baseline) and the 1 KiB box's

@@ -45,12 +45,14 @@ measured with these launches; only an arch without clusters would skip (specs_as
   (warmed by a first pass) issued by lane 0, completed through the mbarrier it armed with
   expect_tx, until the warp's try_wait returns.
 
-* tma_2d_load_bytes_per_cycle_box<1k|4k|16k>_blocks<1|2>: TMA throughput from L2 per SM, on every SM at
-  once: 1 or 2 blocks of 4 warps per SM (their dynamic shared memory lets no more on one), each warp
-  streaming 2D boxes of 1, 4 or 16 KiB through a ring of mbarrier stages of its own (64 KiB in flight per
-  block; each trip the lane elect.sync picks arms a stage and issues its copy, the warp waits for the stage
-  the next trip refills); the bytes waited for in the region per cycle of each block's span, the median
-  over blocks, x the blocks per SM. Four issuing warps because one warp's loop bounded the 1 KiB box.
+* tma_2d_load_bytes_per_cycle_box1k_blocks1, tma_2d_load_gbps_per_sm_box<4k|16k>_blocks<1|2>: TMA
+  throughput from L2 per SM, on every SM at once: 1 or 2 blocks of 4 warps per SM (their dynamic shared
+  memory lets no more on one), each warp streaming 2D boxes of 1, 4 or 16 KiB through a ring of mbarrier
+  stages of its own (64 KiB in flight per block; each trip the lane elect.sync picks arms a stage and issues
+  its copy, the warp waits for the stage the next trip refills); the bytes waited for in the region per
+  cycle of each block's span (the 1 KiB box, bound by its issuing loop) or per nanosecond of it (%globaltimer:
+  the 4 and 16 KiB boxes, bound by the L2, whose rate per SM cycle moves with the SM's clock state), the
+  median over blocks, x the blocks per SM. Four issuing warps because one warp's loop bounded the 1 KiB box.
 
 An L2 hit's latency depends on the slice that owns the line, which depends on the physical address
 the allocation got, so the L2 copies are measured line by line, 64 lines (memory_levels.near_tier_latency):
