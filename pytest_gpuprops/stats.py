@@ -70,7 +70,7 @@ IQR_PER_SIGMA = 1.349
 #: ones fall to 24-35 GB/s and climb back over several copies, or drop a level for the rest of the series
 #: (GPU-5969eb1a, 2026-11-26: D2H 54.9 and 55.1 GB/s, then ten copies at 53.4-53.9, 2 % down; its other
 #: processes' 54.9-55.1). 2 % would take such a level for the settled rate; 1 % keeps every copy of 116 of the
-#: 174 host-copy series of 2026-11-26's reports (H100s) and half or more of all but 12
+#: 174 host-copy series of 2026-11-26's reports (H100s) and half or more of all but 7
 SETTLED_BAND = 0.01
 #: a series with fewer of its copies at the settled rate than this share has no settled rate: NOISY, measured
 #: again (7 of those 174 series: the dips and the level drops above, and one wobbling 52.9-54.6 throughout)
