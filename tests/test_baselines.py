@@ -330,9 +330,11 @@ def test_a_power_is_at_the_cap_when_it_reads_its_gpu_s_power_limit():
     edge = 700.0 * unit_compare.AT_POWER_CAP
     assert unit_compare.held_at_power_cap(_power_from(edge, 51, limit_w=700.0))
     assert not unit_compare.held_at_power_cap(_power_from(edge - 0.01, 51, capped=True, limit_w=700.0))
-    # a reading that recorded no limit: NVML's reason, as before
+    # a reading that recorded no limit, or no positive one: NVML's reason, as before
     assert unit_compare.held_at_power_cap(_power_from(311.73, 53, capped=True))
     assert not unit_compare.held_at_power_cap(_power_from(697.93, 51))
+    assert not unit_compare.held_at_power_cap(_power_from(311.73, 53, limit_w=0.0))
+    assert unit_compare.held_at_power_cap(_power_from(311.73, 53, limit_w=0.5))  # any positive limit is read
 
 
 def test_a_power_at_the_cap_is_compared_at_any_clock_and_one_below_it_only_at_its_own(tmp_path):
@@ -353,6 +355,12 @@ def test_a_power_at_the_cap_is_compared_at_any_clock_and_one_below_it_only_at_it
     assert unit_compare.other_clock_state(base, [reading]) == ["wgmma_bf16_zero_operand_power_w"]
     # and in its own clock state, but a stress begun 4 degrees C warmer: not compared either
     assert unit_compare.compare(base, [_power_from(311.73, 57, capped=True, clock=1800.0, limit_w=700.0)]) == []
+    # a baseline at the cap and a reading under it (the cap no longer reached): compared at any clock, MOVED
+    store = baselines.Store(tmp_path / "fell")
+    store.save([_power_from(698.78, 47, capped=True, clock=1600.3, limit_w=700.0, rel=0.01)], FINISHED)
+    (m,) = unit_compare.compare(store.baseline(UUID).verdicts,
+                                [_power_from(650.0, 47, clock=1650.0, limit_w=700.0, rel=0.01)])
+    assert "-6.98%" in m.measured_text
 
 
 def test_a_moved_power_says_the_temperatures_its_two_stresses_began_at(tmp_path):

@@ -252,3 +252,17 @@ def test_the_robust_noise_is_the_interquartile_spread_and_ignores_a_slow_copy_th
     # under four values it is the standard deviation's
     assert robust_relative_noise([1.0, 2.0, 3.0]) == relative_noise([1.0, 2.0, 3.0])
     assert robust_relative_noise([0.0, 0.0, 0.0, 0.0]) == float("inf")
+
+
+def test_settled_copies_are_those_within_the_band_of_the_90th_percentile():
+    from pytest_gpuprops.stats import SETTLED_BAND, settled_copies
+    with pytest.raises(ValueError, match="no copies: a settled rate needs at least one"):
+        settled_copies([])
+    assert settled_copies([55.0]) == [55.0]  # one copy is its own top
+    assert settled_copies([50.0, 55.0]) == [55.0]  # two: the top is 54.5, between them
+    # the inclusive 90th percentile of ten copies, one fast: 101 (an exclusive one, 109, would keep one copy)
+    assert settled_copies([100.0] * 9 + [110.0]) == [100.0] * 9 + [110.0]
+    # a copy exactly at the band's edge is settled; in their order
+    assert settled_copies([50.0] + [100.0] * 9, band=0.5) == [50.0] + [100.0] * 9
+    assert settled_copies([100.0, 98.0, 100.0, 100.0]) == [100.0, 100.0, 100.0] and SETTLED_BAND == 0.01
+
