@@ -256,7 +256,7 @@ def test_the_robust_noise_is_the_interquartile_spread_and_ignores_a_slow_copy_th
 
 def test_settled_copies_are_those_within_the_band_of_the_90th_percentile():
     from pytest_gpuprops.stats import SETTLED_BAND, settled_copies
-    with pytest.raises(ValueError, match="no copies: a settled rate needs at least one"):
+    with pytest.raises(ValueError, match=r"^no copies: a settled rate needs at least one$"):
         settled_copies([])
     assert settled_copies([55.0]) == [55.0]  # one copy is its own top
     assert settled_copies([50.0, 55.0]) == [55.0]  # two: the top is 54.5, between them
