@@ -129,3 +129,19 @@ def test_a_measurement_builds_its_arguments_inside_the_gpu_s_lock(monkeypatch):
     m = r.measure("l2 per hop", spec, divisor=1, stop=StopRule(noise_target=1.0, min_samples=2, max_samples=2))
     assert m.values == [100.0, 100.0]
     assert events[:3] == ["locked", ("args", [3]), ("launch", ("warmed",))] and events[-1] == "released"
+
+
+def test_a_settled_spread_says_how_many_copies_ran_at_the_settled_rate_and_the_dict_keeps_the_reading():
+    # six of twelve copies at the settled rate is half: settled (fewer is not)
+    half = Measurement.given("h2d", [55.0] * 6 + [50.0] * 6, unit="GB/s", noise_target=0.02, center="settled",
+                             spread="settled")
+    assert half.settled_share == 0.5 and half.settled and half.unsettled_reason() == ""
+    fewer = Measurement.given("h2d", [55.0] * 5 + [50.0] * 7, unit="GB/s", noise_target=0.02, center="settled",
+                              spread="settled")
+    assert not fewer.settled and fewer.unsettled_reason().startswith("5 of 12 copies at the settled rate, under 50%")
+    assert " (interquartile, settled copies), 6 of 12 copies at the settled rate, n=12" in half.summary()
+    iqr = Measurement.given("x", [1.0, 2.0, 3.0, 4.0], spread="iqr")
+    assert " (interquartile), n=4" in iqr.summary() and "settled" not in iqr.summary()
+    # the report keeps the reading the fact was judged by: the settled copies' median, not every copy's
+    d = half.as_dict()
+    assert d["reading"] == 55.0 and d["median"] == 52.5 and half.reading == 55.0
