@@ -39,23 +39,20 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
         return min(per_warp), per_warp
     if mode == "warp_mean":
         return statistics.fmean(per_warp), per_warp
-    if mode == "block_span_ns" and warps_per_block:
-        if any(len(p) != 4 for p in pairs):
+    if mode == "span":
+        return (float(max(p[1] for p in pairs) - min(p[0] for p in pairs)) - overhead) / divisor, per_warp
+    if mode in ("block_span", "block_span_ns") and warps_per_block:
+        in_ns = mode == "block_span_ns"
+        if in_ns and any(len(p) != 4 for p in pairs):
             raise ValueError("block_span_ns needs each warp's clock and %globaltimer pairs (4 stamps a warp; "
                              "build the kernel with TIMER=1)")
         if len(pairs) % warps_per_block:
             raise ValueError(f"{len(pairs)} clock pairs are not whole blocks of {warps_per_block} warps")
+        # a block's span: its warps' first start to last stop, on the clock (less the clock-read overhead) or the timer
+        start, stop, less = (2, 3, 0.0) if in_ns else (0, 1, overhead)
         blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
-        return statistics.median(float(max(p[3] for p in blk) - min(p[2] for p in blk)) / divisor
+        return statistics.median((float(max(p[stop] for p in blk) - min(p[start] for p in blk)) - less) / divisor
                                  for blk in blocks), per_warp
-    if mode == "span":
-        return (float(max(p[1] for p in pairs) - min(p[0] for p in pairs)) - overhead) / divisor, per_warp
-    if mode == "block_span" and warps_per_block:
-        if len(pairs) % warps_per_block:
-            raise ValueError(f"{len(pairs)} clock pairs are not whole blocks of {warps_per_block} warps")
-        blocks = [pairs[i:i + warps_per_block] for i in range(0, len(pairs), warps_per_block)]
-        spans = [(float(max(p[1] for p in blk) - min(p[0] for p in blk)) - overhead) / divisor for blk in blocks]
-        return statistics.median(spans), per_warp
     raise ValueError(f"mode must be 'warp', 'warp_min', 'warp_mean', 'span', or 'block_span' or 'block_span_ns' "
                      f"with warps_per_block (the warps a block), "
                      f"not {mode!r}")
