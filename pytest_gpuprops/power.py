@@ -239,19 +239,50 @@ class EnergyStress:
         return m
 
 
+#: a stress that starts from a thermal state waits at most this long for the GPU to cool to it (an H100 fell
+#: from 61-67 to 42-55 degrees C in the ~10 s between the tensor stress and the zero-operand one, 2026-11-26)
+COOL_TIMEOUT_S = 20.0
+
+
+def cool_down(temperature: Callable[[], int | None], at_most_c: float, *, timeout_s: float = COOL_TIMEOUT_S,
+              poll_s: float = 0.2, clock: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] = time.sleep) -> dict:
+    """Wait until the GPU's temperature (``temperature()``, degrees C) is at most ``at_most_c``, or
+    ``timeout_s`` has passed: a power below the cap rises with the temperature its stress starts from
+    (unit_compare.SAME_START_TEMPERATURE_C), so a stress that follows a hotter one starts from one state
+    run after run instead of from however far the GPU had cooled. What happened goes to the report: the
+    target, the seconds waited, the temperature reached and whether it was reached (a GPU that stays
+    hotter is measured anyway, and its reading is compared only with baselines of its own state)."""
+    t0 = clock()
+    while True:
+        now_c = temperature()
+        waited = clock() - t0
+        if now_c is None or now_c <= at_most_c or waited >= timeout_s:
+            return dict(at_most_c=at_most_c, waited_s=round(waited, 2), temperature_c=now_c,
+                        reached=now_c is not None and now_c <= at_most_c)
+        sleep(poll_s)
+
+
 def energy_stress(cp, wl, *, clock_name: str, info: devices.GpuInfo, duration_s: float, sustained_from_s: float,
-                  period_s: float = PERIOD_S) -> EnergyStress:  # pragma: no mutate block  (GPU only)
+                  period_s: float = PERIOD_S,
+                  start_at_most_c: float | None = None) -> EnergyStress:  # pragma: no mutate block  (GPU only)
     """``wl``'s sustained clock (:func:`throughput.stress_clock`) with NVML's energy counter sampled
     beside it every ``period_s``: one stress, its clock and (:meth:`EnergyStress.power`) its power over
-    the same windows. The clock does not depend on the counter: a GPU without one still has its clock."""
+    the same windows. The clock does not depend on the counter: a GPU without one still has its clock.
+    ``start_at_most_c``: the stress starts once the GPU has cooled to that temperature (:func:`cool_down`),
+    measured again too."""
     from . import throughput
     from .clocks import nvml_reader
     recorder = EnergyRecorder(nvml_reader(info), nvml_energy_reader(info))
+    settle = None
+    if start_at_most_c is not None:
+        def settle() -> dict:
+            return cool_down(lambda: devices.gpu_temperature_c(info), start_at_most_c)
     clock = throughput.stress_clock(cp, wl, name=clock_name, info=info, duration_s=duration_s, read=recorder,
-                                    period_s=period_s, sustained_from_s=sustained_from_s)
+                                    period_s=period_s, sustained_from_s=sustained_from_s, settle=settle)
 
     def again() -> EnergyStress:
         return energy_stress(cp, wl, clock_name=clock_name, info=info, duration_s=duration_s,
-                             sustained_from_s=sustained_from_s, period_s=period_s)
+                             sustained_from_s=sustained_from_s, period_s=period_s, start_at_most_c=start_at_most_c)
     clock.remeasure = lambda: again().clock
     return EnergyStress(clock, recorder.samples, again, nvml_power_limit_w(info))

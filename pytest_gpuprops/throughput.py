@@ -317,16 +317,20 @@ def stress_reading(per_launch: Sequence, work_per_launch: float, unit: str, *, b
 def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: float = 2.0,
                  launch_s: float = 0.05, idle_s: float = 0.25, bin_s: float = 0.01, period_s: float = 0.05,
                  read: Callable | None = None, sustained_from_s: float | None = None,
-                 temperature: Callable[[], int | None] | None = None) -> Measurement:  # pragma: no mutate block
+                 temperature: Callable[[], int | None] | None = None,
+                 settle: Callable[[], dict] | None = None) -> Measurement:  # pragma: no mutate block
     """The SM clock ``wl`` sustains on every SM: ``duration_s`` of launches kept two deep, the clock
     sampled in the kernels (every block, SAMPLES intervals a launch) and by NVML (every ``period_s``);
     sustained over the second half, or from ``sustained_from_s`` on. The GPU's temperature at the
     stress's start and end (``temperature``, NVML's by default) goes beside it: under the power cap the
-    sustained clock follows the thermal state the stress starts from (docs/method.md)."""
+    sustained clock follows the thermal state the stress starts from (docs/method.md). ``settle``, where
+    given, runs inside the GPU's lock before the idle wait (power.cool_down: a thermal start state) and
+    what it returns goes to the launch info as ``settled_start``."""
     read = read or nvml_reader(info)
     temperature = temperature or (lambda: gpu_temperature_c(info))
     timeout = max(30.0, 40 * launch_s)
     with gpu_lock(info.index), power_lock():
+        settled_start = settle() if settle else None
         scale = calibrate(cp, wl, launch_s)
         # every launch's stamps in one buffer allocated up front (an allocation in the loop may wait on
         # the GPU); room for launches 8 x shorter than calibrated, then more rows if it runs out
@@ -372,13 +376,14 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
                   kernel_clock=kernel.as_dict(), nvml_clock=nvml_summary,
                   idle_mhz=round(statistics.median(idle), 1) if idle else None, rate_unit=wl.unit,
                   temperature_c=[start_c, end_c],  # the GPU's at the stress's start and end
+                  **({"settled_start": settled_start} if settled_start is not None else {}),
                   nvml_mark_monotonic_s=nvml.t0, **fields)  # where NVML's other readings (power.py) start
     m = Measurement(name=name, unit="MHz", values=kernel.windows_mhz, stop_reason="time budget",
                     noise_target=CLOCK_NOISE, overhead_cycles=0.0, sm_clock_mhz=round(kernel.sustained_mhz, 1),
                     throttle=nvml.reasons(0.0, end_s), kernel=wl.kernel, launch=launch)
     m.remeasure = lambda: stress_clock(cp, wl, name=name, info=info, duration_s=duration_s, launch_s=launch_s,
                                        idle_s=idle_s, bin_s=bin_s, period_s=period_s, read=read,
-                                       sustained_from_s=sustained_from_s, temperature=temperature)
+                                       sustained_from_s=sustained_from_s, temperature=temperature, settle=settle)
     return m
 
 

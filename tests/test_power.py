@@ -274,3 +274,40 @@ def test_the_counter_between_steps_is_read_on_the_line_between_them_and_clamped_
         power.energy_at(steps[:1], 1.0)
     with pytest.raises(ValueError, match="no energy counter step in reach"):
         power.window_powers_w(steps, 2.0, 3.0)
+
+
+class FakeTime:
+    """A clock that the sleeps move: cool_down's waits without waiting."""
+
+    def __init__(self):
+        self.now, self.sleeps = 100.0, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.now += s
+
+
+def test_cool_down_waits_until_the_gpu_is_at_most_the_target_temperature():
+    t, temps = FakeTime(), iter([50, 48, 46, 45, 44])
+    got = power.cool_down(lambda: next(temps), 45, timeout_s=20.0, poll_s=0.2, clock=t.clock, sleep=t.sleep)
+    assert got == dict(at_most_c=45, waited_s=0.6, temperature_c=45, reached=True)
+    assert t.sleeps == [0.2, 0.2, 0.2]
+
+
+def test_cool_down_starts_at_once_on_a_gpu_already_cool_enough_or_without_a_temperature():
+    t = FakeTime()
+    assert power.cool_down(lambda: 40, 45, clock=t.clock, sleep=t.sleep) == dict(
+        at_most_c=45, waited_s=0.0, temperature_c=40, reached=True)
+    assert power.cool_down(lambda: None, 45, clock=t.clock, sleep=t.sleep) == dict(
+        at_most_c=45, waited_s=0.0, temperature_c=None, reached=False)
+    assert t.sleeps == []
+
+
+def test_cool_down_gives_up_after_its_timeout_and_says_the_target_was_not_reached():
+    t = FakeTime()
+    got = power.cool_down(lambda: 52, 45, timeout_s=1.0, poll_s=0.25, clock=t.clock, sleep=t.sleep)
+    assert got == dict(at_most_c=45, waited_s=1.0, temperature_c=52, reached=False)
+    assert len(t.sleeps) == 4

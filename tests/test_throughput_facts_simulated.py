@@ -6,6 +6,7 @@ runs are logged beside its tests: one tensor stress gives the tensor clock, the 
 random-operand power, and the zero-operand stress runs after every other test of the file (and of the
 order `pytest hwtests` collects)."""
 
+import itertools
 import json
 import re
 import subprocess
@@ -182,6 +183,11 @@ def simulated_run(pytester, kernel_cache):
 
 def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kernel_cache, monkeypatch):
     common = simulated_run(pytester, kernel_cache)
+    # a GPU at 45 degrees C before each stress, 47 after it: the zero-operand stress waits for 48 at most
+    from pytest_gpuprops import devices, throughput
+    temperatures = itertools.cycle([45, 47])
+    monkeypatch.setattr(throughput, "gpu_temperature_c", lambda info: next(temperatures))
+    monkeypatch.setattr(devices, "gpu_temperature_c", lambda info: 46)
     r = pytester.runpytest_inprocess(*common, "--gpuprops-record", "rec.toml", "--gpuprops-report", "rec.json")
     r.assert_outcomes(passed=12)
     facts = tomllib.loads((pytester.path / "rec.toml").read_text())["gpus"]["NVIDIA H100 80GB HBM3"]
@@ -232,6 +238,10 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kern
     assert zero["launch"]["window_clock_mhz"] == pytest.approx(zero_clock["values"], abs=0.05)
     assert [zero["launch"][k] for k in same_stress] == [zero_clock["launch"][k] for k in same_stress]
     assert zero["launch"]["kind"] == "wgmma_bf16_zero" and zero["launch"]["launch_s"] != clock["launch"]["launch_s"]
+    # the zero-operand stress started from the tensor stress's thermal state: 3 degrees C above its 45 at most
+    assert clock["launch"]["temperature_c"] == [45, 47] and "settled_start" not in clock["launch"]
+    assert zero_clock["launch"]["settled_start"] == dict(at_most_c=48, waited_s=0.0, temperature_c=46, reached=True)
+    assert "cooled to 3 degrees C above the tensor stress's start temperature" in facts[POWER_FACTS[2]]["method"]
     # the zero-operand stress after every test of the tensor stress and every other test of the file
     order = [k if e == "test" else f"stress {k}" for e, k in EVENTS]
     at = order.index("stress wgmma_bf16_zero")
