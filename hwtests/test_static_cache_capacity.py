@@ -1,4 +1,5 @@
-"""Static checks of the cache-capacity sweeps (hwtests/test_cache_capacity.py), without a GPU: the L1
+"""Static checks of the cache-capacity sweeps (hwtests/test_cache_capacity.py) and the sector and line
+sweeps (test_cache_lines.py), without a GPU: the L1, pair
 and TLB chases (l1_capacity_chase.cu, ld.global.ca and .cg) and the constant chase at the smallest,
 a middle and the largest table of its sweep (const_chase.cu, WARM_HOPS) time their UNROLL dependent
 loads and nothing else, as compiled for sm_90, each load's address the previous load's result."""
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import specs_caches as sc
+import specs_lines as sl
 
 from pytest_gpuprops import sass
 from pytest_gpuprops.compile import compile_cuda
@@ -20,6 +22,8 @@ KERNELS = Path(__file__).parent.parent / "kernels"
 STATIC_BUILDS = {
     "l1_ca": lambda: sc.l1_chase(sc.CARVEOUTS["smem0"], 128 * KIB),
     "tlb_cg": lambda: sc.tlb_chase(4 * MIB, 2 * MIB),
+    **{f"pairs_{name}": (lambda name=name: sl.pair_fact_chase(name, 32)) for name in sl.PAIR_FACTS},
+    "l1_line_stride256": lambda: sl.line_chase(256, 64 * KIB),
     **{f"const_{f}": (lambda f=f: sc.const_sweep_point(f)) for f in (sc.CONST_FOOTPRINTS[0], 4352,
                                                                      sc.CONST_FOOTPRINTS[-1])},
 }

@@ -1,0 +1,53 @@
+"""The sweep tests' shared steps (test_cache_capacity.py, test_cache_lines.py): a sweep measured point by
+point, its plateaus for the report, a fact's measurement given from what a sweep read, and a sweep that
+cannot be read failing its test with the sweep."""
+
+from __future__ import annotations
+
+import pytest
+import specs_caches as sc
+
+from pytest_gpuprops.measure import Measurement
+from pytest_gpuprops.stats import StopRule
+
+SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=20, time_budget_s=0.3)
+#: a TLB sweep point's launch walks up to ~20k pages: fewer launches
+TLB_SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=8, time_budget_s=0.5)
+
+def sweep(gpuprops, label: str, spec_of, footprints, stop=SWEEP) -> list[tuple[int, float]]:
+    """(footprint, median cycles per hop) for each footprint."""
+    return [(f, gpuprops.measure(f"{label} {f} B", spec_of(f), divisor=sc.CAP_UNROLL, stop=stop).median)
+            for f in footprints]
+
+
+def plateau_dicts(points) -> list[dict]:
+    try:
+        return [dict(first=p.first, last=p.last, cycles=round(p.level, 2), points=p.points)
+                for p in sc.plateaus(points)]
+    except sc.SweepError as exc:
+        return [{"error": str(exc)}]
+
+
+def given(name: str, values, unit: str, spec, launch: dict, clock, noise_target: float = 0.01) -> Measurement:
+    """The fact's measurement: its values (a capacity: the one reach; a latency: its plateau's points),
+    the sweep in ``launch``."""
+    return Measurement.given(name, values, unit=unit, kernel=spec.kernel, sm_clock_mhz=clock,
+                             noise_target=noise_target,
+                             launch={"source": spec.source, "defines": dict(spec.defines), **launch})
+
+
+def no_such_step(gpuprops, name: str, text: str):
+    """The sweep shows no step for fact ``name``: a failure where the facts hold a value for it (the
+    step was there when it was recorded), else a skip saying so (the step may lie past what the
+    sweep can reach on this GPU: nothing to record)."""
+    if gpuprops.fact(name) is not None:
+        pytest.fail(text, pytrace=False)
+    pytest.skip(text)
+
+
+def read_sweep(reader, points, what: str):
+    """``reader(points)``, a sweep that does not show its step failing the test with the sweep."""
+    try:
+        return reader(points)
+    except sc.SweepError as exc:
+        pytest.fail(f"{what}: {exc}", pytrace=False)
