@@ -55,8 +55,9 @@ def test_bytes_one_load_brings(gpuprops, name):
     gpuprops.check(name, m, method=(
         f"{PAIR_METHOD[name]}: the lines in one random cycle, each visited at its first word and then at the word "
         f"d bytes in; one warp, {sl.PAIR_UNROLL} timed hops a launch, launches going on through the cycle; cycles a "
-        f"hop for d in {', '.join(map(str, sl.PAIR_OFFSETS))}; the value is the first d past the lowest level "
-        f"(plateaus within {sl.sc.PLATEAU_BAND:.0%}, a step of at least {sl.PAIR_MISS_RISE} x), {sl.LINE} where none"))
+        f"hop for d in {', '.join(map(str, sl.PAIR_OFFSETS))}; the value is the first d that reads over the midpoint of "
+        f"the smallest d's level and the sweep's top (at least {sl.PAIR_MISS_RISE} x it), {sl.LINE} where every d "
+        f"reads within {sl.sc.PLATEAU_BAND:.0%} of the smallest's"))
 
 
 def measure_line(gpuprops):  # pragma: no cover  (GPU only)

@@ -1,8 +1,8 @@
 """results layer: a unit against its own baseline. A fact that moved by more than its same-unit band
 since a baseline run on the same GPU (same UUID) is MOVED; the compare takes like with like: the same
 method (the facts entry's text), the same SM clock state where the unit has run in several, a rate of SM
-work scaled by the two clocks, a power never across clock states (docs/method.md, "the unit's own
-baseline").
+work scaled by the two clocks, a power below the cap across clock states only where they are near enough
+to scale it (docs/method.md, "the unit's own baseline").
 """
 
 from __future__ import annotations
@@ -98,6 +98,27 @@ def same_state(old: Verdict, new: Verdict) -> bool:
     return a is None or b is None or abs(a - b) <= SAME_START_TEMPERATURE_C
 
 
+#: a power below the cap read in another SM clock state than every baseline reading of its thermal state is
+#: compared with the nearest-clock one scaled by the two clocks (dynamic power at one voltage, in proportion to
+#: the clock), its band widened by this many times the clocks' relative difference: the power follows the
+#: clock by more than in proportion where the voltage steps with it (H200 GPU-d94475a2: +2.0 % for +0.9 %, 2026-11-26,
+#: 2.3 x) and by less where it does not (H100 GPU-540d8aa9: 306.3 W at 1800.0 MHz, 307.9-308.3 W at 1814.9, 0.8 x)
+POWER_CLOCK_SLACK = 1.3
+#: ... where the two clocks are at most this far apart (a step or two of the clock; farther is another regime)
+POWER_CLOCK_REACH = 0.02
+
+
+def near_state(old: Verdict, new: Verdict) -> bool:
+    """Whether a power below the cap read in another clock state can still be compared with ``old``
+    (:data:`POWER_CLOCK_SLACK`): clocks within :data:`POWER_CLOCK_REACH` of each other, stresses begun within
+    :data:`SAME_START_TEMPERATURE_C`."""
+    a, b = reading_clock(old), reading_clock(new)
+    if a is None or b is None or abs(a - b) > POWER_CLOCK_REACH * max(a, b):
+        return False
+    ta, tb = start_temperature_c(old), start_temperature_c(new)
+    return ta is None or tb is None or abs(ta - tb) <= SAME_START_TEMPERATURE_C
+
+
 def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
     """Of a unit's baseline readings of one fact (newest first), the one taken at the SM clock nearest
     this reading's: like is compared with like where the unit has run in both clock states."""
@@ -124,8 +145,11 @@ def _same_method_readings(old: dict[tuple, list[Verdict]], v: Verdict) -> list[V
 def _comparable(candidates: list[Verdict], v: Verdict) -> list[Verdict]:
     """The baseline readings ``candidates`` that ``v`` can be compared with: all of them, or for a power
     (:data:`CLOCK_STATE_UNITS`) those of its own state (:func:`same_state`: SM clock, and the temperature its
-    stress began at). None left where there were some: no like-for-like compare, so none is made."""
-    return [o for o in candidates if same_state(o, v)] if v.unit in CLOCK_STATE_UNITS else candidates
+    stress began at), else those of its thermal state at a clock near enough to scale (:func:`near_state`).
+    None left where there were some: no like-for-like compare, so none is made."""
+    if v.unit not in CLOCK_STATE_UNITS:
+        return candidates
+    return [o for o in candidates if same_state(o, v)] or [o for o in candidates if near_state(o, v)]
 
 
 def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Verdict]:
@@ -134,7 +158,8 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared; a rate of
     SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
     scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6); a
-    power read in another state than every baseline reading is not compared (:data:`CLOCK_STATE_UNITS`)."""
+    power is compared in its own state (:data:`CLOCK_STATE_UNITS`), else at a clock near enough to scale with a
+    wider band (:data:`POWER_CLOCK_SLACK`), else not at all."""
     return _compare(_baseline_index(baseline), current)
 
 
@@ -155,13 +180,17 @@ def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> lis
         o = nearest_clock(candidates, v)
         clock, mine = reading_clock(o), reading_clock(v)
         other_state = bool(clock and mine and not same_clock(clock, mine))
-        # SM work per second in another clock state: the baseline as it reads at this reading's clock
-        scaled = other_state and ceilings.scales_with_sm_clock(v.fact)
+        # SM work per second, or a power below the cap (near_state), in another clock state: the baseline as it
+        # reads at this reading's clock; the power's band widened for how far its clock dependence may stray
+        power = other_state and v.unit in CLOCK_STATE_UNITS and not same_state(o, v)
+        scaled = other_state and (ceilings.scales_with_sm_clock(v.fact) or power)
         base = o.measured * mine / clock if scaled else o.measured
-        band = same_unit_band(v, base)
+        band = same_unit_band(v, base) + (POWER_CLOCK_SLACK * abs(mine - clock) / clock * abs(base) if power else 0.0)
         if abs(v.measured - base) > band:
             how = (f"same-unit band {v.same_unit_tolerance_rel:.2%}" if v.same_unit_tolerance_rel
                    else "the fact's tolerance: no same-unit band recorded")
+            if power:
+                how += f" + {POWER_CLOCK_SLACK:g} x the clocks' {abs(mine - clock) / clock:.2%}"
             at = (f" (its {o.measured:.3f} at {clock:g} MHz scaled to {mine:g} MHz)" if scaled
                   else f" at {clock:g} MHz" if other_state else "")
             # a power depends on the die's temperature too (SAME_START_TEMPERATURE_C)

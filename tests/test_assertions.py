@@ -213,9 +213,10 @@ def test_packaged_sm90_facts_carry_provenance():
     assert all(re.match(r"measured on NVIDIA H(100 80GB HBM3|200), driver \d+\.\d+\.\d+, CUDA \d+\.\d+", x.source)
                for x in measured), [x.source for x in measured]
     # exact: counts and sizes the hardware defines (a bank count, the shared memory a block or an SM gets,
-    # a cache's capacity read on its sweep's grid)
+    # a cache's capacity, sector, fill or line read on its sweep's grid)
     exact = {"register_bank_count", "smem_max_per_block_bytes", "smem_max_per_sm_bytes", "const_l1_capacity_bytes",
-             "l1_capacity_kib_smem0", "l1_capacity_kib_smem100", "l1_capacity_kib_smem228"}
+             "l1_capacity_kib_smem0", "l1_capacity_kib_smem100", "l1_capacity_kib_smem228", "l1_sector_bytes",
+             "l1_line_bytes", "l2_dram_fill_bytes"}
     assert all(x.tolerance > 0 for x in measured if x.name not in exact)
     assert all(x.tolerance == 0 for x in measured if x.name in exact)
 

@@ -281,14 +281,14 @@ def test_a_rate_of_sm_work_in_a_clock_state_the_baseline_lacks_is_compared_per_c
 
 
 
-def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_and_said_so(tmp_path):
-    # H200 GPU-d94475a2, 2026-11-26: zero-operand tensor power 282.174 W at 1725 MHz, 287.83 W at 1740 MHz
-    # (+2.0 %, band 1 %) in the next process: the clock state moved, not the unit
+def test_a_power_read_in_a_far_clock_state_than_its_baseline_is_not_compared_and_said_so(tmp_path):
+    # H200 GPU-d94475a2, 2026-11-26: zero-operand tensor power 282.174 W at 1725 MHz; a reading 5.2 % faster
+    # (1815 MHz) is past POWER_CLOCK_REACH: another regime of the clock, no like-for-like compare
     store = baselines.Store(tmp_path)
     power = dict(fact="wgmma_bf16_zero_operand_power_w", rel=0.01)
     store.save([_at(282.174, 1725.0, **power)], FINISHED)
     base = store.baseline(UUID)
-    reading = _at(287.83, 1740.0, **power)
+    reading = _at(296.9, 1815.0, **power)
     reading.unit = "W"
     assert unit_compare.compare(base.verdicts, [reading]) == []
     assert unit_compare.other_clock_state(base.verdicts, [reading]) == ["wgmma_bf16_zero_operand_power_w"]
@@ -297,7 +297,7 @@ def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_a
     same.unit = "W"
     (m,) = unit_compare.compare(base.verdicts, [same])
     assert "+2.00%" in m.measured_text and unit_compare.other_clock_state(base.verdicts, [same]) == []
-    assert "°C" not in m.expected  # no temperature recorded: none said
+    assert "°C" not in m.expected and "clocks'" not in m.expected  # no temperature recorded, no scaling: none said
     # a rate in cycles read in another state is compared as before (only the power's units are exempt)
     (m,) = unit_compare.compare(base.verdicts, [_at(282.174 * 1.02, 1740.0, **power)])
     assert m.expected.endswith("at 1725 MHz")
@@ -309,6 +309,34 @@ def test_a_power_read_in_another_clock_state_than_its_baseline_is_not_compared_a
     store.save([reading], dict(FINISHED, date="2026-11-26T10:00:00"))
     assert unit_compare.other_clock_state(store.baseline(UUID).verdicts, [reading]) == []
 
+
+def test_a_power_in_a_near_clock_state_is_compared_scaled_by_the_clocks_in_a_wider_band(tmp_path):
+    # H200 GPU-d94475a2: 282.174 W at 1725 MHz, 287.83 W at 1740 MHz in the next process (+2.0 % for +0.87 %):
+    # the baseline scaled to 1740 MHz reads 284.63, the band 1 % + 1.3 x 0.87 %: no MOVED
+    store = baselines.Store(tmp_path)
+    store.save([_power_from(282.174, 45, clock=1725.0, rel=0.01)], FINISHED)
+    base = store.baseline(UUID).verdicts
+    assert unit_compare.compare(base, [_power_from(287.83, 46, clock=1740.0, rel=0.01)]) == []
+    assert unit_compare.other_clock_state(base, [_power_from(287.83, 46, clock=1740.0, rel=0.01)]) == []
+    # H100 GPU-540d8aa9, 2026-11-26 late: 307.86 / 308.26 W at 1814.9 MHz from 43-44 degrees C; the planted
+    # baseline (+5 %) against its next process's 306.33 W at 1800.0 MHz from 46: -4.57 % after scaling, over
+    # the 3 % band + 1.3 x 0.82 %: MOVED, and the verdict says how the band was widened
+    store = baselines.Store(tmp_path / "h100")
+    store.save([_power_from(308.26 * 1.05, 44, clock=1814.9)], FINISHED)
+    base = store.baseline(UUID).verdicts
+    (m,) = unit_compare.compare(base, [_power_from(306.33, 46, clock=1800.0)])
+    assert "-4.57%" in m.measured_text and "+ 1.3 x the clocks' 0.82%" in m.expected
+    assert "scaled to 1800 MHz" in m.expected
+    # unplanted, the same two readings agree
+    store = baselines.Store(tmp_path / "h100-unplanted")
+    store.save([_power_from(308.26, 44, clock=1814.9)], FINISHED)
+    assert unit_compare.compare(store.baseline(UUID).verdicts, [_power_from(306.33, 46, clock=1800.0)]) == []
+    # a baseline of the reading's own state is taken before one that needs scaling
+    store.save([_power_from(306.33 * 1.05, 46, clock=1800.0)], dict(FINISHED, date="2026-11-26T10:00:00"))
+    (m,) = unit_compare.compare(store.baseline(UUID).verdicts, [_power_from(306.33, 46, clock=1800.0)])
+    assert "clocks'" not in m.expected and "-4.76%" in m.measured_text
+    # near in clock but begun 3 degrees C apart: no compare
+    assert unit_compare.compare(base, [_power_from(306.33, 47, clock=1800.0)]) == []
 
 
 def _power_from(watts: float, start_c: int | None, *, capped: bool = False, rel: float = 0.03,
@@ -346,13 +374,16 @@ def test_a_power_at_the_cap_is_compared_at_any_clock_and_one_below_it_only_at_it
     (m,) = unit_compare.compare(base, [_power_from(697.93, 51, capped=True, clock=1592.2, limit_w=700.0, rel=0.01)])
     assert "-4.88%" in m.measured_text
     # the zero-operand power, under the cap (NVML's sw_power_cap beside it notwithstanding), in another clock
-    # state than its baseline: not compared (+0.9 % clock, +2 % power, unit_compare.CLOCK_STATE_UNITS)
+    # state than its baseline: compared scaled by the clocks, its band widened (POWER_CLOCK_SLACK), not as a
+    # capped one: the planted 5 % (-3.93 % after scaling) stays within 3 % + 1.3 x 0.83 %
     store = baselines.Store(tmp_path / "zero")
     store.save([_power_from(311.73 * 1.05, 53, capped=True, clock=1800.0, limit_w=700.0)], FINISHED)
     base = store.baseline(UUID).verdicts
     reading = _power_from(317.09, 54, capped=True, clock=1815.0, limit_w=700.0)
     assert unit_compare.compare(base, [reading]) == []
-    assert unit_compare.other_clock_state(base, [reading]) == ["wgmma_bf16_zero_operand_power_w"]
+    assert unit_compare.other_clock_state(base, [reading]) == []
+    (m,) = unit_compare.compare(base, [_power_from(317.09 * 0.99, 54, capped=True, clock=1815.0, limit_w=700.0)])
+    assert "clocks' 0.83%" in m.expected
     # and in its own clock state, but a stress begun 4 degrees C warmer: not compared either
     assert unit_compare.compare(base, [_power_from(311.73, 57, capped=True, clock=1800.0, limit_w=700.0)]) == []
     # a baseline at the cap and a reading under it (the cap no longer reached): compared at any clock, MOVED
