@@ -1,8 +1,9 @@
 """results layer: a unit against its own baseline. A fact that moved by more than its same-unit band
 since a baseline run on the same GPU (same UUID) is MOVED; the compare takes like with like: the same
 method (the facts entry's text), the same SM clock state where the unit has run in several, a rate of SM
-work scaled by the two clocks, a power below the cap across clock states only where they are near enough
-to scale it (docs/method.md, "the unit's own baseline").
+work scaled by the two clocks, a power below the cap in a near state (a clock within 2 %, a stress begun
+within 6 degrees C) in a band widened for the difference, on the temperature's side only (docs/method.md,
+"the unit's own baseline").
 """
 
 from __future__ import annotations
@@ -106,17 +107,44 @@ def same_state(old: Verdict, new: Verdict) -> bool:
 POWER_CLOCK_SLACK = 1.3
 #: ... where the two clocks are at most this far apart (a step or two of the clock; farther is another regime)
 POWER_CLOCK_REACH = 0.02
+#: a power below the cap whose stress began more than SAME_START_TEMPERATURE_C warmer than its baseline's may read
+#: this share of the baseline more per degree C, and one begun cooler as much less: a die draws more the warmer
+#: it is, never less (the steepest unit: H100 GPU-2b139b2f 310.6-311.1 W from 41 degrees C, 319.4 from 44, 0.94 %
+#: a degree; GPU-5a4f00df 318.7 W from 57, 322.3 from 60 at one clock, 0.38 %, 2026-11-26). The band opens on
+#: that side only: a reading that moved against the temperature is held to the same-unit band
+POWER_TEMPERATURE_SLACK = 0.01
+#: ... where the two stresses began at most this far apart (degrees C)
+POWER_TEMPERATURE_REACH_C = 6
 
 
 def near_state(old: Verdict, new: Verdict) -> bool:
-    """Whether a power below the cap read in another clock state can still be compared with ``old``
-    (:data:`POWER_CLOCK_SLACK`): clocks within :data:`POWER_CLOCK_REACH` of each other, stresses begun within
-    :data:`SAME_START_TEMPERATURE_C`."""
+    """Whether a power below the cap read in another state can still be compared with ``old``: clocks within
+    :data:`POWER_CLOCK_REACH` of each other (:data:`POWER_CLOCK_SLACK`), stresses begun within
+    :data:`POWER_TEMPERATURE_REACH_C` (:data:`POWER_TEMPERATURE_SLACK`)."""
     a, b = reading_clock(old), reading_clock(new)
-    if a is None or b is None or abs(a - b) > POWER_CLOCK_REACH * max(a, b):
+    if a is not None and b is not None and abs(a - b) > POWER_CLOCK_REACH * max(a, b):
         return False
     ta, tb = start_temperature_c(old), start_temperature_c(new)
-    return ta is None or tb is None or abs(ta - tb) <= SAME_START_TEMPERATURE_C
+    return ta is None or tb is None or abs(ta - tb) <= POWER_TEMPERATURE_REACH_C
+
+
+def power_band(old: Verdict, new: Verdict, base: float, band: float) -> tuple[float, float, str]:
+    """A near-state power's band below and above ``base`` (``old``'s reading scaled to ``new``'s clock;
+    ``band`` the same-unit one): widened on both sides for the clocks' difference and on the temperature's
+    side for a stress begun more than SAME_START_TEMPERATURE_C apart; with the words that say how."""
+    a, b = reading_clock(old), reading_clock(new)
+    clock = POWER_CLOCK_SLACK * abs(b - a) / a * abs(base) if a and b and not same_clock(a, b) else 0.0
+    below = above = band + clock
+    how = f" + {POWER_CLOCK_SLACK:g} x the clocks' {abs(b - a) / a:.2%}" if clock else ""
+    ta, tb = start_temperature_c(old), start_temperature_c(new)
+    if ta is not None and tb is not None and abs(tb - ta) > SAME_START_TEMPERATURE_C:
+        warm = POWER_TEMPERATURE_SLACK * abs(tb - ta) * abs(base)
+        if tb > ta:
+            above += warm
+        else:
+            below += warm
+        how += f" + {POWER_TEMPERATURE_SLACK:.0%} a degree C {'above' if tb > ta else 'below'} for {tb - ta:+g} °C"
+    return below, above, how
 
 
 def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
@@ -182,15 +210,15 @@ def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> lis
         other_state = bool(clock and mine and not same_clock(clock, mine))
         # SM work per second, or a power below the cap (near_state), in another clock state: the baseline as it
         # reads at this reading's clock; the power's band widened for how far its clock dependence may stray
-        power = other_state and v.unit in CLOCK_STATE_UNITS and not same_state(o, v)
+        power = v.unit in CLOCK_STATE_UNITS and not same_state(o, v)
         scaled = other_state and (ceilings.scales_with_sm_clock(v.fact) or power)
         base = o.measured * mine / clock if scaled else o.measured
-        band = same_unit_band(v, base) + (POWER_CLOCK_SLACK * abs(mine - clock) / clock * abs(base) if power else 0.0)
-        if abs(v.measured - base) > band:
+        band = same_unit_band(v, base)
+        below, above, widened = power_band(o, v, base, band) if power else (band, band, "")
+        if not base - below <= v.measured <= base + above:
             how = (f"same-unit band {v.same_unit_tolerance_rel:.2%}" if v.same_unit_tolerance_rel
-                   else "the fact's tolerance: no same-unit band recorded")
-            if power:
-                how += f" + {POWER_CLOCK_SLACK:g} x the clocks' {abs(mine - clock) / clock:.2%}"
+                   else "the fact's tolerance: no same-unit band recorded") + widened
+            spread = f"± {band:.3g}" if below == above else f"-{below:.3g} / +{above:.3g}"
             at = (f" (its {o.measured:.3f} at {clock:g} MHz scaled to {mine:g} MHz)" if scaled
                   else f" at {clock:g} MHz" if other_state else "")
             # a power depends on the die's temperature too (SAME_START_TEMPERATURE_C)
@@ -198,7 +226,7 @@ def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> lis
             if v.unit in CLOCK_STATE_UNITS and None not in warm:
                 at += f" (its stress began at {warm[0]:g} °C, this one at {warm[1]:g} °C)"
             m = dataclasses.replace(v, status=MOVED, kind="baseline", attempts=[],
-                                    expected=f"baseline {base:.3f} ± {band:.3g} {v.unit} ({how}){at}",
+                                    expected=f"baseline {base:.3f} {spread} {v.unit} ({how}){at}",
                                     measured_text=f"{v.measured:.3f} {v.unit} on {gpu_label(v)} "
                                     f"(moved {v.measured - base:+.3f}, {(v.measured - base) / base:+.2%})")
             m.flags = []

@@ -335,8 +335,12 @@ def test_a_power_in_a_near_clock_state_is_compared_scaled_by_the_clocks_in_a_wid
     store.save([_power_from(306.33 * 1.05, 46, clock=1800.0)], dict(FINISHED, date="2026-11-26T10:00:00"))
     (m,) = unit_compare.compare(store.baseline(UUID).verdicts, [_power_from(306.33, 46, clock=1800.0)])
     assert "clocks'" not in m.expected and "-4.76%" in m.measured_text
-    # near in clock but begun 3 degrees C apart: no compare
-    assert unit_compare.compare(base, [_power_from(306.33, 47, clock=1800.0)]) == []
+    # near in clock and begun 3 degrees C warmer: the band opens above only (a warmer die draws more), so the
+    # planted baseline's reading, lower still, is MOVED; 6 degrees warmer than that is past the reach: no compare
+    (m,) = unit_compare.compare(base, [_power_from(306.33, 47, clock=1800.0)])
+    assert "+ 1% a degree C above for +3 °C" in m.expected
+    assert unit_compare.compare(base, [_power_from(306.33, 44 + unit_compare.POWER_TEMPERATURE_REACH_C + 1,
+                                                   clock=1800.0)]) == []
 
 
 def _power_from(watts: float, start_c: int | None, *, capped: bool = False, rel: float = 0.03,
@@ -384,8 +388,9 @@ def test_a_power_at_the_cap_is_compared_at_any_clock_and_one_below_it_only_at_it
     assert unit_compare.other_clock_state(base, [reading]) == []
     (m,) = unit_compare.compare(base, [_power_from(317.09 * 0.99, 54, capped=True, clock=1815.0, limit_w=700.0)])
     assert "clocks' 0.83%" in m.expected
-    # and in its own clock state, but a stress begun 4 degrees C warmer: not compared either
-    assert unit_compare.compare(base, [_power_from(311.73, 57, capped=True, clock=1800.0, limit_w=700.0)]) == []
+    # and in its own clock state, a stress begun 4 degrees C warmer that reads 4.8 % less: MOVED (warmer draws more)
+    (m,) = unit_compare.compare(base, [_power_from(311.73, 57, capped=True, clock=1800.0, limit_w=700.0)])
+    assert "-4.76%" in m.measured_text and "above for +4 °C" in m.expected
     # a baseline at the cap and a reading under it (the cap no longer reached): compared at any clock, MOVED
     store = baselines.Store(tmp_path / "fell")
     store.save([_power_from(698.78, 47, capped=True, clock=1600.3, limit_w=700.0, rel=0.01)], FINISHED)
@@ -411,13 +416,19 @@ def test_a_power_below_the_cap_is_compared_only_with_a_stress_that_began_at_its_
     store.save([_power_from(313.9, 48)], FINISHED)
     base = store.baseline(UUID).verdicts
     warmer = _power_from(322.6, 53)
-    assert unit_compare.compare(base, [warmer]) == []
-    assert unit_compare.other_clock_state(base, [warmer]) == ["wgmma_bf16_zero_operand_power_w"]
-    # within SAME_START_TEMPERATURE_C it is compared, and 5 % is MOVED
+    # 5 degrees C warmer: compared in a band open 5 % further above (POWER_TEMPERATURE_SLACK), so the +2.8 % of a
+    # warmer die is no MOVED, while 5 % less is; 7 degrees warmer is past the reach: not compared, and said so
+    assert unit_compare.compare(base, [warmer]) == [] and unit_compare.other_clock_state(base, [warmer]) == []
+    (m,) = unit_compare.compare(base, [_power_from(313.9 * 0.95, 53)])
+    assert "-9.42 / +25.1 W" in m.expected
+    far = _power_from(322.6, 48 + unit_compare.POWER_TEMPERATURE_REACH_C + 1)
+    assert unit_compare.compare(base, [far]) == []
+    assert unit_compare.other_clock_state(base, [far]) == ["wgmma_bf16_zero_operand_power_w"]
+    # within SAME_START_TEMPERATURE_C the band is the same-unit one on both sides: 5 % is MOVED either way
     edge = 48 + unit_compare.SAME_START_TEMPERATURE_C
     assert len(unit_compare.compare(base, [_power_from(313.9 * 1.05, edge)])) == 1
     assert unit_compare.other_clock_state(base, [_power_from(313.9, edge)]) == []
-    assert unit_compare.compare(base, [_power_from(313.9 * 1.05, edge + 1)]) == []
+    assert unit_compare.compare(base, [_power_from(313.9 * 1.05, edge + 1)]) == []  # 3 % + 3 %
     # a reading without a temperature is taken as in every thermal state
     assert len(unit_compare.compare(base, [_power_from(313.9 * 1.05, None)])) == 1
     # the store keeps the warmer reading as a state of its own; the next warm run compares with it
@@ -430,9 +441,10 @@ def test_a_power_below_the_cap_is_compared_only_with_a_stress_that_began_at_its_
 
 def test_a_file_given_as_the_baseline_names_the_powers_it_did_not_compare(tmp_path):
     # a planted baseline of a four-H100 node, 2026-11-26: GPU-8a3eeee9's zero-operand stress began at 40 degrees C
-    # in the baseline's process, 44 in the compared one: no compare, and the summary says so
+    # in the baseline's process; one begun 7 degrees warmer (past POWER_TEMPERATURE_REACH_C): no compare, and the
+    # summary says so
     (_uuid, path, _ok, _why), = baselines.Store(tmp_path / "planted").save([_power_from(304.7 * 1.05, 40)], FINISHED)
-    moved, notes, _ = baselines.compare_units(baselines.Store(tmp_path / "store"), str(path), [_power_from(310.9, 44)], {})
+    moved, notes, _ = baselines.compare_units(baselines.Store(tmp_path / "store"), str(path), [_power_from(310.9, 47)], {})
     assert moved == [] and notes == [f"compared with {path}; 1 not compared, read in another SM clock or thermal "
                                      "state than their baseline readings (wgmma_bf16_zero_operand_power_w)"]
     # at the baseline's temperature the same file compares it: 5 % is MOVED
