@@ -206,6 +206,8 @@ def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> lis
         if not candidates:  # other_clock_state() names a power that had readings of other states only
             continue
         o = nearest_clock(candidates, v)
+        if v.unit in CLOCK_STATE_UNITS and not same_state(o, v):  # near states only: the one of the narrowest band
+            o = min(candidates, key=lambda c: sum(power_band(c, v, 1.0, 0.0)[:2]))
         clock, mine = reading_clock(o), reading_clock(v)
         other_state = bool(clock and mine and not same_clock(clock, mine))
         # SM work per second, or a power below the cap (near_state), in another clock state: the baseline as it

@@ -536,3 +536,21 @@ def test_a_reading_taken_by_another_method_is_no_baseline_and_the_summary_says_s
     assert [m.fact for m in unit_compare.compare(store.baseline(UUID).verdicts,
                                             [verdict(690.0, fact="power_w", rel=0.01)])] == ["power_w"]
     assert unit_compare.method_changed(store.baseline(UUID).verdicts, [verdict(23.0)]) == []
+
+
+def test_of_near_state_baselines_a_power_is_compared_with_the_one_of_the_narrowest_band(tmp_path):
+    # H100 GPU-190bcd2c, 2026-11-27: zero-operand power 311.95 W at 1808.6 MHz from 44 degrees C, 309.1 at 1815.0
+    # from 41; the planted 5 % baselines against 308.28 at 1806.9 from 40. The nearest clock (1808.6) is 4 degrees
+    # away (a band opened 4 % below: -5.8 % hides in it); the other, 0.45 % off in clock and 1 degree, is MOVED
+    store = baselines.Store(tmp_path)
+    store.save([_power_from(311.95 * 1.05, 44, clock=1808.6)], FINISHED)
+    store.save([_power_from(309.1 * 1.05, 41, clock=1815.0)], dict(FINISHED, date="2026-11-26T10:00:00"))
+    base = store.baseline(UUID).verdicts
+    assert len(base) == 2
+    (m,) = unit_compare.compare(base, [_power_from(308.28, 40, clock=1806.9)])
+    assert "its 324.555 at 1815 MHz scaled to 1806.9 MHz" in m.expected and "-4.59%" in m.measured_text
+    # unplanted, neither is MOVED
+    store = baselines.Store(tmp_path / "unplanted")
+    store.save([_power_from(311.95, 44, clock=1808.6)], FINISHED)
+    store.save([_power_from(309.1, 41, clock=1815.0)], dict(FINISHED, date="2026-11-26T10:00:00"))
+    assert unit_compare.compare(store.baseline(UUID).verdicts, [_power_from(308.28, 40, clock=1806.9)]) == []
