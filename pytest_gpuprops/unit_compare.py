@@ -100,11 +100,14 @@ def same_state(old: Verdict, new: Verdict) -> bool:
 
 
 #: a power below the cap read in another SM clock state than every baseline reading of its thermal state is
-#: compared with the nearest-clock one scaled by the two clocks (dynamic power at one voltage, in proportion to
-#: the clock), its band widened by this many times the clocks' relative difference: the power follows the
-#: clock by more than in proportion where the voltage steps with it (H200 GPU-d94475a2: +2.0 % for +0.9 %, 2026-11-26,
-#: 2.3 x) and by less where it does not (H100 GPU-540d8aa9: 306.3 W at 1800.0 MHz, 307.9-308.3 W at 1814.9, 0.8 x)
-POWER_CLOCK_SLACK = 1.3
+#: compared with a baseline scaled by the clocks' ratio to this power, its band widened by POWER_CLOCK_SLACK x the
+#: clocks' relative difference: between one process and the next at one start temperature (or corrected for it by
+#: 0.4 % a degree) the zero-operand power followed the clock with exponents 0.45 (H100 GPU-5a4f00df, 317.5 W at 1815
+#: MHz, 318.7 at 1830), 0.9 (GPU-190bcd2c), 0.8-2 (GPU-540d8aa9), 1.9 (GPU-2f4cf031, 312.0 W at 1815, 317.0 at 1830)
+#: and 2.3 (H200 GPU-d94475a2, 282.2 W at 1725, 287.8 at 1740), 2026-11-26/27: the voltage steps with the clock on
+#: some units and not on others. The middle of that range, and its half-width
+POWER_CLOCK_EXPONENT = 1.4
+POWER_CLOCK_SLACK = 0.95
 #: ... where the two clocks are at most this far apart (a step or two of the clock; farther is another regime)
 POWER_CLOCK_REACH = 0.02
 #: a power below the cap whose stress began more than SAME_START_TEMPERATURE_C warmer than its baseline's may read
@@ -129,7 +132,8 @@ def near_state(old: Verdict, new: Verdict) -> bool:
 
 
 def power_band(old: Verdict, new: Verdict, base: float, band: float) -> tuple[float, float, str]:
-    """A near-state power's band below and above ``base`` (``old``'s reading scaled to ``new``'s clock;
+    """A near-state power's band below and above ``base`` (``old``'s reading scaled to ``new``'s clock by
+    :data:`POWER_CLOCK_EXPONENT`;
     ``band`` the same-unit one): widened on both sides for the clocks' difference and on the temperature's
     side for a stress begun more than SAME_START_TEMPERATURE_C apart; with the words that say how."""
     a, b = reading_clock(old), reading_clock(new)
@@ -214,7 +218,8 @@ def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> lis
         # reads at this reading's clock; the power's band widened for how far its clock dependence may stray
         power = v.unit in CLOCK_STATE_UNITS and not same_state(o, v)
         scaled = other_state and (ceilings.scales_with_sm_clock(v.fact) or power)
-        base = o.measured * mine / clock if scaled else o.measured
+        base = (o.measured * (mine / clock) ** POWER_CLOCK_EXPONENT if power else o.measured * mine / clock) \
+            if scaled else o.measured
         band = same_unit_band(v, base)
         below, above, widened = power_band(o, v, base, band) if power else (band, band, "")
         if not base - below <= v.measured <= base + above:
