@@ -18,10 +18,16 @@ def _fits(source: str, arch: str) -> bool:
 
 
 def _fact_of(item):
-    """The FactSpec a test takes as its ``fact`` parameter (pytest_gpuprops.factspec), or None."""
-    from pytest_gpuprops.factspec import FactSpec
+    """The FactSpec or SweepSpec a test takes as its ``fact`` parameter (pytest_gpuprops.factspec), or None."""
+    from pytest_gpuprops.factspec import FactSpec, SweepSpec
     fact = getattr(getattr(item, "callspec", None), "params", {}).get("fact")
-    return fact if isinstance(fact, FactSpec) else None
+    return fact if isinstance(fact, (FactSpec, SweepSpec)) else None
+
+
+def _launches_of(fact) -> list:
+    """The KernelSpecs a fact's test launches: a fact spec's one build, a sweep's every distinct build."""
+    from pytest_gpuprops.factspec import SweepSpec
+    return fact.builds() if isinstance(fact, SweepSpec) else [fact.build()]
 
 
 def _static_builds(item, specs, launched):
@@ -33,8 +39,8 @@ def _static_builds(item, specs, launched):
     from pytest_gpuprops.prefetch import Build
     fact = _fact_of(item)
     if fact is not None:
-        spec = fact.build()
-        return [(Build.of(KERNELS / spec.source, f.compile_arch(), spec.defines), spec) for f in fact.on_each_arch()]
+        return [(Build.of(KERNELS / spec.source, f.compile_arch(), spec.defines), spec)
+                for f in fact.on_each_arch() for spec in _launches_of(f)]
     own = getattr(getattr(item, "module", None), "_builds_of", None)  # a file that says what it compiles
     if own is not None:
         return [(Build.of(KERNELS / src, a, d), None) for src, a, d in own(item) if _fits(src, a)]
@@ -101,9 +107,9 @@ def _gpu_builds(gpu_items, arch: str, *, per_test_only: bool = False) -> list[tu
         if fact is not None:
             # a fact built for another arch than the GPU's (wgmma: sm_90a) is a per-test build, made
             # beside the tests as the wgmma files' own builds are
-            if fact.arch in (None, arch) and (not per_test_only or fact.build_arch is not None):
-                spec = fact.build()
-                out.append((fact.build_arch or arch, spec.source, spec.defines, spec))
+            build_arch = getattr(fact, "build_arch", None)
+            if fact.arch in (None, arch) and (not per_test_only or build_arch is not None):
+                out += [(build_arch or arch, spec.source, spec.defines, spec) for spec in _launches_of(fact)]
             continue
         if per_item is not None:
             if arch == "sm_90":

@@ -30,6 +30,7 @@ import statistics
 
 import specs_caches as sc
 
+from pytest_gpuprops.factspec import SweepSpec
 from pytest_gpuprops.kernel_spec import KernelSpec
 
 KIB, MIB, LINE = sc.KIB, sc.MIB, sc.LINE
@@ -173,3 +174,54 @@ def line_bytes(knees: dict[int, int], grid: int = LINE_GRID) -> int:
 
 def _knees_text(knees: dict[int, int]) -> str:
     return ", ".join(f"stride {s} B: {k / KIB:g} KiB" for s, k in sorted(knees.items()))
+
+
+def read_line(points) -> tuple[int, dict]:
+    """The line sweeps' (``((stride, footprint), cycles)``) read: each stride's L1 capacity
+    (specs_caches.l1_capacity), then :func:`line_bytes`; the capacities in KiB with it."""
+    by_stride: dict[int, list] = {}
+    for (stride, footprint), cycles in points:
+        by_stride.setdefault(stride, []).append((footprint, cycles))
+    knees = {}
+    for stride, sweep in by_stride.items():
+        try:
+            knees[stride] = sc.l1_capacity(sweep).reach
+        except sc.SweepError as exc:
+            raise sc.SweepError(f"at stride {stride} B: {exc}") from exc
+    return line_bytes(knees), {"capacity_kib": {str(s): k / KIB for s, k in sorted(knees.items())}}
+
+
+# ----------------------------------------------------------------------------------------------
+# the facts
+
+_OFFSETS_TEXT = ", ".join(map(str, PAIR_OFFSETS))
+_PAIR_READ_TEXT = (f"the lines in one random cycle, each visited at its first word and then at the word d bytes in; one "
+                   f"warp, {PAIR_UNROLL} timed hops a launch, launches going on through the cycle; cycles a hop for d in "
+                   f"{_OFFSETS_TEXT}; the value is the first d that reads over the midpoint of the smallest d's level "
+                   f"and the sweep's top (at least {PAIR_MISS_RISE} x it), {LINE} where every d reads within "
+                   f"{sc.PLATEAU_BAND:.0%} of the smallest's")
+_PAIR_WHERE = {
+    "l1_sector_bytes": (f"ld.global.ca pointer chase (global_chase.cu CACHE=0) in pairs over {PAIR_L1_FOOTPRINT >> 20} MiB "
+                        "of 128-byte lines, read once on the host side first (every line in L2, none in L1)"),
+    "l2_dram_fill_bytes": (f"ld.global.cg pointer chase (global_chase.cu CACHE=1) in pairs over {PAIR_DRAM_FOOTPRINT >> 20} "
+                           "MiB of 128-byte lines, then as many bytes of other writes (no line in L2)"),
+}
+_LINE_METHOD = (
+    f"ld.global.ca capacity chase (l1_capacity_chase.cu CACHE=0), one 8-byte node every s bytes for s in "
+    f"{', '.join(map(str, LINE_STRIDES))}, one random cycle, one warp, {sc.CAP_UNROLL} timed hops after one untimed "
+    f"walk; {LINE_CARVEOUT.shared_mem // KIB} KiB of dynamic shared memory, carve-out hint {LINE_CARVEOUT.hint} %; "
+    f"footprints 4 .. {LINE_FOOTPRINTS[-1] // KIB} KiB (2 KiB steps from 12); each stride's capacity the last footprint "
+    f"of its L1-hit plateau; the value is the largest stride whose capacity is the densest stride's (within "
+    f"{LINE_GRID // KIB} KiB), the next stride's being twice it")
+
+#: the sweeps' facts (hwtests/test_cache_lines.py tests them, tools/fact_specs.py lists them). What one DRAM
+#: miss fills is the GPU model's memory system's (its L2 and memory controllers); the L1's sector and line the SM's
+FACTS: list[SweepSpec] = [
+    *(SweepSpec(name, lambda d, name=name: pair_fact_chase(name, d), PAIR_OFFSETS, first_missed_offset,
+                method=f"{_PAIR_WHERE[name]}: {_PAIR_READ_TEXT}", unit="bytes", divisor=PAIR_UNROLL,
+                scope="gpu" if name == "l2_dram_fill_bytes" else "arch", x_names=("offset",))
+      for name in PAIR_FACTS),
+    SweepSpec(LINE_FACT, lambda x: line_chase(*x), tuple((s, f) for s in LINE_STRIDES for f in LINE_FOOTPRINTS),
+              read_line, method=_LINE_METHOD, unit="bytes", divisor=sc.CAP_UNROLL, x_names=("stride", "footprint")),
+]
+

@@ -22,8 +22,8 @@ KERNELS = Path(__file__).parent.parent / "kernels"
 STATIC_BUILDS = {
     "l1_ca": lambda: sc.l1_chase(sc.CARVEOUTS["smem0"], 128 * KIB),
     "tlb_cg": lambda: sc.tlb_chase(4 * MIB, 2 * MIB),
-    **{f"pairs_{name}": (lambda name=name: sl.pair_fact_chase(name, 32)) for name in sl.PAIR_FACTS},
-    "l1_line_stride256": lambda: sl.line_chase(256, 64 * KIB),
+    # every build of the sector and line sweeps (factspec.SweepSpec.builds: one or two a sweep)
+    **{f"{f.name}_{i}": (lambda f=f, i=i: f.builds()[i]) for f in sl.FACTS for i in range(len(f.builds()))},
     **{f"const_{f}": (lambda f=f: sc.const_sweep_point(f)) for f in (sc.CONST_FOOTPRINTS[0], 4352,
                                                                      sc.CONST_FOOTPRINTS[-1])},
 }

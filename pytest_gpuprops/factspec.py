@@ -1,6 +1,7 @@
 """Fact specs: the one place a measured fact is declared.
 
-A :class:`FactSpec` says everything about one fact that is not its expected value: its name, the
+A :class:`FactSpec` (a :class:`SweepSpec` for a fact read where a sweep of launches steps) says
+everything about one fact that is not its expected value: its name, the
 kernel launch that measures it, what its timed region must hold, the statistic and divisor, its
 scope (the SM's, or the GPU model's memory system's), the method text record mode writes, and the
 arch it is defined for. The GPU test, the static region check, the session prefetch's build list,
@@ -172,7 +173,84 @@ class FactSpec:
                 "statistic": self.statistic.text(), "divisor": f"{self.per():g}", "unit": self.unit}
 
 
-def by_name(facts: Iterable[FactSpec]) -> dict[str, FactSpec]:
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    """One measured fact read from a sweep of launches, declared once as a :class:`FactSpec` is: a cache's
+    capacity, sector or line, where the value is where a curve steps, not one launch's statistic.
+
+    ``point(x)`` returns the KernelSpec of each point ``x`` of ``xs`` (its region the exact opcode counts
+    of a chase of dependent loads, which :func:`timing.build_for_timing` checks); a point's reading is the
+    median over launches of a launch's span over ``divisor`` (cycles a hop). ``read(points)`` takes the
+    sweep, ``[(x, cycles)]`` in ``xs``' order, and returns the fact's value and what it was read from (a
+    dict for the report), raising ValueError where the sweep shows no value. ``x_names`` name a point's
+    coordinates in the report's plot points (an ``x`` that is a tuple has one name a coordinate).
+    ``scope``, ``arch``, ``unit`` and ``method`` as a FactSpec's."""
+
+    name: str
+    point: Callable[..., KernelSpec]
+    xs: tuple
+    read: Callable[[list], tuple[float, dict]]
+    method: str
+    unit: str
+    divisor: float
+    scope: str = "arch"
+    arch: str = "sm_90"
+    x_names: tuple[str, ...] = ("x",)
+
+    def __post_init__(self):
+        if not facts_schema.NAME.match(self.name):
+            raise ValueError(f"fact {self.name!r} must be lower_snake_case")
+        if self.scope not in SCOPES:
+            raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")
+        if len(self.xs) < 2:
+            raise ValueError(f"fact {self.name}: a sweep of {len(self.xs)} points; expected at least 2")
+        if self.divisor <= 0:
+            raise ValueError(f"fact {self.name}: divisor {self.divisor}; expected a positive number of steps")
+
+    def compile_arch(self) -> str:
+        return self.arch
+
+    def on_each_arch(self) -> list[SweepSpec]:
+        return [self]
+
+    def builds(self) -> list[KernelSpec]:
+        """The sweep's distinct builds (its points differ by arguments and launch, mostly not by code)."""
+        return builds_of(self.point(x) for x in self.xs)
+
+    def build(self) -> KernelSpec:
+        """The first point's launch: a build every point of most sweeps shares."""
+        return self.point(self.xs[0])
+
+    def plot_point(self, x, cycles: float) -> dict:
+        """A point as the report's plot points hold it: its coordinates by name, and its cycles."""
+        coords = x if isinstance(x, tuple) else (x,)
+        if len(coords) != len(self.x_names):
+            raise ValueError(f"fact {self.name}: point {x!r} against coordinates {self.x_names}")
+        return {**dict(zip(self.x_names, coords)), "cycles": round(cycles, 2)}
+
+    def row(self) -> dict:
+        """The fact as the docs' list shows it."""
+        k = self.build()
+        defines = " ".join(f"{d}={v}" for d, v in k.defines.items())
+        region = ", ".join(f"{n} x {op}" for op, n in (k.region or {}).items())
+        return {"fact": self.name, "scope": self.scope, "arch": self.arch, "kernel": f"{k.source} {defines}".strip(),
+                "launch": f"{k.grid} x {k.block}", "region": f"{region} (a sweep)",
+                "statistic": f"a sweep of {len(self.xs)} points over {', '.join(self.x_names)}, read where it steps",
+                "divisor": f"{self.divisor:g}", "unit": self.unit}
+
+
+def builds_of(specs: Iterable[KernelSpec]) -> list[KernelSpec]:
+    """The distinct builds among ``specs`` (one per source, kernel and defines), in order."""
+    seen, out = set(), []
+    for k in specs:
+        key = (k.source, k.kernel, tuple(sorted(k.defines.items())))
+        if key not in seen:
+            seen.add(key)
+            out.append(k)
+    return out
+
+
+def by_name(facts: Iterable[FactSpec | SweepSpec]) -> dict[str, FactSpec | SweepSpec]:
     """The specs by fact name; a name declared twice is refused."""
     out: dict[str, FactSpec] = {}
     for f in facts:
@@ -182,25 +260,18 @@ def by_name(facts: Iterable[FactSpec]) -> dict[str, FactSpec]:
     return out
 
 
-def register_scopes(facts: Iterable[FactSpec]) -> None:
+def register_scopes(facts: Iterable[FactSpec | SweepSpec]) -> None:
     """Tell the facts layer which facts are the GPU model's (record mode files them under the GPU)."""
     gp_facts.register_gpu_scoped(*(f.name for f in facts if f.scope == "gpu"))
 
 
-def builds(facts: Iterable[FactSpec]) -> list[KernelSpec]:
+def builds(facts: Iterable[FactSpec | SweepSpec]) -> list[KernelSpec]:
     """The distinct builds of ``facts`` (one per source, kernel and defines), in order: what a session
-    compiles for them."""
-    seen, out = set(), []
-    for f in facts:
-        k = f.build()
-        key = (k.source, k.kernel, tuple(sorted(k.defines.items())))
-        if key not in seen:
-            seen.add(key)
-            out.append(k)
-    return out
+    compiles for them (every build of a sweep's points)."""
+    return builds_of(k for f in facts for k in (f.builds() if isinstance(f, SweepSpec) else [f.build()]))
 
 
-def markdown(facts: Iterable[FactSpec]) -> str:
+def markdown(facts: Iterable[FactSpec | SweepSpec]) -> str:
     """The facts as a Markdown table (the docs' fact list)."""
     rows = [f.row() for f in facts]
     cols = ["fact", "scope", "kernel", "launch", "region", "statistic", "divisor", "unit"]

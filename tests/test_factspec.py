@@ -516,3 +516,105 @@ def test_a_build_arch_is_compiled_for_and_needs_the_arch_it_runs_on():
     assert _spec().compile_arch() == "sm_90"
     with pytest.raises(ValueError, match="build_arch sm_90a needs the one arch it runs on"):
         _spec(build_arch="sm_90a", arch=None)
+
+
+# ----------------------------------------------------------------------------------------------
+# sweep specs: a fact read where a sweep of launches steps
+
+
+def _point(x) -> KernelSpec:
+    # two builds over the sweep: its code changes at x = 3 (as a sweep over two cache operators would)
+    return KernelSpec("chase.cu", "chase", {"CACHE": int(x >= 3), "UNROLL": 8}, grid=1, block=32,
+                      region={"LDG.E.64": 8}, shared_mem=x)
+
+
+def _sweep(**kw) -> fs.SweepSpec:
+    base = dict(name="x_bytes", point=_point, xs=(1, 2, 3, 4), read=lambda pts: (float(pts[-1][0]), {}),
+                method="m", unit="bytes", divisor=8)
+    return fs.SweepSpec(**{**base, **kw})
+
+
+@pytest.mark.parametrize("bad, match", [(dict(name="X"), "lower_snake_case"), (dict(scope="sm"), "scope"),
+                                        (dict(xs=(1,)), "at least 2"), (dict(divisor=0), "positive")])
+def test_a_sweep_spec_with_a_bad_name_scope_sweep_or_divisor_is_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        _sweep(**bad)
+
+
+def test_a_sweeps_builds_are_its_distinct_codes_and_the_session_compiles_each():
+    sweep = _sweep()
+    assert [k.defines["CACHE"] for k in sweep.builds()] == [0, 1]
+    assert sweep.build().shared_mem == 1 and sweep.on_each_arch() == [sweep] and sweep.compile_arch() == "sm_90"
+    spec = _spec()
+    assert [(k.source, k.defines.get("CACHE")) for k in fs.builds([spec, sweep])] == \
+        [("x.cu", None), ("chase.cu", 0), ("chase.cu", 1)]
+
+
+def test_a_sweeps_plot_point_names_each_coordinate():
+    assert _sweep().plot_point(2, 301.234) == {"x": 2, "cycles": 301.23}
+    pair = _sweep(xs=((64, 4096), (128, 4096)), point=lambda x: _point(1), x_names=("stride", "footprint"))
+    assert pair.plot_point((64, 4096), 30.0) == {"stride": 64, "footprint": 4096, "cycles": 30.0}
+    with pytest.raises(ValueError, match="coordinates"):
+        pair.plot_point(64, 30.0)
+
+
+def test_the_docs_list_has_a_row_per_sweep_and_the_tool_finds_the_sweep_modules():
+    row = _sweep().row()
+    assert row["region"] == "8 x LDG.E.64 (a sweep)" and row["statistic"].startswith("a sweep of 4 points over x")
+    assert "| `x_bytes` |" in fs.markdown([_sweep()])
+    import specs_lines
+    from gp_testing import load_tool
+    tool = load_tool("fact_specs")
+    assert {f.name for f in tool.all_facts()} >= {f.name for f in specs_lines.FACTS}
+
+
+class SweepGpuprops:
+    """The fixture's side a sweep test uses: each point's measurement (cycles from ``levels``), plot points,
+    the session clock, and check (which returns what it is handed)."""
+
+    def __init__(self, levels):
+        self.levels, self.measured, self.plots = levels, [], []
+        self.runner = SimpleNamespace(session_sm_clock_mhz=lambda: 1980.0)
+        self.fact_name = "x_bytes"
+
+    def measure(self, label, spec, *, divisor, stop):
+        self.measured.append((spec.shared_mem, divisor, stop.min_samples))
+        return SimpleNamespace(median=self.levels[spec.shared_mem])
+
+    def plot_point(self, plot, **point):
+        self.plots.append((plot, point))
+
+    def fact(self, name):
+        return None
+
+    def check(self, name, m, *, benchmark=None, method=""):
+        return name, m, method
+
+
+def test_a_sweep_is_measured_point_by_point_read_once_and_measured_again_whole():
+    from specs_caches import SweepError
+    reads = []
+
+    def read(points):
+        reads.append(points)
+        hit = points[0][1]
+        return next(x for x, c in points if c > 1.5 * hit), {"hit_cycles": hit}
+
+    g = SweepGpuprops({1: 30.0, 2: 31.0, 3: 290.0, 4: 291.0})
+    name, m, method = ft.measure_sweep_and_check(g, _sweep(read=read))
+    assert (name, m.values, m.unit, m.noise_target, method) == ("x_bytes", [3.0], "bytes", 0.0, "m")
+    assert [x for x, _, _ in g.measured] == [1, 2, 3, 4] and {d for _, d, _ in g.measured} == {8}
+    assert m.launch["hit_cycles"] == 30.0 and m.launch["sweep"][2] == {"x": 3, "cycles": 290.0}
+    assert m.sm_clock_mhz == 1980.0 and g.plots[0] == ("x_bytes", {"x": 1, "cycles": 30.0})
+    assert len(reads) == 1
+    again = m.remeasure()
+    assert again.values == [3.0] and len(g.measured) == 8 and len(reads) == 2
+    # a sweep that shows no value fails the test, saying what the reader said
+    flat = SweepGpuprops({1: 30.0, 2: 30.0, 3: 30.0, 4: 30.0})
+
+    def no_step(points):
+        raise SweepError("no step: 30.0 everywhere")
+    with pytest.raises(pytest.fail.Exception, match="x_bytes: no step: 30.0 everywhere"):
+        ft.measure_sweep_and_check(flat, _sweep(read=no_step))
+    with pytest.raises(ValueError, match="handed the sweep of y_bytes"):
+        ft.measure_sweep_and_check(g, _sweep(name="y_bytes"))

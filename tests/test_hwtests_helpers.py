@@ -822,3 +822,20 @@ def test_the_static_prefetch_foresees_every_build_the_throughput_checks_compile(
     # L2 read's shared chunks and the DRAM facts' tiles), the wgmma stress for sm_90 and per sm_90a type
     assert len(probe.by_tests) == 4 * 4 + 1 + len(workloads.WGMMA_DTYPES) and probe.missed == {}
     r.stdout.fnmatch_lines(["foreseen builds: 19 of the 19 builds the tests asked for; not foreseen: 0"])
+
+
+def test_the_prefetch_foresees_every_build_of_a_sweep_fact_and_nothing_else():
+    """hwtests/conftest.py: a test of a sweep spec (its ``fact`` parameter, factspec.SweepSpec) prefetches each
+    distinct build of its sweep's points, for the GPU run and for the static check, not every launched build
+    of the suite (a file that names no builds gets those)."""
+    import specs_lines
+    conftest = _hwtests_conftest()
+    for sweep in specs_lines.FACTS:
+        item = _item("test_cache_lines.py", "test_sweep_fact", fact=sweep)
+        got = [(a, src, d) for a, src, d, _ in conftest._gpu_builds([item], "sm_90")][2:]  # after the two always built
+        assert got == [("sm_90", k.source, k.defines) for k in sweep.builds()]
+        static = conftest._static_builds(item, specs, {})
+        assert [(b.source.name, b.arch) for b, _ in static] == [(k.source, "sm_90") for k in sweep.builds()]
+    # on a GPU of another arch, an sm_90 sweep builds nothing
+    assert conftest._gpu_builds([_item("test_cache_lines.py", "test_sweep_fact", fact=specs_lines.FACTS[0])],
+                                "sm_86")[2:] == []
