@@ -252,7 +252,7 @@ def cool_down(temperature: Callable[[], int | None], at_most_c: float, *, timeou
     (unit_compare.SAME_START_TEMPERATURE_C), so a stress that follows a hotter one starts from one state
     run after run instead of from however far the GPU had cooled. What happened goes to the report: the
     target, the seconds waited, the temperature reached and whether it was reached (a GPU that stays
-    hotter is measured anyway, and its reading is compared only with baselines of its own state)."""
+    hotter is measured anyway, its reading compared as unit_compare.near_state allows)."""
     t0 = clock()
     while True:
         now_c = temperature()

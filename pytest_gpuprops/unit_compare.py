@@ -133,9 +133,9 @@ def near_state(old: Verdict, new: Verdict) -> bool:
 
 def power_band(old: Verdict, new: Verdict, base: float, band: float) -> tuple[float, float, str]:
     """A near-state power's band below and above ``base`` (``old``'s reading scaled to ``new``'s clock by
-    :data:`POWER_CLOCK_EXPONENT`;
-    ``band`` the same-unit one): widened on both sides for the clocks' difference and on the temperature's
-    side for a stress begun more than SAME_START_TEMPERATURE_C apart; with the words that say how."""
+    :data:`POWER_CLOCK_EXPONENT`), ``band`` the same-unit one: widened on both sides for the clocks'
+    difference and on the temperature's side for a stress begun more than SAME_START_TEMPERATURE_C apart;
+    with the words that say how."""
     a, b = reading_clock(old), reading_clock(new)
     clock = POWER_CLOCK_SLACK * abs(b - a) / a * abs(base) if a and b and not same_clock(a, b) else 0.0
     below = above = band + clock
@@ -190,8 +190,8 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared; a rate of
     SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
     scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6); a
-    power is compared in its own state (:data:`CLOCK_STATE_UNITS`), else at a clock near enough to scale with a
-    wider band (:data:`POWER_CLOCK_SLACK`), else not at all."""
+    power is compared in its own state (:data:`CLOCK_STATE_UNITS`), else in a near one (:func:`near_state`) with a
+    wider band (:func:`power_band`), else not at all."""
     return _compare(_baseline_index(baseline), current)
 
 
