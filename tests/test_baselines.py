@@ -558,3 +558,73 @@ def test_of_near_state_baselines_a_power_is_compared_with_the_one_of_the_narrowe
     store.save([_power_from(311.95, 44, clock=1808.6)], FINISHED)
     store.save([_power_from(309.1, 41, clock=1815.0)], dict(FINISHED, date="2026-11-26T10:00:00"))
     assert unit_compare.compare(store.baseline(UUID).verdicts, [_power_from(308.28, 40, clock=1806.9)]) == []
+
+
+def test_the_state_rules_at_their_edges():
+    """unit_compare's state rules exactly at their limits, and with a side missing (the mutants that survived)."""
+    # one clock state up to SAME_CLOCK (0.4 %) apart, inclusive; a missing clock is in every state
+    assert unit_compare.same_clock(1000.0, 1004.0) and not unit_compare.same_clock(1000.0, 1004.1)
+    assert unit_compare.same_clock(None, 1800.0) and unit_compare.same_clock(1800.0, None)
+    # a reading's clock is any positive number it recorded
+    assert unit_compare.reading_clock(_at(1.0, 1.0)) == 1.0 and unit_compare.reading_clock(_at(1.0, 0.0)) is None
+    # one thermal state up to 2 degrees C apart, inclusive, whatever the temperatures
+    assert unit_compare.same_state(_power_from(300.0, 48), _power_from(300.0, 50))
+    assert not unit_compare.same_state(_power_from(300.0, 48), _power_from(300.0, 51))
+    # a start temperature only where one was recorded as a number
+    empty, text = _power_from(300.0, 48), _power_from(300.0, 48)
+    empty.measurement["launch"]["temperature_c"] = []
+    text.measurement["launch"]["temperature_c"] = ["hot"]
+    assert unit_compare.start_temperature_c(empty) is None and unit_compare.start_temperature_c(text) is None
+    # a method text on one side only is taken as the same method
+    a, b = _at(1.0, 1800.0), _at(1.0, 1800.0)
+    a.method, b.method = "", "energy counter"
+    assert unit_compare.same_method(a, b) and unit_compare.same_method(b, a)
+    # near states: clocks exactly 2 % apart and starts exactly 6 degrees C apart are near; a side without a
+    # temperature is near in temperature
+    assert unit_compare.near_state(_power_from(300.0, 40, clock=980.0), _power_from(300.0, 46, clock=1000.0))
+    assert not unit_compare.near_state(_power_from(300.0, 40, clock=979.9), _power_from(300.0, 40, clock=1000.0))
+    assert not unit_compare.near_state(_power_from(300.0, 40), _power_from(300.0, 47))
+    assert unit_compare.near_state(_power_from(300.0, None, clock=1800.0), _power_from(300.0, 47, clock=1815.0))
+
+
+def test_a_power_band_widens_for_the_clock_only_across_clock_states_and_for_the_temperature_past_2_degrees():
+    base, band = 300.0, 9.0
+    # the same clock state (0.39 % apart) and 2 degrees C: the same-unit band, nothing said
+    assert unit_compare.power_band(_power_from(base, 44, clock=1815.0), _power_from(base, 46, clock=1808.0), base,
+                                   band) == (9.0, 9.0, "")
+    # another clock state, the same temperature: both sides by 0.95 x the clocks' 0.83 %
+    below, above, how = unit_compare.power_band(_power_from(base, 44, clock=1815.0),
+                                                _power_from(base, 44, clock=1830.0), base, band)
+    assert below == above == pytest.approx(9.0 + 0.95 * 15 / 1815 * 300) and how == " + 0.95 x the clocks' 0.83%"
+    # 3 degrees C cooler: the side below opens by 3 %, the side above stays
+    below, above, how = unit_compare.power_band(_power_from(base, 47), _power_from(base, 44), base, band)
+    assert (below, above) == (pytest.approx(18.0), 9.0) and how == " + 1% a degree C below for -3 °C"
+    # both: the clocks' widening on both sides, the temperature's on its side, both said
+    below, above, how = unit_compare.power_band(_power_from(base, 44, clock=1815.0),
+                                                _power_from(base, 48, clock=1830.0), base, band)
+    clock = 0.95 * 15 / 1815 * 300
+    assert (below, above) == (pytest.approx(9.0 + clock), pytest.approx(9.0 + clock + 12.0))
+    assert how == " + 0.95 x the clocks' 0.83% + 1% a degree C above for +4 °C"
+
+
+def test_of_several_baselines_of_a_powers_own_state_the_nearest_clock_is_compared():
+    # two readings of one state (0.3 % apart in clock, 1 degree C): the compare takes the nearest clock's,
+    # not the first listed; the narrowest-band choice is for near states only
+    newest, older = _power_from(320.0, 44, clock=1815.0), _power_from(300.0, 45, clock=1809.6)
+    assert unit_compare.compare([newest, older], [_power_from(300.0, 45, clock=1809.6)]) == []
+
+
+def test_a_reading_exactly_on_its_bands_edge_is_not_moved():
+    assert unit_compare.compare([_at(128.0, 1980.0, rel=0.25)], [_at(96.0, 1980.0, rel=0.25)]) == []
+    assert unit_compare.compare([_at(128.0, 1980.0, rel=0.25)], [_at(160.0, 1980.0, rel=0.25)]) == []
+    assert len(unit_compare.compare([_at(128.0, 1980.0, rel=0.25)], [_at(95.9, 1980.0, rel=0.25)])) == 1
+
+
+def test_only_a_reading_that_can_be_compared_is_named_for_a_changed_method():
+    old = _at(1.0, 1800.0)
+    old.method = "the old way"
+    new = _at(1.0, 1800.0)
+    new.method = "the new way"
+    assert unit_compare.method_changed([old], [new]) == [new.fact]
+    new.status = "NOISY"
+    assert unit_compare.method_changed([old], [new]) == []

@@ -9,10 +9,9 @@ cd "$(dirname "$0")/.."
 # copied, never written, so a mutant of the compile layer cannot poison it).
 seed=${GPUPROPS_TEST_CUBIN_SEED:-$PWD/.mutation-cubins}
 if [ ! -d "$seed" ]; then
-    tmp=$(mktemp -d)
-    python -m pytest tests -q -p no:cacheprovider --basetemp="$tmp" -k "not plugin" >/dev/null
-    cp -r "$tmp/cubins0" "$seed"
-    rm -rf "$tmp"
+    # the tests compile into the persistent cubin cache (tests/conftest.py cache_dir): warm it, then copy it
+    python -m pytest tests -q -p no:cacheprovider -k "not plugin" >/dev/null || true
+    cp -r "$(python -c 'from pytest_gpuprops.compile import default_cache_dir; print(default_cache_dir())')" "$seed"
 fi
 export GPUPROPS_TEST_CUBIN_SEED=$seed
 # First pass: every mutant's session starts from the SASS listings the seed run read (hard links; see
@@ -28,8 +27,11 @@ from pytest_gpuprops.compile import default_cache_dir
 shutil.copytree(default_cache_dir() / "sass", sys.argv[1], copy_function=shutil.copy2)
 PY
 fi
+# mutmut copies a source file into mutants/ when the file's mutants are made, not the package's data: the
+# facts files the tests read come over afresh every run
+if [ -d mutants/pytest_gpuprops/facts ]; then cp pytest_gpuprops/facts/*.toml mutants/pytest_gpuprops/facts/; fi
 modules=("$@")
-[ ${#modules[@]} -eq 0 ] && modules=(cli results session fixture cache prefetch plugin startup summary assertions facts facts_schema facts_record report measure devices gpulock stats kernel_spec timing driver_launch nsight compile sass)
+[ ${#modules[@]} -eq 0 ] && modules=(cli results unit_compare session fixture cache prefetch plugin startup summary assertions facts facts_schema facts_record report measure devices gpulock stats kernel_spec timing driver_launch nsight compile sass)
 for m in "${modules[@]}"; do
     GPUPROPS_TEST_LISTING_SEED=$listings mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "pytest_gpuprops.$m.*"
     survivors=""
