@@ -42,9 +42,9 @@ PAIR_OFFSETS = (8, 16, 24, 32, 40, 48, 56, 64, 96, 120)
 PAIR_L1_FOOTPRINT = 8 * MIB
 #: the DRAM pair chase's lines, and the other writes after them: 8 x the largest sm_90 L2 (60 MiB, H200)
 PAIR_DRAM_FOOTPRINT = 512 * MIB
-#: a pair sweep steps where its second load stops hitting: the L1's from an L2 hit (~30 against ~270
-#: cycles) to two L2 hits, or the L2's from a DRAM miss (~270 against ~560); a sweep whose top is not this
-#: far above its start never stepped
+#: a pair sweep steps where its second load stops hitting: a pair's hop from 164.6-181.4 to 282.8-327.6 cycles
+#: in the L1 sweep (an L2 hit and an L1 hit, then two L2 hits), from 474.8-496.8 to 669.6-697.3 in the DRAM
+#: one (four H100s, 2026-11-27: 1.4-1.9 x); a sweep whose top is not this far above its start never stepped
 PAIR_MISS_RISE = 1.2
 #: the line sweeps: strides (a node every stride bytes) and the footprints of each, at the 228 KiB carve-out
 #: (L1 20 KiB on the H100, l1_capacity_kib_smem228), so that twice the L1 still lies in the window
