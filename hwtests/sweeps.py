@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 import specs_caches as sc
+from fact_tests import SWEEP_STOP
 
 from pytest_gpuprops.measure import Measurement
 from pytest_gpuprops.stats import StopRule
 
-SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=20, time_budget_s=0.3)
+#: a sweep point's launches: the sweep facts' rule (fact_tests.SWEEP_STOP)
+SWEEP = SWEEP_STOP
 #: a TLB sweep point's launch walks up to ~20k pages: fewer launches
 TLB_SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=8, time_budget_s=0.5)
 
