@@ -1,6 +1,7 @@
-"""The sweep tests' shared steps (test_cache_capacity.py, test_cache_lines.py): a sweep measured point by
-point, its plateaus for the report, a fact's measurement given from what a sweep read, and a sweep that
-cannot be read failing its test with the sweep."""
+"""The steps test_cache_capacity.py's sweeps share (the L1 capacity, constant-cache and TLB sweeps, not yet
+sweep specs: a factspec.SweepSpec's steps are fact_tests.measure_sweep's): a sweep measured point by point,
+its plateaus for the report, a fact's measurement given from what a sweep read, and a sweep that cannot be
+read failing its test with the sweep."""
 
 from __future__ import annotations
 
