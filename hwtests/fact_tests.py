@@ -22,11 +22,11 @@ from pathlib import Path
 
 import memory_levels as ml
 import pytest
+import sweeps
 
 from pytest_gpuprops import factspec, sass
 from pytest_gpuprops.compile import compile_cuda
 from pytest_gpuprops.measure import Measurement
-from pytest_gpuprops.stats import StopRule
 from pytest_gpuprops.timing import UncleanRegion, build_for_timing
 
 KERNELS = Path(__file__).parent.parent / "kernels"
@@ -91,10 +91,6 @@ def measure_and_check(gpuprops, fact: factspec.FactSpec, benchmark=None):
     return gpuprops.check(name, m, benchmark=benchmark, method=fact.method)
 
 
-#: a sweep point's launches: at least 3, until the median is steady to 1 % or 0.3 s have passed
-SWEEP_STOP = StopRule(noise_target=0.01, min_samples=3, max_samples=20, time_budget_s=0.3)
-
-
 def sweep_params(sweeps: list[factspec.SweepSpec]) -> list:
     """``sweeps`` as the ``fact`` parameter of a GPU test, as :func:`gpu_params` does for fact specs."""
     factspec.by_name(sweeps)
@@ -103,23 +99,16 @@ def sweep_params(sweeps: list[factspec.SweepSpec]) -> list:
 
 
 def measure_sweep(gpuprops, sweep: factspec.SweepSpec) -> Measurement:
-    """Every point of ``sweep`` measured (SWEEP_STOP), the sweep read (``sweep.read``): the fact's one value,
+    """Every point of ``sweep`` measured (sweeps.SWEEP), the sweep read (``sweep.read``): the fact's one value,
     the sweep and what it was read from in the launch info, each point a plot point. A sweep that shows no
     value fails the test with the sweep; measured again, the whole sweep is."""
-    from specs_caches import SweepError
-    points = [(x, gpuprops.measure(f"{sweep.name} at {x}", sweep.point(x), divisor=sweep.divisor,
-                                   stop=SWEEP_STOP).median) for x in sweep.xs]
+    points = sweeps.sweep(gpuprops, sweep.name, sweep.point, sweep.xs, divisor=sweep.divisor)
     for x, cycles in points:
         gpuprops.plot_point(sweep.name, **sweep.plot_point(x, cycles))
-    try:
-        value, info = sweep.read(points)
-    except SweepError as exc:
-        pytest.fail(f"{sweep.name}: {exc}", pytrace=False)
-    first = sweep.point(sweep.xs[0])
-    m = Measurement.given(sweep.name, [float(value)], unit=sweep.unit, kernel=first.kernel, noise_target=0.0,
-                          sm_clock_mhz=gpuprops.runner.session_sm_clock_mhz(),
-                          launch={"source": first.source, "defines": dict(first.defines),
-                                  "sweep": [sweep.plot_point(x, c) for x, c in points], **info})
+    value, info = sweeps.read_sweep(sweep.read, points, sweep.name)
+    m = sweeps.given(sweep.name, [float(value)], sweep.unit, sweep.point(sweep.xs[0]),
+                     {"sweep": [sweep.plot_point(x, c) for x, c in points], **info},
+                     gpuprops.runner.session_sm_clock_mhz(), noise_target=0.0)
     m.remeasure = lambda: measure_sweep(gpuprops, sweep)
     return m
 

@@ -1,25 +1,25 @@
-"""The steps test_cache_capacity.py's sweeps share (the L1 capacity, constant-cache and TLB sweeps, not yet
-sweep specs: a factspec.SweepSpec's steps are fact_tests.measure_sweep's): a sweep measured point by point,
-its plateaus for the report, a fact's measurement given from what a sweep read, and a sweep that cannot be
-read failing its test with the sweep."""
+"""The steps every sweep shares (fact_tests.measure_sweep's for a factspec.SweepSpec, and test_cache_capacity.py's
+L1 capacity, constant-cache and TLB sweeps, not yet sweep specs): a sweep measured point by point, its plateaus
+for the report, a fact's measurement given from what a sweep read, and a sweep that cannot be read failing its
+test with the sweep."""
 
 from __future__ import annotations
 
 import pytest
 import specs_caches as sc
-from fact_tests import SWEEP_STOP
 
 from pytest_gpuprops.measure import Measurement
 from pytest_gpuprops.stats import StopRule
 
-#: a sweep point's launches: the sweep facts' rule (fact_tests.SWEEP_STOP)
-SWEEP = SWEEP_STOP
+#: a sweep point's launches: at least 3, until the median is steady to 1 % or 0.3 s have passed
+SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=20, time_budget_s=0.3)
 #: a TLB sweep point's launch walks up to ~20k pages: fewer launches
 TLB_SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=8, time_budget_s=0.5)
 
-def sweep(gpuprops, label: str, spec_of, footprints, stop=SWEEP) -> list[tuple[int, float]]:
-    """(footprint, median cycles per hop) for each footprint."""
-    return [(f, gpuprops.measure(f"{label} {f} B", spec_of(f), divisor=sc.CAP_UNROLL, stop=stop).median)
+def sweep(gpuprops, label: str, spec_of, footprints, stop=SWEEP, divisor: float = sc.CAP_UNROLL) -> list[tuple]:
+    """(footprint, median cycles per hop) for each footprint (any point of a sweep: an offset, a (stride,
+    footprint) pair), its launch's span over ``divisor`` hops."""
+    return [(f, gpuprops.measure(f"{label} {f} B", spec_of(f), divisor=divisor, stop=stop).median)
             for f in footprints]
 
 
