@@ -274,10 +274,7 @@ def energy_stress(cp, wl, *, clock_name: str, info: devices.GpuInfo, duration_s:
     from . import throughput
     from .clocks import nvml_reader
     recorder = EnergyRecorder(nvml_reader(info), nvml_energy_reader(info))
-    settle = None
-    if start_at_most_c is not None:
-        def settle() -> dict:
-            return cool_down(lambda: devices.gpu_temperature_c(info), start_at_most_c)
+    settle = None if start_at_most_c is None else (lambda temperature: cool_down(temperature, start_at_most_c))
     clock = throughput.stress_clock(cp, wl, name=clock_name, info=info, duration_s=duration_s, read=recorder,
                                     period_s=period_s, sustained_from_s=sustained_from_s, settle=settle)
 

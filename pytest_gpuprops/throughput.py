@@ -318,19 +318,19 @@ def stress_clock(cp, wl: Workload, *, name: str, info: GpuInfo, duration_s: floa
                  launch_s: float = 0.05, idle_s: float = 0.25, bin_s: float = 0.01, period_s: float = 0.05,
                  read: Callable | None = None, sustained_from_s: float | None = None,
                  temperature: Callable[[], int | None] | None = None,
-                 settle: Callable[[], dict] | None = None) -> Measurement:  # pragma: no mutate block
+                 settle: Callable[[Callable[[], int | None]], dict] | None = None) -> Measurement:  # pragma: no mutate block
     """The SM clock ``wl`` sustains on every SM: ``duration_s`` of launches kept two deep, the clock
     sampled in the kernels (every block, SAMPLES intervals a launch) and by NVML (every ``period_s``);
     sustained over the second half, or from ``sustained_from_s`` on. The GPU's temperature at the
     stress's start and end (``temperature``, NVML's by default) goes beside it: under the power cap the
     sustained clock follows the thermal state the stress starts from (docs/method.md). ``settle``, where
-    given, runs inside the GPU's lock before the idle wait (power.cool_down: a thermal start state) and
-    what it returns goes to the launch info as ``settled_start``."""
+    given, runs inside the GPU's lock before the idle wait, handed the same temperature reader
+    (power.cool_down: a thermal start state), and what it returns goes to the launch info as ``settled_start``."""
     read = read or nvml_reader(info)
     temperature = temperature or (lambda: gpu_temperature_c(info))
     timeout = max(30.0, 40 * launch_s)
     with gpu_lock(info.index), power_lock():
-        settled_start = settle() if settle else None
+        settled_start = settle(temperature) if settle else None
         scale = calibrate(cp, wl, launch_s)
         # every launch's stamps in one buffer allocated up front (an allocation in the loop may wait on
         # the GPU); room for launches 8 x shorter than calibrated, then more rows if it runs out

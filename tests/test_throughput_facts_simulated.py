@@ -6,7 +6,6 @@ runs are logged beside its tests: one tensor stress gives the tensor clock, the 
 random-operand power, and the zero-operand stress runs after every other test of the file (and of the
 order `pytest hwtests` collects)."""
 
-import itertools
 import json
 import re
 import subprocess
@@ -183,11 +182,12 @@ def simulated_run(pytester, kernel_cache):
 
 def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kernel_cache, monkeypatch):
     common = simulated_run(pytester, kernel_cache)
-    # a GPU at 45 degrees C before each stress, 47 after it: the zero-operand stress waits for 48 at most
-    from pytest_gpuprops import devices, throughput
-    temperatures = itertools.cycle([45, 47])
-    monkeypatch.setattr(throughput, "gpu_temperature_c", lambda info: next(temperatures))
-    monkeypatch.setattr(devices, "gpu_temperature_c", lambda info: 46)
+    # the GPU's temperature, reading by reading (then 45 degrees C on): the FFMA stress's start and end, the tensor
+    # stress's, the zero-operand stress's cool-down (at most 3 above the tensor stress's start: 48), its start and end.
+    # Only the stresses' own reader is patched: the cool-down reads through it, not NVML on its own
+    from pytest_gpuprops import throughput
+    temperatures = iter([45, 47, 45, 50, 48, 48, 51])
+    monkeypatch.setattr(throughput, "gpu_temperature_c", lambda info: next(temperatures, 45))
     r = pytester.runpytest_inprocess(*common, "--gpuprops-record", "rec.toml", "--gpuprops-report", "rec.json")
     r.assert_outcomes(passed=12)
     facts = tomllib.loads((pytester.path / "rec.toml").read_text())["gpus"]["NVIDIA H100 80GB HBM3"]
@@ -239,8 +239,9 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kern
     assert [zero["launch"][k] for k in same_stress] == [zero_clock["launch"][k] for k in same_stress]
     assert zero["launch"]["kind"] == "wgmma_bf16_zero" and zero["launch"]["launch_s"] != clock["launch"]["launch_s"]
     # the zero-operand stress started from the tensor stress's thermal state: 3 degrees C above its 45 at most
-    assert clock["launch"]["temperature_c"] == [45, 47] and "settled_start" not in clock["launch"]
-    assert zero_clock["launch"]["settled_start"] == dict(at_most_c=48, waited_s=0.0, temperature_c=46, reached=True)
+    assert clock["launch"]["temperature_c"] == [45, 50] and "settled_start" not in clock["launch"]
+    assert zero_clock["launch"]["settled_start"] == dict(at_most_c=48, waited_s=0.0, temperature_c=48, reached=True)
+    assert zero_clock["launch"]["temperature_c"] == [48, 51]
     assert "cooled to 3 degrees C above the tensor stress's start temperature" in facts[POWER_FACTS[2]]["method"]
     # the zero-operand stress after every test of the tensor stress and every other test of the file
     order = [k if e == "test" else f"stress {k}" for e, k in EVENTS]
