@@ -98,18 +98,30 @@ def sweep_params(sweeps: list[factspec.SweepSpec]) -> list:
     return [pytest.param(f, id=f.name, marks=[pytest.mark.arch(f.arch)]) for f in sweeps]
 
 
-def measure_sweep(gpuprops, sweep: factspec.SweepSpec) -> Measurement:
+#: the points of each shared sweep measured in this process, by (GPU index, SweepSpec.shared)
+_SHARED_SWEEPS: dict[tuple, list] = {}
+
+
+def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> Measurement:
     """Every point of ``sweep`` measured (sweeps.SWEEP), the sweep read (``sweep.read``): the fact's one value,
     the sweep and what it was read from in the launch info, each point a plot point. A sweep that shows no
-    value fails the test with the sweep; measured again, the whole sweep is."""
-    points = sweeps.sweep(gpuprops, sweep.name, sweep.point, sweep.xs, divisor=sweep.divisor)
-    for x, cycles in points:
-        gpuprops.plot_point(sweep.name, **sweep.plot_point(x, cycles))
+    value fails the test with the sweep; measured again, the whole sweep is. A shared sweep (``sweep.shared``)
+    is measured once for all the facts read from it, unless ``fresh``."""
+    key = (gpuprops.gpu.index, sweep.shared) if sweep.shared else None
+    if key is None or fresh or key not in _SHARED_SWEEPS:
+        label = sweep.shared or sweep.name
+        points = sweeps.sweep(gpuprops, label, sweep.point, sweep.xs, divisor=sweep.divisor)
+        for x, cycles in points:
+            gpuprops.plot_point(label, **sweep.plot_point(x, cycles))
+        if key is not None:
+            _SHARED_SWEEPS[key] = points
+    else:
+        points = _SHARED_SWEEPS[key]
     value, info = sweeps.read_sweep(sweep.read, points, sweep.name)
     m = sweeps.given(sweep.name, [float(value)], sweep.unit, sweep.point(sweep.xs[0]),
                      {"sweep": [sweep.plot_point(x, c) for x, c in points], **info},
                      gpuprops.runner.session_sm_clock_mhz(), noise_target=0.0)
-    m.remeasure = lambda: measure_sweep(gpuprops, sweep)
+    m.remeasure = lambda: measure_sweep(gpuprops, sweep, fresh=True)
     return m
 
 

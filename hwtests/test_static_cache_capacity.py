@@ -1,5 +1,5 @@
-"""Static checks of the cache-capacity sweeps (hwtests/test_cache_capacity.py) and the sector and line
-sweeps (test_cache_lines.py), without a GPU: the L1, pair
+"""Static checks of the cache-capacity sweeps (hwtests/test_cache_capacity.py), the sector and line
+sweeps (test_cache_lines.py) and the L2 partition sweep (test_l2_partitions.py), without a GPU: the L1, pair
 and TLB chases (l1_capacity_chase.cu, ld.global.ca and .cg) and the constant chase at the smallest,
 a middle and the largest table of its sweep (const_chase.cu, WARM_HOPS) time their UNROLL dependent
 loads and nothing else, as compiled for sm_90, each load's address the previous load's result."""
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import specs_caches as sc
+import specs_l2_partitions as l2p
 import specs_lines as sl
 
 from pytest_gpuprops import sass
@@ -24,6 +25,7 @@ STATIC_BUILDS = {
     "tlb_cg": lambda: sc.tlb_chase(4 * MIB, 2 * MIB),
     # every build of the sector and line sweeps (factspec.SweepSpec.builds: one or two a sweep)
     **{f"{f.name}_{i}": (lambda f=f, i=i: f.builds()[i]) for f in sl.FACTS for i in range(len(f.builds()))},
+    "l2_partition_chase": lambda: l2p.FACTS[0].build(),
     **{f"const_{f}": (lambda f=f: sc.const_sweep_point(f)) for f in (sc.CONST_FOOTPRINTS[0], 4352,
                                                                      sc.CONST_FOOTPRINTS[-1])},
 }

@@ -184,7 +184,9 @@ class SweepSpec:
     sweep, ``[(x, cycles)]`` in ``xs``' order, and returns the fact's value and what it was read from (a
     dict for the report), raising ValueError where the sweep shows no value. ``x_names`` name a point's
     coordinates in the report's plot points (an ``x`` that is a tuple has one name a coordinate).
-    ``scope``, ``arch``, ``unit`` and ``method`` as a FactSpec's."""
+    ``shared`` names one sweep several facts are read from (the same ``point`` and ``xs``): it is measured
+    once a process, and again whole where any of its facts is confirmed. ``scope``, ``arch``, ``unit``
+    and ``method`` as a FactSpec's."""
 
     name: str
     point: Callable[..., KernelSpec]
@@ -196,6 +198,7 @@ class SweepSpec:
     scope: str = "arch"
     arch: str = "sm_90"
     x_names: tuple[str, ...] = ("x",)
+    shared: str | None = None
 
     def __post_init__(self):
         if not facts_schema.NAME.match(self.name):

@@ -1,0 +1,138 @@
+"""CPU tests of the L2 partition sweep (hwtests/specs_l2_partitions.py): how the sweep is read (given the
+H100's sweep and planted wrong ones that must read otherwise or be refused), the footprints, the one
+sweep behind the three facts, and the launch's shape."""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "hwtests"))
+import fact_tests as ft  # noqa: E402
+import specs_caches as sc  # noqa: E402
+import specs_l2_partitions as l2p  # noqa: E402
+
+MIB = sc.MIB
+#: H100 GPU-8c0bc4db (L2 50 MiB), driver 580.159.04, CUDA 13.0, 2026-11-27: footprint (MiB) -> cycles a hop,
+#: the median of each point's launches (the sweep's probe, 2 MiB steps)
+H100_MIB = {20: 287.1, 22: 287.7, 24: 295.9, 26: 395.4, 28: 491.0, 30: 528.8, 32: 537.1, 34: 531.3, 36: 538.5,
+            38: 527.1, 40: 524.2, 42: 524.0, 44: 537.7, 46: 534.5, 48: 545.9, 50: 573.0, 52: 637.4, 54: 664.9,
+            56: 679.0, 58: 695.2, 64: 690.3, 80: 683.9}
+H100 = [(mib * 2, c) for mib, c in H100_MIB.items()]  # % of 50 MiB
+
+
+def test_the_h100_sweep_reads_the_near_half_the_far_level_and_the_whole_l2():
+    lv = l2p.levels(H100)
+    assert lv.near == 287.7 and lv.dram == 690.3
+    assert lv.far == pytest.approx(532.9) and lv.far_points == 10  # 60 .. 96 %, 524.0-545.9: their median
+    # half-way 287.7 -> 532.9 (410.3) between 52 % (395.4) and 56 % (491.0)
+    assert lv.near_reach == pytest.approx(52 + 4 * (410.3 - 395.4) / (491.0 - 395.4))
+    # half-way 532.9 -> 690.3 (611.6) between 100 % (573.0) and 104 % (637.4)
+    assert lv.reach == pytest.approx(100 + 4 * (611.6 - 573.0) / (637.4 - 573.0))
+    assert 52 < lv.near_reach < 53 and 102 < lv.reach < 103
+
+
+def test_each_fact_reads_its_own_value_from_the_one_sweep_with_the_levels_beside_it():
+    values = {f.name: f.read(H100) for f in l2p.FACTS}
+    assert values[l2p.NEAR_FACT][0] == 52.62 and values[l2p.REACH_FACT][0] == 102.4
+    assert values[l2p.FAR_FACT][0] == 532.9
+    info = values[l2p.FAR_FACT][1]
+    assert info == values[l2p.NEAR_FACT][1] and info["dram_cycles"] == 690.3 and info["near_hit_reach_pct"] == 52.62
+
+
+def test_a_near_partition_five_percent_smaller_reads_otherwise():
+    """The curve moved 5 % of the L2 down the footprints on its near step reads a near reach ~5 lower."""
+    moved = [(x - 5 if 40 < x < 60 else x, c) for x, c in H100]
+    assert l2p.levels(moved).near_reach == pytest.approx(l2p.levels(H100).near_reach - 5)
+
+
+def test_a_sweep_with_one_step_is_refused():
+    """An L2 of one level (no far partition), as a GPU without partitions would read."""
+    one = [(x, 290.0 if x <= 100 else 690.0) for x in l2p.SHARES_PCT]
+    with pytest.raises(sc.SweepError, match="no level between the near one"):
+        l2p.levels(one)
+
+
+def test_a_tail_that_is_not_dram_yet_is_refused():
+    short = [(x, c) for x, c in H100 if x <= 104]
+    with pytest.raises(sc.SweepError, match="largest footprints are not one level"):
+        l2p.levels(short)
+
+
+def test_a_step_that_falls_back_is_refused():
+    """A point under the half-way mark after the curve crossed it: not one step (noise, or another chase)."""
+    back = [(x, 300.0 if x == 60 else c) for x, c in H100]
+    with pytest.raises(sc.SweepError, match="under the midpoint .* again"):
+        l2p.levels(back)
+
+
+def test_a_sweep_that_does_not_start_on_a_level_is_refused():
+    with pytest.raises(sc.SweepError, match="smallest footprints are not one level"):
+        l2p.levels([(40, 287.0), (44, 395.0)] + [(x, c) for x, c in H100 if x > 48])
+
+
+def test_half_way_needs_the_curve_to_get_there():
+    with pytest.raises(sc.SweepError, match="never reads over"):
+        l2p.half_way([(10, 100.0), (20, 110.0), (30, 120.0)], 100.0, 300.0, 10)
+
+
+def test_footprints_are_whole_lines_of_the_gpus_l2():
+    assert l2p.footprint_bytes(50 * MIB, 52) == 50 * MIB * 52 // 100 // 128 * 128
+    assert l2p.footprint_bytes(60 * MIB, 140) == 84 * MIB
+    assert l2p.footprint_bytes(1000, 1) == 256  # never fewer than two lines
+    for bad in ((0, 50), (50 * MIB, 0), (-1, 10)):
+        with pytest.raises(ValueError, match="expected positive numbers"):
+            l2p.footprint_bytes(*bad)
+
+
+def test_the_sweep_spans_both_steps_of_either_sku_with_fine_steps_around_them():
+    xs = l2p.SHARES_PCT
+    assert list(xs) == sorted(set(xs)) and xs[0] <= 40 and xs[-1] >= 120
+    fine = [b - a for a, b in zip(xs, xs[1:]) if 46 <= a < 58 or 96 <= a < 106]
+    assert fine and set(fine) == {2}
+
+
+def test_the_three_facts_share_one_build_and_one_sweep():
+    builds = {(k.source, tuple(sorted(k.defines.items()))) for f in l2p.FACTS for k in f.builds()}
+    assert builds == {("l1_capacity_chase.cu", (("CACHE", 1), ("UNROLL", sc.CAP_UNROLL)))}
+    spec = l2p.share_chase(52)
+    assert spec.region == {"LDG.E.64.STRONG.GPU": sc.CAP_UNROLL} and (spec.grid, spec.block) == (1, 32)
+    assert {f.shared for f in l2p.FACTS} == {l2p.SWEEP} and {f.scope for f in l2p.FACTS} == {"gpu"}
+    assert [f.unit for f in l2p.FACTS] == ["%", "%", "cycles"]
+
+
+class SharedGpuprops:
+    """The fixture's side a shared sweep uses: points read from the H100 sweep, counted."""
+
+    def __init__(self):
+        self.measured, self.plots = [], []
+        self.runner = SimpleNamespace(session_sm_clock_mhz=lambda: 1980.0)
+        self.gpu = SimpleNamespace(index=7)
+        levels = dict(H100)
+        self.cycles = lambda x: levels.get(x, levels[min(levels, key=lambda k: abs(k - x))])
+
+    def measure(self, label, spec, *, divisor, stop):
+        return SimpleNamespace(median=self.cycles(self._x))
+
+    def plot_point(self, plot, **point):
+        self.plots.append(plot)
+
+
+def test_the_sweep_runs_once_for_its_three_facts_and_again_whole_when_one_is_confirmed(monkeypatch):
+    g = SharedGpuprops()
+    calls = []
+
+    def sweep(gp, label, point, xs, divisor):
+        calls.append(label)
+        return [(x, g.cycles(x)) for x in xs]
+    monkeypatch.setattr(ft.sweeps, "sweep", sweep)
+    monkeypatch.setattr(ft, "_SHARED_SWEEPS", {})
+    ms = [ft.measure_sweep(g, f) for f in l2p.FACTS]
+    assert calls == [l2p.SWEEP] and [m.name for m in ms] == [f.name for f in l2p.FACTS]
+    assert ms[2].values[0] > 500 and 45 < ms[0].values[0] < 60 and 95 < ms[1].values[0] < 110
+    assert g.plots == [l2p.SWEEP] * len(l2p.SHARES_PCT)  # plotted once, under the sweep's name
+    ms[1].remeasure()
+    assert calls == [l2p.SWEEP] * 2
+    ft.measure_sweep(g, l2p.FACTS[0])  # the confirmation's fresh sweep is the one kept
+    assert calls == [l2p.SWEEP] * 2
