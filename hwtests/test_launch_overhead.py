@@ -45,7 +45,8 @@ def launcher(gpuprops_state, gpuprops_gpu_index):
 def _measure(gpuprops, name, take, what, extra=None):
     def once():
         try:
-            m = lo.measure_batches(name, take, gpuprops.runner.stop, what=what, lock=gpulock.gpu_lock(gpuprops.gpu.index),
+            takes = [lambda k=k: take(k=k) for k in range(lo.STREAMS)]
+            m = lo.measure_batches(name, takes, gpuprops.runner.stop, what=what, lock=gpulock.gpu_lock(gpuprops.gpu.index),
                                    launch={"kernel": "empty", "grid": 1, "block": 1, "batch": lo.BATCH,
                                            **(extra() if extra else {})})
         except lo.GateTimedOut as exc:

@@ -73,27 +73,61 @@ def _batches(us_values, lock=None):
 def test_the_warm_up_batches_are_taken_under_the_lock_but_not_counted():
     lock = Lock()
     take, taken = _batches([50.0, 40.0] + [2.0] * 10, lock)
-    m = lo.measure_batches("launch_stream_back_to_back_us", take, StopRule(), what="empty", launch={"batch": 100},
+    m = lo.measure_batches("launch_stream_back_to_back_us", [take], StopRule(), what="empty", launch={"batch": 100},
                            lock=lock)
-    assert taken[:2] == [50.0, 40.0] and m.values == pytest.approx([2.0] * 5)  # converged at the minimum of 5
-    assert (m.stop_reason, m.unit, m.name, m.noise_target) == ("converged", "us", "launch_stream_back_to_back_us", 0.01)
-    assert (m.kernel, m.launch, m.sm_clock_mhz, m.throttle) == ("empty", {"batch": 100}, None, [])
+    assert taken[:2] == [50.0, 40.0] and m.values == pytest.approx([2.0])  # converged at the minimum of 5
+    assert m.launch == {"batch": 100, "streams": 1, "per_stream_batches_us": [[2.0] * 5]}
+    assert (m.stop_reason, m.unit, m.name, m.noise_target) == ("converged", "us", "launch_stream_back_to_back_us",
+                                                               lo.STREAM_SPREAD_TARGET)
+    assert (m.kernel, m.sm_clock_mhz, m.throttle) == ("empty", None, [])
     assert lock.entered == 1 and not lock.held
+
+
+def test_each_stream_is_measured_in_turn_and_the_reading_is_the_median_over_the_streams():
+    """Streams keep rates of their own (the driver's hardware queues): the reading is the median of the
+    streams' medians, one slow or fast queue moves it no more than one value of eight."""
+    lock = Lock()
+    rates = [1.79, 1.83, 1.83, 1.83, 1.89, 1.785, 1.787, 1.65]
+    sources = [_batches([9.0] * 2 + [r] * 5, lock) for r in rates]
+    m = lo.measure_batches("x", [t for t, _ in sources], StopRule(), what="empty", launch={}, lock=lock)
+    assert m.values == pytest.approx(rates) and m.reading == pytest.approx(1.81)
+    assert [len(b) for b in m.launch["per_stream_batches_us"]] == [5] * 8 and m.launch["streams"] == 8
+    assert all(taken[:2] == [9.0, 9.0] for _, taken in sources)  # each stream's warm-up
+    assert m.settled and lock.entered == 1
+    # queues out of step with each other by far more than a few percent: the reading is not trusted
+    wide = [_batches([r] * 5)[0] for r in (1.0, 1.0, 1.4, 1.4, 1.8, 1.8, 2.2, 2.2)]
+    noisy = lo.measure_batches("x", wide, StopRule(), what="empty", launch={}, warmup=0)
+    assert not noisy.settled and "over target 10.00%" in noisy.unsettled_reason()
 
 
 def test_noisy_batches_repeat_until_the_time_budget():
     ticks = iter(range(100))
     take, _ = _batches([2.0, 3.0] * 50)
-    m = lo.measure_batches("x", take, StopRule(noise_target=0.01, time_budget_s=7.5), what="empty", launch={},
+    m = lo.measure_batches("x", [take], StopRule(noise_target=0.01, time_budget_s=7.5), what="empty", launch={},
                            warmup=0, clock=lambda: float(next(ticks)))
-    assert m.stop_reason == "time budget" and m.n == 8 and m.median == pytest.approx(2.5)
+    assert m.stop_reason == "time budget" and len(m.launch["per_stream_batches_us"][0]) == 8
+    assert m.median == pytest.approx(2.5)
+
+
+def test_streams_that_stopped_for_different_reasons_say_how_many_each():
+    ticks = iter(range(1000))
+    noisy, _ = _batches([2.0, 3.0] * 50)
+    steady, _ = _batches([2.0] * 10)
+    m = lo.measure_batches("x", [noisy, steady, steady], StopRule(noise_target=0.01, time_budget_s=7.5),
+                           what="empty", launch={}, warmup=0, clock=lambda: float(next(ticks)))
+    assert m.stop_reason == "2 streams converged, 1 streams time budget"
+
+
+def test_no_stream_to_measure_on_is_refused():
+    with pytest.raises(ValueError, match="no stream to measure on"):
+        lo.measure_batches("x", [], StopRule(), what="empty", launch={})
 
 
 def test_a_timed_out_gate_in_a_warm_up_batch_stops_the_measurement():
     def take():
         return lo.Batch(elapsed_ms=2000.0, launches=128, gate_timed_out=True)
     with pytest.raises(lo.GateTimedOut):
-        lo.measure_batches("x", take, StopRule(), what="empty", launch={})
+        lo.measure_batches("x", [take], StopRule(), what="empty", launch={})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -251,6 +285,18 @@ def test_the_graph_is_captured_and_uploaded_once_and_replayed_behind_the_gate():
     assert gpu.log[-6:] == [("gate", lo.GATE_TIMEOUT_NS), gpu.log[-5], ("graph", 32), gpu.log[-3], ("query", 0),
                             ("wait", 1)]
     assert lo.per_launch_us(b) == pytest.approx(1.25)
+
+
+def test_the_launcher_makes_its_streams_together_and_runs_a_batch_on_the_one_asked_for():
+    gpu = SimLaunchGpu()
+    launcher = lo.Launcher(gpu.runner())
+    assert len(launcher.streams) == lo.STREAMS == 8
+    seen = []
+    launcher._launch_empty = lambda stream, n=1: seen.append(stream) or n
+    launcher.stream_batch(4, k=5)
+    launcher._graph = lambda n: SimpleNamespace(launch=seen.append)
+    launcher.graph_batch(4, k=3)
+    assert seen == [launcher.streams[5], launcher.streams[3]]
 
 
 def test_a_gate_that_opened_by_itself_marks_the_batch():
