@@ -11,9 +11,10 @@ L2 partition near the SM (which holds the SM's lines whichever partition they be
 half the L2 the lines no longer fit it and the chase reads the far partition; past the whole L2 it
 reads DRAM. Three facts are read from the one sweep (``SWEEP``, measured once a process):
 
-* ``l2_near_hit_reach_pct``: the footprint, in % of l2CacheSize, where the chase is half-way from the
-  near level to the far one (linear between the two points around it);
-* ``l2_hit_reach_pct``: the same half-way point from the far level to DRAM's: the L2 as one SM fills it;
+* ``l2_near_hit_reach_pct``: the footprint, in % of l2CacheSize, where the chase steps from the near level
+  to the far one (:func:`step_at`: the first footprint plus the area under the share of hops still near,
+  up to MID_PCT; on the H100 it read 52.2-52.9, where the half-way crossing between two points read 52.1-53.1);
+* ``l2_hit_reach_pct``: the same from the far level to DRAM's, from MID_PCT on: the L2 as one SM fills it;
 * ``l2_far_hit_chase_cycles``: the far level, cycles a hop (the median of the points of the plateau
   between the two steps). The per-hop far mode (test_memory_hierarchy.py, l2_hit_latency_far_cycles)
   times single hops of many launches, each on whichever SM it landed: a different statistic.
@@ -39,6 +40,11 @@ SHARES_PCT = (30, 36, 40, 44, 46, 48, 50, 52, 54, 56, 58, 60, 64, 70, 76, 82, 88
               110, 120, 140)
 #: DRAM's level: the median of this many of the largest footprints, within PLATEAU_BAND of one another
 DRAM_POINTS = 3
+#: the footprint between the two steps, on the far level on both SKUs: the near step is read up to it, the
+#: L2's from it
+MID_PCT = 76
+#: a point this close to a level counts as on it (the far level's points spread +-2 % about their median)
+SNAP_BAND = 0.03
 SWEEP = "l2_partition_chase"
 NEAR_FACT, REACH_FACT, FAR_FACT = "l2_near_hit_reach_pct", "l2_hit_reach_pct", "l2_far_hit_chase_cycles"
 
@@ -67,7 +73,7 @@ def share_chase(pct: int) -> KernelSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Levels:
-    """The sweep's three levels (cycles a hop) and the two half-way points (% of the L2)."""
+    """The sweep's three levels (cycles a hop) and the two steps between them (% of the L2)."""
 
     near: float
     far: float
@@ -77,26 +83,37 @@ class Levels:
     far_points: int
 
 
-def half_way(points, low: float, high: float, after: int) -> float:
-    """The footprint (interpolated linearly between the two points around it) where the curve, past
-    footprint ``after``, first reads over the midpoint of ``low`` and ``high``. Refused: a curve that never
-    gets there, or reads under the midpoint again after it (not one step)."""
-    mid = (low + high) / 2
-    rest = [(x, c) for x, c in points if x >= after]
-    for i, (x, c) in enumerate(rest[1:], start=1):
-        if c > mid:
-            x0, c0 = rest[i - 1]
-            back = [xx for xx, cc in rest[i + 1:] if cc <= mid]
-            if back:
-                raise sc.SweepError(f"past {x} % the chase reads under the midpoint {mid:.1f} again (at {back[0]} %): "
-                                    f"not one step from {low:.1f} to {high:.1f}; {sc.table(points, unit='%')}")
-            return x0 + (mid - c0) / (c - c0) * (x - x0)
-    raise sc.SweepError(f"past {after} % the chase never reads over {mid:.1f}, half-way from {low:.1f} to {high:.1f}; "
-                        f"{sc.table(points, unit='%')}")
+def share_at_low(cycles: float, low: float, high: float, snap: float = SNAP_BAND) -> float:
+    """The share of a point's hops still at the ``low`` level, read from its cycles: 1 within ``snap`` of
+    ``low`` or under it, 0 within ``snap`` of ``high`` or over it, linear between."""
+    if cycles <= (1 + snap) * low:
+        return 1.0
+    if cycles >= (1 - snap) * high:
+        return 0.0
+    return (high - cycles) / (high - low)
+
+
+def step_at(points, low: float, high: float, start: int, end: int) -> float:
+    """Where the curve steps from ``low`` to ``high`` between footprints ``start`` and ``end``: ``start`` plus
+    the area under the share of hops still at ``low`` (:func:`share_at_low`, trapezoids). A sharp step at x
+    reads x; a gradual one its middle, every point of it weighing in (no one point decides). Refused: a
+    curve not at ``low`` at ``start`` or not at ``high`` at ``end`` (the step lies outside the window)."""
+    window = [(x, share_at_low(c, low, high)) for x, c in points if start <= x <= end]
+    if len(window) < 2 or window[0][0] != start or window[-1][0] != end:
+        raise sc.SweepError(f"the sweep has no points at {start} % and {end} %: {sc.table(points, unit='%')}")
+    if window[0][1] < 0.5 or window[-1][1] > 0.5:
+        raise sc.SweepError(f"from {start} % to {end} % the chase does not go from {low:.1f} to {high:.1f} cycles a hop "
+                            f"(it reads {points_at(points, start):.1f} and {points_at(points, end):.1f}): the step lies "
+                            f"outside; {sc.table(points, unit='%')}")
+    return start + sum((x1 - x0) * (f0 + f1) / 2 for (x0, f0), (x1, f1) in zip(window, window[1:]))
+
+
+def points_at(points, x: int) -> float:
+    return next(c for xx, c in points if xx == x)
 
 
 def levels(points) -> Levels:
-    """The near, far and DRAM levels of a sweep ``[(pct, cycles)]`` and the half-way points between them.
+    """The near, far and DRAM levels of a sweep ``[(pct, cycles)]`` and the two steps between them (:func:`step_at`).
     Refused: the smallest footprints not on one level, the largest not on one, no plateau between them
     at least STEP_RISE from each, or a step that is not one step."""
     pts = sc.check_sweep(points)
@@ -114,8 +131,8 @@ def levels(points) -> Levels:
         raise sc.SweepError(f"no level between the near one ({near:.1f}) and DRAM's ({dram:.1f}): one step, not two; "
                             f"{sc.table(pts, unit='%')}")
     far = max(between, key=lambda p: p.points)
-    return Levels(near, far.level, dram, half_way(pts, near, far.level, ps[0].last),
-                  half_way(pts, far.level, dram, far.last), far.points)
+    return Levels(near, far.level, dram, step_at(pts, near, far.level, pts[0][0], MID_PCT),
+                  step_at(pts, far.level, dram, MID_PCT, pts[-1][0]), far.points)
 
 
 def _info(lv: Levels, points) -> dict:
@@ -147,10 +164,10 @@ _SWEEP_TEXT = (f"ld.global.cg pointer chase (l1_capacity_chase.cu CACHE=1), one 
                f"{', '.join(map(str, SHARES_PCT))} % of cudaDeviceProp.l2CacheSize; levels: plateaus within "
                f"{sc.PLATEAU_BAND:.0%}, the near level the smallest footprints', DRAM's the median of the {DRAM_POINTS} "
                f"largest, the far level the longest plateau between them (at least {sc.STEP_RISE:.0%} from each)")
-_READ = {NEAR_FACT: (read_near_reach, "%", "the footprint half-way from the near level to the far one "
-                                                          "(linear between the points around it)"),
-         REACH_FACT: (read_reach, "%", "the footprint half-way from the far level to DRAM's (linear "
-                                                      "between the points around it)"),
+_STEP = (f"the first footprint plus the area (trapezoids) under the share of hops still at the lower level, 1 within "
+         f"{SNAP_BAND:.0%} of it, 0 within {SNAP_BAND:.0%} of the higher one, linear between")
+_READ = {NEAR_FACT: (read_near_reach, "%", f"the near step, {_STEP}, from the smallest footprint to {MID_PCT} %"),
+         REACH_FACT: (read_reach, "%", f"the L2's step, {_STEP}, from {MID_PCT} % to the largest footprint"),
          FAR_FACT: (read_far, "cycles", "the far level, cycles a hop")}
 
 #: the facts read from the one sweep: the L2's size and partitions are the GPU model's memory system's

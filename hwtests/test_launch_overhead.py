@@ -4,11 +4,14 @@ and why the host is kept out of it):
 * launch_stream_back_to_back_us: empty-kernel launches queued on one stream, per launch;
 * launch_graph_node_us: the same kernels as one CUDA graph replayed, per kernel node.
 
-Neither has a recorded SKU value yet (they skip, saying how to record them). Measured 2026-11-26: the
-graph node read 0.978-0.992 us on three H100s and 0.707-0.709 us on two H200s run one GPU at a time,
-but 0.531-0.736 us on one H200 of a second node between two whole-suite processes with the other GPU
-busy; the stream launch moved 5-9 % between processes on one unit (H100 1.87-2.04 us, H200 1.45-1.65
-us). What else on the host moves them is not yet known.
+The graph node is recorded for the H100: 0.9778-0.9797 us on two units (2026-11-27), the 8 streams of a
+process within 0.1 % of each other. The stream launch is not recorded (it skips, saying how to record
+it): on 8 streams of one process it reads alike within a few %, but the whole process moves, by 10 %
+from one process to the next on one unit (H100 GPU-fc37663d: 1.825, 1.827, 1.937, 2.017 us), so no band
+could catch a 5 % change; what in a process sets it is not known yet (not the SM clock: 1980 MHz
+throughout; not the NUMA node: the machine has one). Before these, 2026-11-26: the graph node read
+0.978-0.992 us on three H100s and 0.707-0.709 us on two H200s run one GPU at a time, but 0.531-0.736 us
+on one H200 of a second node with the other GPU busy.
 
 Both are the GPU's facts, not the SM arch's: the GPU's front end, its driver and the host memory the
 driver's launch queues live in set them (record mode files them under the GPU's section, the driver

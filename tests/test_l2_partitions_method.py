@@ -26,25 +26,38 @@ def test_the_h100_sweep_reads_the_near_half_the_far_level_and_the_whole_l2():
     lv = l2p.levels(H100)
     assert lv.near == 287.7 and lv.dram == 690.3
     assert lv.far == pytest.approx(532.9) and lv.far_points == 10  # 60 .. 96 %, 524.0-545.9: their median
-    # half-way 287.7 -> 532.9 (410.3) between 52 % (395.4) and 56 % (491.0)
-    assert lv.near_reach == pytest.approx(52 + 4 * (410.3 - 395.4) / (491.0 - 395.4))
-    # half-way 532.9 -> 690.3 (611.6) between 100 % (573.0) and 104 % (637.4)
-    assert lv.reach == pytest.approx(100 + 4 * (611.6 - 573.0) / (637.4 - 573.0))
-    assert 52 < lv.near_reach < 53 and 102 < lv.reach < 103
+    # the share of hops still near: 1 up to 48 % (295.9, within 3 % of 287.7), then 52 % (395.4) and 56 % (491.0),
+    # 0 from 60 % (528.8, within 3 % of 532.9); the area from 40 % on
+    share52, share56 = (532.9 - 395.4) / (532.9 - 287.7), (532.9 - 491.0) / (532.9 - 287.7)
+    assert lv.near_reach == pytest.approx(40 + 8 + 2 * (1 + share52) + 2 * (share52 + share56) + 2 * share56)
+    # the share still at the far level: 1 up to 96 % (545.9, within 3 %), then 100 .. 108 %, 0 from 112 % (679.0)
+    s100, s104, s108 = ((690.3 - c) / (690.3 - 532.9) for c in (573.0, 637.4, 664.9))
+    assert lv.reach == pytest.approx(76 + 20 + 2 * (1 + s100) + 2 * (s100 + s104) + 2 * (s104 + s108) + 2 * s108)
+    assert 52.9 < lv.near_reach < 53 and 102.9 < lv.reach < 103
+
+
+def test_a_sharp_step_reads_where_it_is_and_no_one_point_decides_a_gradual_one():
+    sharp = [(x, 290.0 if x <= 50 else 530.0 if x <= 100 else 690.0) for x in l2p.SHARES_PCT]
+    lv = l2p.levels(sharp)
+    assert lv.near_reach == pytest.approx(51.0) and lv.reach == pytest.approx(101.0)  # half-way into the next step
+    # one transition point read 10 % off moves the read by a fraction of the grid's step, not a whole one
+    bumped = [(x, c * 1.1 if x == 52 else c) for x, c in H100]
+    assert abs(l2p.levels(bumped).near_reach - l2p.levels(H100).near_reach) < 1.0
 
 
 def test_each_fact_reads_its_own_value_from_the_one_sweep_with_the_levels_beside_it():
     values = {f.name: f.read(H100) for f in l2p.FACTS}
-    assert values[l2p.NEAR_FACT][0] == 52.62 and values[l2p.REACH_FACT][0] == 102.4
+    assert values[l2p.NEAR_FACT][0] == 52.93 and values[l2p.REACH_FACT][0] == 102.97
     assert values[l2p.FAR_FACT][0] == 532.9
     info = values[l2p.FAR_FACT][1]
-    assert info == values[l2p.NEAR_FACT][1] and info["dram_cycles"] == 690.3 and info["near_hit_reach_pct"] == 52.62
+    assert info == values[l2p.NEAR_FACT][1] and info["dram_cycles"] == 690.3 and info["near_hit_reach_pct"] == 52.93
 
 
-def test_a_near_partition_five_percent_smaller_reads_otherwise():
-    """The curve moved 5 % of the L2 down the footprints on its near step reads a near reach ~5 lower."""
-    moved = [(x - 5 if 40 < x < 60 else x, c) for x, c in H100]
-    assert l2p.levels(moved).near_reach == pytest.approx(l2p.levels(H100).near_reach - 5)
+def test_a_near_partition_smaller_by_4_percent_of_the_l2_reads_otherwise():
+    """The curve moved 4 % of the L2 down the footprints on its near step reads a near reach ~4 lower."""
+    moved = [(x - 4, c) for x, c in H100 if 44 < x < 60] + [(x, c) for x, c in H100 if x <= 40 or x >= 60]
+    moved.append((56, 530.0))  # the far level where 56 % read on the way up
+    assert l2p.levels(moved).near_reach == pytest.approx(l2p.levels(H100).near_reach - 4, abs=0.3)
 
 
 def test_a_sweep_with_one_step_is_refused():
@@ -60,21 +73,19 @@ def test_a_tail_that_is_not_dram_yet_is_refused():
         l2p.levels(short)
 
 
-def test_a_step_that_falls_back_is_refused():
-    """A point under the half-way mark after the curve crossed it: not one step (noise, or another chase)."""
-    back = [(x, 300.0 if x == 60 else c) for x, c in H100]
-    with pytest.raises(sc.SweepError, match="under the midpoint .* again"):
-        l2p.levels(back)
+def test_a_step_outside_its_window_is_refused():
+    """A near partition past MID_PCT (the curve still near at 76 %), and a sweep missing the window's ends."""
+    late = [(x, 290.0 if x <= 80 else 530.0 if x <= 100 else 690.0) for x in l2p.SHARES_PCT]
+    with pytest.raises(sc.SweepError, match="from 30 % to 76 % the chase does not go from 290.0 to 530.0"):
+        l2p.levels(late)
+    with pytest.raises(sc.SweepError, match="no points at 40 % and 76 %"):
+        l2p.step_at([(x, c) for x, c in H100 if x != 76], 287.7, 532.9, 40, 76)
 
 
-def test_a_sweep_that_does_not_start_on_a_level_is_refused():
-    with pytest.raises(sc.SweepError, match="smallest footprints are not one level"):
-        l2p.levels([(40, 287.0), (44, 395.0)] + [(x, c) for x, c in H100 if x > 48])
-
-
-def test_half_way_needs_the_curve_to_get_there():
-    with pytest.raises(sc.SweepError, match="never reads over"):
-        l2p.half_way([(10, 100.0), (20, 110.0), (30, 120.0)], 100.0, 300.0, 10)
+def test_a_point_within_the_snap_band_of_a_level_is_on_it():
+    assert l2p.share_at_low(295.0, 287.0, 530.0) == 1.0 and l2p.share_at_low(516.0, 287.0, 530.0) == 0.0
+    assert l2p.share_at_low(408.5, 287.0, 530.0) == pytest.approx(0.5)
+    assert l2p.share_at_low(700.0, 287.0, 530.0) == 0.0 and l2p.share_at_low(100.0, 287.0, 530.0) == 1.0
 
 
 def test_footprints_are_whole_lines_of_the_gpus_l2():

@@ -10,6 +10,7 @@ import ctypes
 import re
 from types import SimpleNamespace
 
+import numpy  # noqa: F401  (loaded before the in-process pytest runs: numpy cannot load twice in one process)
 import pytest
 from gp_testing import KERNELS, fake_gpu_conftest
 
@@ -324,13 +325,22 @@ def _run(pytester, monkeypatch, gpu, *args):
     return pytester.runpytest_inprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-rs", *args)
 
 
-def test_without_facts_the_launch_facts_skip_saying_how_to_record_them(pytester, monkeypatch):
-    """The packaged facts hold no launch fact yet (both moved between processes: the test file says how
-    much): each skips, saying how to record it."""
-    r = _run(pytester, monkeypatch, SimLaunchGpu())
-    r.assert_outcomes(skipped=2)
+def test_the_packaged_h100_graph_fact_holds_a_gpu_at_its_value_and_the_stream_fact_skips(pytester, monkeypatch):
+    """The packaged facts hold the H100's graph node (0.9787 us +- 3 %) but no stream launch (it moves 10 %
+    between processes on one unit: the test file says how much): the stream fact skips, saying how to
+    record it; a GPU at the recorded graph node passes and becomes its unit's baseline; the same unit 5 % slower
+    next time is MOVED (red); a GPU far off the band fails, confirmed."""
+    r = _run(pytester, monkeypatch, SimLaunchGpu(node_us=0.979))
+    r.assert_outcomes(passed=1, skipped=1)
+    assert r.ret == 0
     r.stdout.fnmatch_lines(["*no fact 'launch_stream_back_to_back_us' for the GPU 'NVIDIA H100 80GB HBM3' (sm_90)*"
                             "record it with --gpuprops-record PATH on this GPU*"])
+    r = _run(pytester, monkeypatch, SimLaunchGpu(node_us=0.979 * 1.05))
+    assert r.ret != 0
+    r.stdout.fnmatch_lines(["*launch_graph_node_us*baseline 0.979*(moved +0.049, +5.00%)*MOVED*"])
+    r = _run(pytester, monkeypatch, SimLaunchGpu(node_us=1.25), "--gpuprops-baseline", "none")
+    r.assert_outcomes(failed=1, skipped=1)
+    r.stdout.fnmatch_lines(["*fact launch_graph_node_us on sm_90 does not hold*", "*confirmed: failed 3 of 3*"])
 
 
 def test_the_launch_facts_record_under_the_gpu_then_hold_and_a_planted_value_fails(pytester, monkeypatch):
