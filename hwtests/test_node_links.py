@@ -38,7 +38,9 @@ _GPU_FACTS = ("host_to_device_gbps", "device_to_host_gbps", "device_to_host_bidi
               "nvlink_version")
 VISIBLE = devices.visible_gpu_count()
 #: where a host copy's thread runs and its pinned memory lies (links.Node.host_cpus)
-HOST_CPUS = "from a thread on the GPU's own NUMA node's CPUs (NVML's CPU affinity), its pinned memory allocated there"
+HOST_CPUS = ("from a thread on the GPU's own NUMA node's CPUs (NVML's CPU affinity), its pinned memory allocated there; "
+             f"a series measured again (a failure's confirmation, a disturbed series) {links.HOST_CONFIRM_PAUSE_S:g} s after "
+             "the last")
 #: the peers of the GPU under test, as offsets (peer = (src + k) % visible); one placeholder that
 #: skips, saying why, on a node with fewer than two GPUs
 OFFSETS = list(range(1, VISIBLE)) or [0]
@@ -173,10 +175,12 @@ def test_peer_latency(gpuprops, node, peer, side):
 def test_host_link_rate(gpuprops, node, direction):
     index, name = gpuprops.gpu.index, gpuprops.fact_name
 
-    def once():
+    def once(again: bool = False):
+        if again:  # a fresh series out of the stretch of host traffic the last one may have read
+            links.confirm_pause()
         with links.host_copy_lock(index):
             values = node.host_copy(index, direction)
-        return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=once,
+        return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=lambda: once(True),
                                       launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))})
     way = "pinned host memory -> GPU" if direction == "h2d" else "GPU -> pinned host memory"
     gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_BYTES >> 20} MiB, {way}, CUDA events; median "
@@ -190,10 +194,12 @@ def test_host_link_rate_both_ways(gpuprops, node):
     units could not catch a 10 % drop, so it is not a fact yet (docs/node.md)."""
     index, name, direction = gpuprops.gpu.index, gpuprops.fact_name, "d2h"
 
-    def once():
+    def once(again: bool = False):
+        if again:
+            links.confirm_pause()
         with links.host_copy_lock(index):
             values = node.host_copy_loaded(index, direction)
-        return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=once,
+        return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=lambda: once(True),
                                       launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))})
     way, back = (("pinned host memory -> GPU", "GPU -> host") if direction == "h2d"
                  else ("GPU -> pinned host memory", "host -> GPU"))

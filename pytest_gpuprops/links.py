@@ -39,6 +39,13 @@ HOST_BYTES = 256 << 20
 HOST_LOADED_BYTES = 1 << 30
 WARMUP = 2
 REPEATS = 12
+#: a host-link fact measured again (confirming a failure, or after a series too disturbed to read) waits this
+#: long first, outside every lock: a shared host's traffic slows H2D copies 3-6 % for stretches of 1-3 s and
+#: more (H100 GPU-d5fa12bd, 2026-11-27: in 3 of 6 processes whole 2-s stretches of series read 50.7-52.4
+#: against 53.4-54.4 GB/s, while D2H held 54.7-55.1; cudaHostAlloc, THP-backed and 4 KiB-page registered
+#: buffers, interleaved, read alike, so the buffer's pages are not the cause). Attempts back to back land in
+#: one stretch and confirm the disturbance, not the link
+HOST_CONFIRM_PAUSE_S = 3.0
 #: hops of one latency launch: ~1 us a hop over NVLink, so ~20 ms a launch, launch overhead negligible
 CHASE_HOPS = 16384
 CHASE_FOOTPRINT = 4 << 20  # bytes: warm in the peer's L2 (50 MB on an H100), 32768 lines
@@ -55,6 +62,12 @@ SETTLED_TEXT = (f"the median of the copies at the settled rate (within {SETTLED_
 
 class PeerAccessOff(Exception):
     """Peer access between two GPUs is not on: SM kernels of one cannot reach the other's memory."""
+
+
+def confirm_pause() -> None:
+    """The wait before a host-link fact's next series (HOST_CONFIRM_PAUSE_S); call it holding no lock."""
+    import time
+    time.sleep(HOST_CONFIRM_PAUSE_S)
 
 
 def gbps(nbytes: float, seconds: float) -> float:

@@ -41,14 +41,14 @@ class GivenNode:
         raise AssertionError(f"the stand-in node was asked to measure {name}: not given")
 
 
-def _run(pytester, monkeypatch, count, *args):
+def _run(pytester, monkeypatch, count, *args, node=GivenNode):
     """test_node_links.py on ``count`` fake H100s (renamed: hwtests/test_node_links.py may be imported
     in this process already), the node's measurements given by GivenNode."""
     pytester.makeconftest(fake_gpu_conftest("sm_90", count=count).replace('"Fake GPU"', '"NVIDIA H100 80GB HBM3"'))
     pytester.makepyfile(test_links_of_the_node=(HWTESTS / "test_node_links.py").read_text())
     monkeypatch.setattr(session.GpuPropsState, "runner",
                         lambda self, index=None: SimpleNamespace(kernels_dir=pytester.path, cache_dir=None))
-    monkeypatch.setattr(links, "Node", GivenNode)
+    monkeypatch.setattr(links, "Node", node)
     monkeypatch.setattr(GivenNode, "asked", [])
     monkeypatch.setenv("GPUPROPS_LOCK_DIR", str(pytester.path))  # pair_lock's files, of this test only
     return pytester.runpytest_inprocess("-p", "no:randomly", "-m", "node", *args)
@@ -107,3 +107,41 @@ def test_on_two_gpus_a_pair_verdict_names_the_pair_and_the_report_has_the_matrix
     ], consecutive=True)
     # the two directions are one case of the fleet rule, 11 % apart and past the units recorded: both flagged
     r.stdout.fnmatch_lines(["gpuprops outlier check: 2 GPUs, 1 facts compared, 2 outlier(s)"])
+
+
+class HostNode(GivenNode):
+    """The stand-in with host copies: ``host_copy`` hands out ``series`` in order (GB/s per copy)."""
+
+    series: list = []
+
+    def host_cpus(self, index):
+        return None
+
+    def host_copy(self, index, direction):
+        GivenNode.asked.append(("host", index, direction))
+        return list(HostNode.series.pop(0))
+
+
+#: H100 GPU-e03e5018's H2D series of a second process, 2026-11-27 (a shared host's traffic: 3 of 12 copies within
+#: 1 % of the 90th percentile, NOISY), and of its first process (settled)
+DISTURBED = [52.4, 52.1, 52.4, 52.4, 53.1, 53.7, 52.6, 52.2, 53.5, 52.5, 52.4, 52.3]
+SETTLED = [54.7, 54.4, 54.6, 54.2, 54.6, 54.8, 53.3, 54.9, 54.6, 54.4, 54.7, 54.7]
+
+
+def test_a_host_link_series_is_measured_again_only_after_a_pause(pytester, monkeypatch):
+    """A disturbed series is discarded and the link read from fresh series, each 3 s after the last
+    (links.confirm_pause, outside the locks); a link that is slow in every series fails, confirmed over pauses."""
+    pauses = []
+    monkeypatch.setattr(links, "confirm_pause", lambda: pauses.append(links.HOST_CONFIRM_PAUSE_S))
+    monkeypatch.setattr(HostNode, "series", [DISTURBED, SETTLED, SETTLED])
+    r = _run(pytester, monkeypatch, 1, "-k", "host_link_rate and h2d", "--gpuprops-baseline", "none", node=HostNode)
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*host_to_device_gbps*54.650*PASS (first measurement discarded, noisy*"])
+    assert pauses == [3.0, 3.0] and not HostNode.series  # the noisy series, then two settled ones, each after a pause
+    slow = [27.3, 27.4, 27.3, 27.2, 27.3, 27.4, 27.3, 27.3, 27.2, 27.3, 27.4, 27.3]  # a link trained down to gen 4
+    monkeypatch.setattr(HostNode, "series", [slow] * 3)
+    pauses.clear()
+    r = _run(pytester, monkeypatch, 1, "-k", "host_link_rate and h2d", "--gpuprops-baseline", "none", node=HostNode)
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*fact host_to_device_gbps on sm_90 does not hold*", "*confirmed: failed 3 of 3*"])
+    assert pauses == [3.0, 3.0]
