@@ -270,6 +270,12 @@ def tlb_fact(stride: int) -> str:
 #: 276-279 cycles a hop (L2 hits) from 4 MiB to 40256 MiB at 2 MiB and from 64 MiB to 40256 MiB at 32 MiB,
 #: so every TLB level's reach is past half the memory; a TLB that misses within it is a change
 TLB_FACTS = {tlb_fact(s): s for s in (2 * MIB, 32 * MIB)}
+#: the same condition over pages mapped out of physical order (pytest_gpuprops/vmm.py: each 2 MiB page a
+#: translation of its own), up to this much or half the free memory: the reach of 2 MiB translations. On the
+#: H100 (GPU-6e1f9a28, 2026-11-27) it read 284-298 cycles a hop from 4 MiB to 16 GiB, as cudaMalloc's buffer and
+#: the pages mapped in order did
+TLB_OUT_OF_ORDER_FACT = "tlb_no_step_to_16g_2m_pages_out_of_order"
+TLB_OUT_OF_ORDER_BYTES = 16 * 1024 * MIB
 
 
 # ----------------------------------------------------------------------------------------------
