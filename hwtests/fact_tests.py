@@ -106,7 +106,8 @@ def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> M
     """Every point of ``sweep`` measured (sweeps.SWEEP), the sweep read (``sweep.read``): the fact's one value,
     the sweep and what it was read from in the launch info, each point a plot point. A sweep that shows no
     value fails the test with the sweep; measured again, the whole sweep is. A shared sweep (``sweep.shared``)
-    is measured once for all the facts read from it, unless ``fresh``."""
+    is measured once for all the facts read from it, unless ``fresh``. What ``sweep.report`` says of the
+    launch joins the launch info and a failure's text."""
     key = (gpuprops.gpu.index, sweep.shared) if sweep.shared else None
     if key is None or fresh or key not in _SHARED_SWEEPS:
         label = sweep.shared or sweep.name
@@ -117,9 +118,10 @@ def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> M
             _SHARED_SWEEPS[key] = points
     else:
         points = _SHARED_SWEEPS[key]
-    value, info = sweeps.read_sweep(sweep.read, points, sweep.name)
+    said = sweep.report(gpuprops, sweep.build()) if sweep.report else {}
+    value, info = sweeps.read_sweep(sweep.read, points, f"{sweep.name} ({said})" if said else sweep.name)
     m = sweeps.given(sweep.name, [float(value)], sweep.unit, sweep.point(sweep.xs[0]),
-                     {"sweep": [sweep.plot_point(x, c) for x, c in points], **info},
+                     {"sweep": [sweep.plot_point(x, c) for x, c in points], **info, **said},
                      gpuprops.runner.session_sm_clock_mhz(), noise_target=0.0)
     m.remeasure = lambda: measure_sweep(gpuprops, sweep, fresh=True)
     return m

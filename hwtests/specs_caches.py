@@ -31,6 +31,7 @@ import statistics
 from memory_levels import log_grid  # the chase sweep's grid, shared
 from specs_sync_units import const_chase_args
 
+from pytest_gpuprops.factspec import SweepSpec
 from pytest_gpuprops.kernel_spec import KernelSpec
 
 KIB, MIB = 1024, 1024 * 1024
@@ -389,6 +390,14 @@ def const_levels(points) -> list[Step]:
     return [Step(a.last, b.first, a.level, b.level) for a, b in zip(ps, ps[1:])]
 
 
+def plateau_dicts(points) -> list[dict]:
+    """The sweep's plateaus as the report keeps them; a sweep that cannot be cut into plateaus, its error."""
+    try:
+        return [dict(first=p.first, last=p.last, cycles=round(p.level, 2), points=p.points) for p in plateaus(points)]
+    except SweepError as exc:
+        return [{"error": str(exc)}]
+
+
 def tlb_steps(points) -> list[Step]:
     """The TLB sweep's steps (footprints in bytes), the smallest footprints a plateau."""
     pts = check_sweep(points)
@@ -412,3 +421,64 @@ def tlb_flat(points) -> tuple[bool, str]:
         return True, f"no step: {min(lat):.1f} .. {max(lat):.1f} cycles a hop over {where}"
     steps = ", ".join(f"{x.reach >> 20} MiB ({x.below_level:.0f} -> {x.above_level:.0f} cycles)" for x in found)
     return False, f"{len(found)} step(s) over {where}, after {steps}: {table(pts, MIB, 'MiB')}"
+
+
+# ----------------------------------------------------------------------------------------------
+# the L1 capacity facts
+
+
+def carveout_readback(gpuprops, spec: KernelSpec) -> dict:  # pragma: no cover  (GPU only)
+    """What the driver holds for ``spec``'s function after its launches: the carve-out hint, the dynamic
+    shared memory allowed, the blocks per SM the launch's shared memory allows (one block of 227 KiB
+    needs the 228 KiB carve-out), and the device's reserved and per-SM shared memory."""
+    from pytest_gpuprops import driver_launch as dl
+    try:
+        d = dl.cuda_driver()
+        runner = gpuprops.runner
+        cubin, _ = runner.build(spec)
+        f = d.CUfunction(dl.function_handle(runner.load(cubin, spec.kernel)))
+        out = {}
+        for attr in ("PREFERRED_SHARED_MEMORY_CARVEOUT", "MAX_DYNAMIC_SHARED_SIZE_BYTES", "SHARED_SIZE_BYTES"):
+            err, v = d.cuFuncGetAttribute(getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{attr}"), f)
+            out[attr.lower()] = int(v) if int(err) == 0 else dl.driver_error(d, err)
+        err, n = d.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, spec.block, spec.shared_mem)
+        out["blocks_per_sm"] = int(n) if int(err) == 0 else dl.driver_error(d, err)
+        dev = d.CUdevice(gpuprops.gpu.index)
+        for attr in ("RESERVED_SHARED_MEMORY_PER_BLOCK", "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"):
+            err, v = d.cuDeviceGetAttribute(getattr(d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{attr}"), dev)
+            out[attr.lower()] = int(v) if int(err) == 0 else dl.driver_error(d, err)
+        return {"driver_readback": out}
+    except Exception as exc:  # the readback informs the report; it never decides the fact
+        return {"driver_readback": {"error": f"{type(exc).__name__}: {exc}"}}
+
+
+def read_l1(carveout: Carveout, points) -> tuple[float, dict]:
+    """An L1 sweep's value, KiB (:func:`l1_capacity`'s reach), with the step and the carve-out it was read at."""
+    step = l1_capacity(points)
+    return step.reach / KIB, dict(
+        grid_step_kib=carveout.window_kib[2], knee_kib=step.reach / KIB, next_kib=step.above / KIB,
+        hit_cycles=round(step.below_level, 2), above_cycles=round(step.above_level, 2),
+        plateaus=plateau_dicts(points),
+        shared_mem=carveout.shared_mem, carveout_hint_percent=carveout.hint,
+        carveout_kib_implied=carveout.expected_smem_kib, l1_kib_expected=carveout.expected_l1_kib)
+
+
+def l1_method(c: Carveout) -> str:
+    lo, hi, step = c.window_kib
+    return (f"ld.global.ca chase (l1_capacity_chase.cu CACHE=0), one 8-byte node per 128-byte line, one random cycle, "
+            f"one warp, {CAP_UNROLL} timed hops after one untimed walk over the whole cycle; launched with "
+            f"{c.shared_mem // KIB} KiB of dynamic shared memory and PREFERRED_SHARED_MEMORY_CARVEOUT = {c.hint} % "
+            f"(the smallest sm_90 carve-out holding that and the reserved 1 KiB: {c.expected_smem_kib} KiB; the sweep "
+            f"says what L1 the driver left); "
+            f"footprints {lo}..{hi} KiB step {step} KiB (and 4..12 KiB); the value is the last footprint of the "
+            f"L1-hit plateau (points within {PLATEAU_BAND:.0%}), so the capacity lies in [value, value + {step})")
+
+
+#: the L1's capacity at each carve-out (hwtests/test_cache_capacity.py tests them, tools/fact_specs.py lists them),
+#: the driver's readback of the function's carve-out beside each sweep
+FACTS: list[SweepSpec] = [
+    SweepSpec(l1_fact(c.name), lambda f, c=c: l1_chase(c, f), tuple(c.footprints()),
+              lambda points, c=c: read_l1(c, points), method=l1_method(c), unit="KiB", divisor=CAP_UNROLL,
+              x_names=("footprint",), report=carveout_readback)
+    for c in CARVEOUTS.values()
+]

@@ -1,5 +1,5 @@
 """The steps every sweep shares (fact_tests.measure_sweep's for a factspec.SweepSpec, and test_cache_capacity.py's
-L1 capacity, constant-cache and TLB sweeps, not yet sweep specs): a sweep measured point by point, its plateaus
+constant-cache and TLB sweeps, not yet sweep specs): a sweep measured point by point, its plateaus
 for the report, a fact's measurement given from what a sweep read, and a sweep that cannot be read failing its
 test with the sweep."""
 
@@ -23,12 +23,7 @@ def sweep(gpuprops, label: str, spec_of, footprints, stop=SWEEP, divisor: float 
             for f in footprints]
 
 
-def plateau_dicts(points) -> list[dict]:
-    try:
-        return [dict(first=p.first, last=p.last, cycles=round(p.level, 2), points=p.points)
-                for p in sc.plateaus(points)]
-    except sc.SweepError as exc:
-        return [{"error": str(exc)}]
+plateau_dicts = sc.plateau_dicts
 
 
 def given(name: str, values, unit: str, spec, launch: dict, clock, noise_target: float = 0.01) -> Measurement:

@@ -1,5 +1,5 @@
 """sm_90 cache capacities by latency-vs-footprint sweeps (hwtests/specs_caches.py has the launches and
-how a sweep is read):
+how a sweep is read; its ``FACTS`` declares the L1 capacities as sweep specs):
 
 * ``l1_capacity_kib_<carve-out>``: the L1 data cache's capacity at shared-memory carve-outs 0, 100 and
   228 KiB (ld.global.ca chase, one node per 128-byte line); the carve-out the driver took is checked
@@ -24,6 +24,7 @@ test_static_cache_capacity.py.
 
 from __future__ import annotations
 
+import fact_tests
 import pytest
 import specs_caches as sc
 from sweeps import TLB_SWEEP, given, no_such_step, plateau_dicts, read_sweep, sweep
@@ -35,67 +36,11 @@ KIB, MIB = sc.KIB, sc.MIB
 # L1 per carve-out
 
 
-def carveout_readback(gpuprops, spec) -> dict:  # pragma: no cover  (GPU only)
-    """What the driver holds for ``spec``'s function after its launches: the carve-out hint, the dynamic
-    shared memory allowed, the blocks per SM the launch's shared memory allows (one block of 227 KiB
-    needs the 228 KiB carve-out), and the device's reserved and per-SM shared memory."""
-    from pytest_gpuprops import driver_launch as dl
-    try:
-        d = dl.cuda_driver()
-        runner = gpuprops.runner
-        cubin, _ = runner.build(spec)
-        f = d.CUfunction(dl.function_handle(runner.load(cubin, spec.kernel)))
-        out = {}
-        for attr in ("PREFERRED_SHARED_MEMORY_CARVEOUT", "MAX_DYNAMIC_SHARED_SIZE_BYTES", "SHARED_SIZE_BYTES"):
-            err, v = d.cuFuncGetAttribute(getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{attr}"), f)
-            out[attr.lower()] = int(v) if int(err) == 0 else dl.driver_error(d, err)
-        err, n = d.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, spec.block, spec.shared_mem)
-        out["blocks_per_sm"] = int(n) if int(err) == 0 else dl.driver_error(d, err)
-        dev = d.CUdevice(gpuprops.gpu.index)
-        for attr in ("RESERVED_SHARED_MEMORY_PER_BLOCK", "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"):
-            err, v = d.cuDeviceGetAttribute(getattr(d.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{attr}"), dev)
-            out[attr.lower()] = int(v) if int(err) == 0 else dl.driver_error(d, err)
-        return out
-    except Exception as exc:  # the readback informs the report; it never decides the fact
-        return {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def measure_l1(gpuprops, carveout: sc.Carveout) -> Measurement:  # pragma: no cover  (GPU only)
-    name = sc.l1_fact(carveout.name)
-    points = sweep(gpuprops, f"L1 chase {carveout.name}", lambda f: sc.l1_chase(carveout, f), carveout.footprints())
-    spec = sc.l1_chase(carveout, carveout.footprints()[0])
-    readback = carveout_readback(gpuprops, spec)
-    for f, c in points:
-        gpuprops.plot_point(f"l1_capacity_{carveout.name}", footprint_kib=f / KIB, cycles=c)
-    step = read_sweep(sc.l1_capacity, points,
-                      f"{name} (carve-out {carveout.name}, readback {readback}; expected L1 {carveout.expected_l1_kib} KiB)")
-    m = given(name, [step.reach / KIB], "KiB", spec, dict(
-        sweep_kib={f"{f / KIB:g}": round(c, 2) for f, c in points},
-        grid_step_kib=carveout.window_kib[2], knee_kib=step.reach / KIB, next_kib=step.above / KIB,
-        hit_cycles=round(step.below_level, 2), above_cycles=round(step.above_level, 2),
-        plateaus=plateau_dicts(points), shared_mem=carveout.shared_mem, carveout_hint_percent=carveout.hint,
-        carveout_kib_implied=carveout.expected_smem_kib, l1_kib_expected=carveout.expected_l1_kib,
-        driver_readback=readback), gpuprops.runner.session_sm_clock_mhz())
-    m.remeasure = lambda: measure_l1(gpuprops, carveout)
-    return m
-
-
 @pytest.mark.gpu
-@pytest.mark.fact(lambda carveout: sc.l1_fact(carveout))
-@pytest.mark.parametrize("carveout", list(sc.CARVEOUTS))
-def test_l1_capacity_per_carveout(gpuprops, carveout):
-    gpuprops.fact(sc.l1_fact(carveout))  # a fact this GPU has no value for skips here, before the sweep
-    c = sc.CARVEOUTS[carveout]
-    m = measure_l1(gpuprops, c)
-    lo, hi, step = c.window_kib
-    gpuprops.check(sc.l1_fact(carveout), m, method=(
-        f"ld.global.ca chase (l1_capacity_chase.cu CACHE=0), one 8-byte node per 128-byte line, one random cycle, "
-        f"one warp, {sc.CAP_UNROLL} timed hops after one untimed walk over the whole cycle; launched with "
-        f"{c.shared_mem // KIB} KiB of dynamic shared memory and PREFERRED_SHARED_MEMORY_CARVEOUT = {c.hint} % "
-        f"(the smallest sm_90 carve-out holding that and the reserved 1 KiB: {c.expected_smem_kib} KiB; the sweep "
-        f"says what L1 the driver left); "
-        f"footprints {lo}..{hi} KiB step {step} KiB (and 4..12 KiB); the value is the last footprint of the "
-        f"L1-hit plateau (points within {sc.PLATEAU_BAND:.0%}), so the capacity lies in [value, value + {step})"))
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.sweep_params(sc.FACTS))
+def test_l1_capacity_per_carveout(gpuprops, fact, benchmark):
+    fact_tests.measure_sweep_and_check(gpuprops, fact, benchmark)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -185,8 +185,10 @@ class SweepSpec:
     dict for the report), raising ValueError where the sweep shows no value. ``x_names`` name a point's
     coordinates in the report's plot points (an ``x`` that is a tuple has one name a coordinate).
     ``shared`` names one sweep several facts are read from (the same ``point`` and ``xs``): it is measured
-    once a process, and again whole where any of its facts is confirmed. ``scope``, ``arch``, ``unit``
-    and ``method`` as a FactSpec's."""
+    once a process, and again whole where any of its facts is confirmed. ``report(gpuprops, build)``, where
+    given, says what the GPU holds about the launch (a driver's readback of the function's attributes) for
+    the report and a failure's text; it never decides the fact. ``scope``, ``arch``, ``unit`` and ``method``
+    as a FactSpec's."""
 
     name: str
     point: Callable[..., KernelSpec]
@@ -199,6 +201,7 @@ class SweepSpec:
     arch: str = "sm_90"
     x_names: tuple[str, ...] = ("x",)
     shared: str | None = None
+    report: Callable | None = None
 
     def __post_init__(self):
         if not facts_schema.NAME.match(self.name):

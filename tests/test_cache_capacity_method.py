@@ -395,3 +395,21 @@ def test_a_sweep_of_numpy_numbers_reads_as_one_of_python_numbers():
     pts = _l1_sweep(256)
     arr = [(np.int64(f), np.float64(c)) for f, c in pts]
     assert sc.l1_capacity(arr) == sc.l1_capacity(pts)
+
+
+def test_each_carveouts_fact_reads_its_sweep_with_the_carveout_beside_it():
+    """The L1 facts are sweep specs: each carve-out's points, its value the L1-hit plateau's last footprint in
+    KiB, the driver's readback of the carve-out reported beside it (never deciding the fact)."""
+    by_name = {f.name: f for f in sc.FACTS}
+    assert set(by_name) == {sc.l1_fact(c) for c in sc.CARVEOUTS} and {f.unit for f in sc.FACTS} == {"KiB"}
+    fact = by_name["l1_capacity_kib_smem228"]
+    c = sc.CARVEOUTS["smem228"]
+    assert fact.xs == tuple(c.footprints()) and fact.report is sc.carveout_readback
+    assert fact.point(32 * KIB).shared_mem == c.shared_mem and fact.point(32 * KIB).carveout == c.hint
+    value, info = fact.read(_l1_sweep(20, lo=14, hi=64, step=2))
+    assert value == 20.0 and info["knee_kib"] == 20.0 and info["next_kib"] == 22.0
+    assert (info["carveout_kib_implied"], info["l1_kib_expected"], info["grid_step_kib"]) == (228, 28, 2)
+    assert info["plateaus"][0]["first"] == 4 * KIB  # the small footprints and the window up to 20 KiB: one level
+    assert "227 KiB of dynamic shared memory and PREFERRED_SHARED_MEMORY_CARVEOUT = 100 %" in fact.method
+    with pytest.raises(sc.SweepError, match="never leaves the L1-hit level"):
+        fact.read([(f, 33.0) for f in c.footprints()])

@@ -618,3 +618,21 @@ def test_a_sweep_is_measured_point_by_point_read_once_and_measured_again_whole()
         ft.measure_sweep_and_check(flat, _sweep(read=no_step))
     with pytest.raises(ValueError, match="handed the sweep of y_bytes"):
         ft.measure_sweep_and_check(g, _sweep(name="y_bytes"))
+
+
+def test_what_a_sweep_reports_of_its_launch_joins_the_record_and_a_failures_text():
+    from specs_caches import SweepError
+    said = []
+
+    def report(gp, build):
+        said.append(build.shared_mem)
+        return {"driver_readback": {"carveout": 100}}
+
+    g = SweepGpuprops({1: 30.0, 2: 31.0, 3: 290.0, 4: 291.0})
+    _, m, _ = ft.measure_sweep_and_check(g, _sweep(read=lambda pts: (3, {"hit_cycles": 30.0}), report=report))
+    assert m.launch["driver_readback"] == {"carveout": 100} and m.launch["hit_cycles"] == 30.0 and said == [1]
+
+    def no_step(points):
+        raise SweepError("no step")
+    with pytest.raises(pytest.fail.Exception, match=r"x_bytes \({'driver_readback': {'carveout': 100}}\): no step"):
+        ft.measure_sweep_and_check(g, _sweep(read=no_step, report=report))
