@@ -147,3 +147,19 @@ def test_the_sweep_runs_once_for_its_three_facts_and_again_whole_when_one_is_con
     assert calls == [l2p.SWEEP] * 2
     ft.measure_sweep(g, l2p.FACTS[0])  # the confirmation's fresh sweep is the one kept
     assert calls == [l2p.SWEEP] * 2
+
+
+def test_an_unreadable_shared_sweep_is_swept_afresh_and_the_fresh_one_kept_for_the_other_facts(monkeypatch):
+    g = SharedGpuprops()
+    calls = []
+    flat = [(x, 690.0) for x in l2p.SHARES_PCT]  # DRAM's level everywhere: no near level (a disturbed sweep)
+
+    def sweep(gp, label, point, xs, divisor):
+        calls.append(label)
+        return flat if len(calls) == 1 else [(x, g.cycles(x)) for x in xs]
+    monkeypatch.setattr(ft.sweeps, "sweep", sweep)
+    monkeypatch.setattr(ft, "_SHARED_SWEEPS", {})
+    ms = [ft.measure_sweep(g, f) for f in l2p.FACTS]
+    assert calls == [l2p.SWEEP] * 2  # the unreadable one, then one fresh sweep for all three facts
+    assert "unreadable_sweeps" in ms[0].launch and "unreadable_sweeps" not in ms[1].launch
+    assert 45 < ms[0].values[0] < 60 and ms[1].launch["sweep"] == ms[0].launch["sweep"]
