@@ -126,8 +126,9 @@ def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> M
     """Every point of ``sweep`` measured (sweeps.SWEEP), the sweep read (``sweep.read``): the fact's one value,
     the sweep and what it was read from in the launch info, each point a plot point. A sweep that shows no
     value is swept afresh, up to SWEEP_ATTEMPTS sweeps in all, and fails the test with every sweep's reading
-    only when none shows it (the sweeps set aside go to the launch info); measured again, the whole sweep
-    is. A shared sweep (``sweep.shared``) is measured once for all the facts read from it, unless ``fresh``.
+    only when none shows it (the sweeps set aside go to the launch info); a sweep that shows the fact's level
+    lies past its reach (specs_caches.NoSuchLevel) skips where this GPU's facts hold no value. Measured again,
+    the whole sweep is. A shared sweep (``sweep.shared``) is measured once for all the facts read from it, unless ``fresh``.
     What ``sweep.report`` says of the launch joins the launch info and a failure's text."""
     said = sweep.report(gpuprops, sweep.build()) if sweep.report else {}
     unreadable: list[str] = []
@@ -135,6 +136,11 @@ def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> M
         points = _sweep_points(gpuprops, sweep, fresh or attempt > 0)
         try:
             value, info = sweep.read(points)
+        except sc.NoSuchLevel as exc:  # no value here: a skip, unless this GPU's facts hold one (then confirmed)
+            if gpuprops.fact(sweep.name) is None:
+                pytest.skip(f"{sweep.name}: {exc}")
+            unreadable.append(str(exc))
+            continue
         except sc.SweepError as exc:
             unreadable.append(str(exc))
             continue

@@ -60,6 +60,12 @@ class SweepError(ValueError):
     """A sweep that does not show what its fact needs (no step, a fall, too few points)."""
 
 
+class NoSuchLevel(SweepError):
+    """A sweep read as it should, showing that its fact's level lies past what the sweep can reach on this
+    GPU (the constant bank inside the level behind the first): no value to record here, and a failure only
+    where the GPU's facts hold one."""
+
+
 # ----------------------------------------------------------------------------------------------
 # footprint grids
 
@@ -476,9 +482,47 @@ def l1_method(c: Carveout) -> str:
 
 #: the L1's capacity at each carve-out (hwtests/test_cache_capacity.py tests them, tools/fact_specs.py lists them),
 #: the driver's readback of the function's carve-out beside each sweep
-FACTS: list[SweepSpec] = [
+L1_FACTS: list[SweepSpec] = [
     SweepSpec(l1_fact(c.name), lambda f, c=c: l1_chase(c, f), tuple(c.footprints()),
               lambda points, c=c: read_l1(c, points), method=l1_method(c), unit="KiB", divisor=CAP_UNROLL,
               x_names=("footprint",), report=carveout_readback)
     for c in CARVEOUTS.values()
 ]
+
+
+# ----------------------------------------------------------------------------------------------
+# the constant cache's facts: two read from one sweep (const_l15_hit_latency_cycles, the level's latency from the
+# nearest SM, is a fact of specs_sync_units: one table on every SM, not a sweep on one)
+
+CONST_SWEEP = "const_chase"
+CONST_METHOD = (f"dependent LDC chase (const_chase.cu, one warp, every lane on one word) through a __constant__ "
+                f"table swept over {CONST_FOOTPRINTS[0]} B .. {CONST_FOOTPRINTS[-1] // KIB} KiB (256 B steps to "
+                f"4 KiB, 512 B to 8 KiB, 4 KiB to 64 KiB), word stride odd and coprime with the table (one cycle), "
+                f"one untimed walk over the table, then {CAP_UNROLL} hops per pass, pass 2 of 2 timed; plateaus "
+                f"within {PLATEAU_BAND:.0%}, steps over {STEP_RISE:.0%}")
+
+
+def read_const(level: int, points) -> tuple[int, dict]:
+    """The constant sweep's ``level``-th capacity (0: the constant L1's, 1: the level behind it), bytes, with
+    the steps and plateaus. :class:`NoSuchLevel` where the 64 KiB bank does not reach that level."""
+    levels = const_levels(points)
+    info = dict(plateaus=plateau_dicts(points),
+                steps=[dict(reach=x.reach, above=x.above, below_cycles=round(x.below_level, 2),
+                            above_cycles=round(x.above_level, 2)) for x in levels])
+    if len(levels) <= level:
+        raise NoSuchLevel(f"the 64 KiB constant bank does not reach past level {level + 1} ({len(levels)} step(s), the "
+                          f"last at {levels[-1].reach} B; none after it up to {max(f for f, _ in points)} B): "
+                          f"{table(points)}")
+    return levels[level].reach, info
+
+
+CONST_FACTS: list[SweepSpec] = [
+    SweepSpec(name, const_sweep_point, tuple(CONST_FOOTPRINTS), lambda points, k=k: read_const(k, points),
+              method=f"{CONST_METHOD}; the value: {what}", unit="bytes", divisor=CAP_UNROLL, x_names=("footprint",),
+              shared=CONST_SWEEP)
+    for k, (name, what) in enumerate((("const_l1_capacity_bytes",
+                                       "the last table size of the first (constant L1 hit) plateau"),
+                                      ("const_l15_capacity_bytes", "the last table size of the second plateau")))
+]
+#: every sweep spec of this file (tools/fact_specs.py lists them)
+FACTS: list[SweepSpec] = L1_FACTS + CONST_FACTS

@@ -27,9 +27,7 @@ from __future__ import annotations
 import fact_tests
 import pytest
 import specs_caches as sc
-from sweeps import TLB_SWEEP, given, no_such_step, plateau_dicts, read_sweep, sweep
-
-from pytest_gpuprops.measure import Measurement
+from sweeps import TLB_SWEEP, sweep
 
 KIB, MIB = sc.KIB, sc.MIB
 # ----------------------------------------------------------------------------------------------
@@ -38,7 +36,7 @@ KIB, MIB = sc.KIB, sc.MIB
 
 @pytest.mark.gpu
 @pytest.mark.fact(lambda fact: fact.name)
-@pytest.mark.parametrize("fact", fact_tests.sweep_params(sc.FACTS))
+@pytest.mark.parametrize("fact", fact_tests.sweep_params(sc.L1_FACTS))
 def test_l1_capacity_per_carveout(gpuprops, fact, benchmark):
     fact_tests.measure_sweep_and_check(gpuprops, fact, benchmark)
 
@@ -46,57 +44,12 @@ def test_l1_capacity_per_carveout(gpuprops, fact, benchmark):
 # ----------------------------------------------------------------------------------------------
 # the constant cache
 
-_SWEEPS: dict = {}
-
-
-def const_sweep(gpuprops, fresh: bool = False):  # pragma: no cover  (GPU only)
-    key = ("const", gpuprops.gpu.index)
-    if fresh or key not in _SWEEPS:
-        points = sweep(gpuprops, "constant chase", sc.const_sweep_point, sc.CONST_FOOTPRINTS)
-        for f, c in points:
-            gpuprops.plot_point("const_cache_levels", footprint=f, cycles=c)
-        _SWEEPS[key] = points
-    return _SWEEPS[key]
-
-
-#: the sweep's facts (const_l15_hit_latency_cycles, the level's latency from the nearest SM, is a fact of
-#: specs_sync_units: one table on every SM, not a sweep on one)
-CONST_FACTS = ("const_l1_capacity_bytes", "const_l15_capacity_bytes")
-CONST_METHOD = (f"dependent LDC chase (const_chase.cu, one warp, every lane on one word) through a __constant__ "
-                f"table swept over {sc.CONST_FOOTPRINTS[0]} B .. {sc.CONST_FOOTPRINTS[-1] // KIB} KiB (256 B steps to "
-                f"4 KiB, 512 B to 8 KiB, 4 KiB to 64 KiB), word stride odd and coprime with the table (one cycle), "
-                f"one untimed walk over the table, then {sc.CAP_UNROLL} hops per pass, pass 2 of 2 timed; plateaus "
-                f"within {sc.PLATEAU_BAND:.0%}, steps over {sc.STEP_RISE:.0%}")
-
-
-def measure_const(gpuprops, name: str, fresh: bool = False) -> Measurement:  # pragma: no cover  (GPU only)
-    points = const_sweep(gpuprops, fresh)
-    levels = read_sweep(sc.const_levels, points, name)
-    launch = dict(sweep_bytes={str(f): round(c, 2) for f, c in points}, plateaus=plateau_dicts(points),
-                  steps=[dict(reach=s.reach, above=s.above, below_cycles=round(s.below_level, 2),
-                              above_cycles=round(s.above_level, 2)) for s in levels])
-    spec = sc.const_sweep_point(points[0][0])
-    clock = gpuprops.runner.session_sm_clock_mhz()
-    if name == "const_l1_capacity_bytes":
-        m = given(name, [levels[0].reach], "bytes", spec, launch, clock)
-    else:
-        if len(levels) < 2:
-            no_such_step(gpuprops, name, f"{name}: the 64 KiB constant bank does not reach past the second level "
-                         f"(one step, at {levels[0].reach} B; no second up to {points[-1][0]} B): {sc.table(points)}")
-        m = given(name, [levels[1].reach], "bytes", spec, launch, clock)
-    m.remeasure = lambda: measure_const(gpuprops, name, fresh=True)
-    return m
-
 
 @pytest.mark.gpu
-@pytest.mark.fact(lambda name: name)
-@pytest.mark.parametrize("name", CONST_FACTS)
-def test_constant_cache_levels(gpuprops, name):
-    gpuprops.fact(name)
-    m = measure_const(gpuprops, name)
-    what = {"const_l1_capacity_bytes": "the last table size of the first (constant L1 hit) plateau",
-            "const_l15_capacity_bytes": "the last table size of the second plateau"}[name]
-    gpuprops.check(name, m, method=f"{CONST_METHOD}; the value: {what}")
+@pytest.mark.fact(lambda fact: fact.name)
+@pytest.mark.parametrize("fact", fact_tests.sweep_params(sc.CONST_FACTS))
+def test_constant_cache_levels(gpuprops, fact, benchmark):
+    fact_tests.measure_sweep_and_check(gpuprops, fact, benchmark)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,17 +69,14 @@ def tlb_buffer(gpu):  # pragma: no cover  (GPU only)
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-def tlb_sweep(gpuprops, buffer, stride: int, fresh: bool = False):  # pragma: no cover  (GPU only)
-    key = ("tlb", gpuprops.gpu.index, stride)
-    if fresh or key not in _SWEEPS:
-        words = buffer[0]
-        points = sweep(gpuprops, f"TLB chase stride {stride >> 20} MiB",
-                       lambda f: sc.tlb_chase(f, stride, buffer=words),
-                       sc.tlb_footprints(stride, words.size * 8), stop=TLB_SWEEP)
-        for f, c in points:
-            gpuprops.plot_point(f"tlb_stride{stride >> 20}m", footprint_mib=f / MIB, cycles=c)
-        _SWEEPS[key] = points
-    return _SWEEPS[key]
+def tlb_sweep(gpuprops, buffer, stride: int):  # pragma: no cover  (GPU only)
+    """A fresh TLB sweep at ``stride`` over ``buffer`` (each judgement of the condition sweeps anew)."""
+    words = buffer[0]
+    points = sweep(gpuprops, f"TLB chase stride {stride >> 20} MiB", lambda f: sc.tlb_chase(f, stride, buffer=words),
+                   sc.tlb_footprints(stride, words.size * 8), stop=TLB_SWEEP)
+    for f, c in points:
+        gpuprops.plot_point(f"tlb_stride{stride >> 20}m", footprint_mib=f / MIB, cycles=c)
+    return points
 
 
 def tlb_chase_text(stride: int) -> str:
@@ -148,7 +98,7 @@ TLB_HOLDS = (f"holds where the sweep has no step (plateaus within {sc.PLATEAU_BA
 @pytest.mark.parametrize("name", list(sc.TLB_FACTS))
 def test_tlb_reach(gpuprops, tlb_buffer, name):
     stride = sc.TLB_FACTS[name]
-    gpuprops.check_condition(name, lambda: sc.tlb_flat(tlb_sweep(gpuprops, tlb_buffer, stride, fresh=True)),
+    gpuprops.check_condition(name, lambda: sc.tlb_flat(tlb_sweep(gpuprops, tlb_buffer, stride)),
                              source=("measured on NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA 13.0, 2026-11-26, unit "
                                      "GPU-2bbcd972: 276.2 .. 279.4 cycles a hop from 4 MiB (64 MiB) to 40256 MiB"),
                              method=(f"{tlb_chase_text(stride)} to half the free memory (cudaMemGetInfo; at most "

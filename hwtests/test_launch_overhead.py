@@ -4,9 +4,8 @@ and why the host is kept out of it):
 * launch_stream_back_to_back_us: empty-kernel launches queued on one stream, per launch;
 * launch_graph_node_us: the same kernels as one CUDA graph replayed, per kernel node.
 
-The graph node is recorded for the H100 (0.9778-0.9797 us on two units) and the H200 (0.692-0.6925 on one;
-2026-11-27), the 8 streams of a
-process within 0.1 % of each other. The stream launch is not recorded (it skips, saying how to record
+The graph node is recorded for the H100 (0.9778-0.9797 us on two units) and the H200 (0.6895-0.6925 on two;
+2026-11-27), the 8 streams of a process within 0.1 % of each other. The stream launch is not recorded (it skips, saying how to record
 it): on 8 streams of one process it reads alike within a few %, but the whole process moves, by 10 %
 from one process to the next on one unit (H100 GPU-fc37663d: 1.825, 1.827, 1.937, 2.017 us), so no band
 could catch a 5 % change; what in a process sets it is not known yet (not the SM clock: 1980 MHz

@@ -357,6 +357,24 @@ def test_const_levels_with_a_bank_inside_the_second_level_have_one_step():
     assert len(levels) == 1 and levels[0].reach == 2 * KIB
 
 
+def test_the_constant_facts_read_their_level_of_one_shared_sweep():
+    l1, l15 = sc.CONST_FACTS
+    assert (l1.name, l15.name) == ("const_l1_capacity_bytes", "const_l15_capacity_bytes")
+    assert l1.shared == l15.shared == sc.CONST_SWEEP and l1.xs == l15.xs == tuple(sc.CONST_FOOTPRINTS)
+    assert l1.point(4352).defines == sc.const_sweep_point(4352).defines and {f.unit for f in sc.CONST_FACTS} == {"bytes"}
+    two = _const_sweep(2 * KIB, 32 * KIB)
+    assert l1.read(two)[0] == 2 * KIB and l15.read(two)[0] == 32 * KIB
+    info = l15.read(two)[1]
+    assert [x["reach"] for x in info["steps"]] == [2 * KIB, 32 * KIB] and info["plateaus"][0]["first"] == 256
+    assert l1.method.startswith(sc.CONST_METHOD) and l1.method.endswith("the first (constant L1 hit) plateau")
+    # the H100's: the bank lies inside the second level, so the second capacity is no value here, not an error
+    one = _const_sweep(2 * KIB)
+    assert l1.read(one)[0] == 2 * KIB
+    with pytest.raises(sc.NoSuchLevel, match="does not reach past level 2 .*the last at 2048 B; none after it up "
+                                             "to 65536 B"):
+        l15.read(one)
+
+
 def test_a_flat_constant_sweep_is_refused():
     with pytest.raises(sc.SweepError, match="no step in the constant sweep"):
         sc.const_levels(_const_sweep(l1=64 * KIB))
@@ -400,8 +418,9 @@ def test_a_sweep_of_numpy_numbers_reads_as_one_of_python_numbers():
 def test_each_carveouts_fact_reads_its_sweep_with_the_carveout_beside_it():
     """The L1 facts are sweep specs: each carve-out's points, its value the L1-hit plateau's last footprint in
     KiB, the driver's readback of the carve-out reported beside it (never deciding the fact)."""
-    by_name = {f.name: f for f in sc.FACTS}
-    assert set(by_name) == {sc.l1_fact(c) for c in sc.CARVEOUTS} and {f.unit for f in sc.FACTS} == {"KiB"}
+    by_name = {f.name: f for f in sc.L1_FACTS}
+    assert set(by_name) == {sc.l1_fact(c) for c in sc.CARVEOUTS} and {f.unit for f in sc.L1_FACTS} == {"KiB"}
+    assert sc.FACTS == sc.L1_FACTS + sc.CONST_FACTS
     fact = by_name["l1_capacity_kib_smem228"]
     c = sc.CARVEOUTS["smem228"]
     assert fact.xs == tuple(c.footprints()) and fact.report is sc.carveout_readback

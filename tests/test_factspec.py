@@ -655,3 +655,18 @@ def test_a_sweep_that_cannot_be_read_is_swept_again_and_the_first_readable_one_d
     m = ft.measure_sweep(g, _sweep(read=read))
     assert m.values == [3.0] and len(g.measured) == 8 and len(tries) == 2
     assert m.launch["unreadable_sweeps"] == ["the smallest footprints are not one level"]
+
+
+def test_a_level_past_the_sweeps_reach_skips_where_the_gpu_has_no_value_and_is_confirmed_where_it_has():
+    from specs_caches import NoSuchLevel
+
+    def past(points):
+        raise NoSuchLevel("the bank does not reach past level 2")
+    g = SweepGpuprops({1: 30.0, 2: 31.0, 3: 290.0, 4: 291.0})
+    with pytest.raises(pytest.skip.Exception, match="x_bytes: the bank does not reach past level 2"):
+        ft.measure_sweep(g, _sweep(read=past))
+    assert len(g.measured) == 4  # one sweep: nothing to confirm where there is no value
+    g.fact = lambda name: SimpleNamespace(value=32768)
+    with pytest.raises(pytest.fail.Exception, match="none of 3 sweeps shows its value"):
+        ft.measure_sweep(g, _sweep(read=past))
+    assert len(g.measured) == 4 + 12
