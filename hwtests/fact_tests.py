@@ -130,10 +130,12 @@ def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> M
     lies past its reach (specs_caches.NoSuchLevel) skips where this GPU's facts hold no value. Measured again,
     the whole sweep is. A shared sweep (``sweep.shared``) is measured once for all the facts read from it, unless ``fresh``.
     What ``sweep.report`` says of the launch joins the launch info and a failure's text."""
-    said = sweep.report(gpuprops, sweep.build()) if sweep.report else {}
+    said: dict = {}
     unreadable: list[str] = []
     for attempt in range(SWEEP_ATTEMPTS):
         points = _sweep_points(gpuprops, sweep, fresh or attempt > 0)
+        # after the sweep's launches: what the driver holds for the function is what they left
+        said = sweep.report(gpuprops, sweep.build()) if sweep.report else {}
         try:
             value, info = sweep.read(points)
         except sc.NoSuchLevel as exc:  # no value here: a skip, unless this GPU's facts hold one (then confirmed)

@@ -627,12 +627,13 @@ def test_what_a_sweep_reports_of_its_launch_joins_the_record_and_a_failures_text
     said = []
 
     def report(gp, build):
-        said.append(build.shared_mem)
+        said.append((build.shared_mem, len(gp.measured)))
         return {"driver_readback": {"carveout": 100}}
 
     g = SweepGpuprops({1: 30.0, 2: 31.0, 3: 290.0, 4: 291.0})
     _, m, _ = ft.measure_sweep_and_check(g, _sweep(read=lambda pts: (3, {"hit_cycles": 30.0}), report=report))
-    assert m.launch["driver_readback"] == {"carveout": 100} and m.launch["hit_cycles"] == 30.0 and said == [1]
+    assert m.launch["driver_readback"] == {"carveout": 100} and m.launch["hit_cycles"] == 30.0
+    assert said == [(1, 4)]  # read after the sweep's four launches: what they left the function with
 
     def no_step(points):
         raise SweepError("no step")
