@@ -80,7 +80,7 @@ def test_the_warm_up_batches_are_taken_under_the_lock_but_not_counted():
     assert m.launch == {"batch": 100, "streams": 1, "per_stream_batches_us": [[2.0] * 5]}
     assert (m.stop_reason, m.unit, m.name, m.noise_target) == ("converged", "us", "launch_stream_back_to_back_us",
                                                                lo.STREAM_SPREAD_TARGET)
-    assert (m.kernel, m.sm_clock_mhz, m.throttle) == ("empty", None, [])
+    assert (m.kernel, m.sm_clock_mhz, m.throttle, m.overhead_cycles) == ("empty", None, [], 0.0)
     assert lock.entered == 1 and not lock.held
 
 
@@ -95,6 +95,12 @@ def test_each_stream_is_measured_in_turn_and_the_reading_is_the_median_over_the_
     assert [len(b) for b in m.launch["per_stream_batches_us"]] == [5] * 8 and m.launch["streams"] == 8
     assert all(taken[:2] == [9.0, 9.0] for _, taken in sources)  # each stream's warm-up
     assert m.settled and lock.entered == 1
+    # one queue far off the others moves neither the reading nor its noise (interquartile), and the record keeps
+    # each batch to 4 decimals
+    odd = [_batches([r] * 5)[0] for r in (1.80012345, 1.81, 1.82, 1.80, 1.83, 1.81, 1.82, 3.0)]
+    one_off = lo.measure_batches("x", odd, StopRule(), what="empty", launch={}, warmup=0)
+    assert one_off.spread == "iqr" and one_off.settled and one_off.reading == pytest.approx(1.815)
+    assert one_off.launch["per_stream_batches_us"][0][0] == 1.8001
     # queues out of step with each other by far more than a few percent: the reading is not trusted
     wide = [_batches([r] * 5)[0] for r in (1.0, 1.0, 1.4, 1.4, 1.8, 1.8, 2.2, 2.2)]
     noisy = lo.measure_batches("x", wide, StopRule(), what="empty", launch={}, warmup=0)

@@ -17,6 +17,8 @@ def test_every_physical_page_is_mapped_once_and_no_two_neighbours_are_neighbours
 
 def test_the_stride_is_coprime_near_the_golden_section_and_never_next_door():
     assert vmm.coprime_stride(8192) == 5063  # round(8192 / 1.618...) = 5063, odd: coprime to 2^13
+    assert vmm.coprime_stride(9) == 5  # 6 shares 3 with 9; 5 and 7 are as near: the lower first
+    assert vmm.coprime_stride(5) == 3  # 3 = n - 2 is still not next door
     for n in (5, 10, 12, 30, 210, 8191):
         p = vmm.coprime_stride(n)
         assert math.gcd(p, n) == 1 and 1 < p < n - 1
@@ -37,6 +39,9 @@ def test_a_driver_error_says_what_failed_and_what_to_check():
 
         def cuGetErrorString(self, err):
             return 0, b"operation not supported"
-    with pytest.raises(RuntimeError, match="cuMemCreate: CUDA_ERROR_NOT_SUPPORTED .*VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"):
+    with pytest.raises(RuntimeError, match=r"^cuMemCreate: CUDA_ERROR_NOT_SUPPORTED \(operation not supported\); the GPU's "
+                                           r"driver must support virtual memory management "
+                                           r"\(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED\)$"):
         vmm._ok(Driver(), (801, None), "cuMemCreate")
     assert vmm._ok(Driver(), (0, 7), "x") == 7
+    assert vmm._ok(Driver(), 0, "cuMemMap") == []  # a call that returns its status alone
