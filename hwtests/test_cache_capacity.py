@@ -1,5 +1,6 @@
 """sm_90 cache capacities by latency-vs-footprint sweeps (hwtests/specs_caches.py has the launches and
-how a sweep is read; its ``FACTS`` declares the L1 capacities as sweep specs):
+how a sweep is read; its ``L1_FACTS`` and ``CONST_FACTS`` declare the capacities as sweep specs, the two
+constant facts read from one sweep):
 
 * ``l1_capacity_kib_<carve-out>``: the L1 data cache's capacity at shared-memory carve-outs 0, 100 and
   228 KiB (ld.global.ca chase, one node per 128-byte line); the carve-out the driver took is checked
@@ -18,8 +19,8 @@ how a sweep is read; its ``FACTS`` declares the L1 capacities as sweep specs):
 
 Each fact's value is the sweep's reach, quantised to its grid; the sweep (footprint -> cycles per hop),
 the plateaus and the step go to the JSON report (the measurement's ``launch``) and a plot. A failing
-value is confirmed by fresh sweeps, as every fact is. The sweeps' builds are checked without a GPU by
-test_static_cache_capacity.py.
+value is confirmed by fresh sweeps, as every fact is, and so is a sweep that cannot be read. The sweeps'
+builds are checked without a GPU by test_static_cache_capacity.py.
 """
 
 from __future__ import annotations
