@@ -18,7 +18,8 @@
 #   tools/device_validation.sh planted                    a planted 5 % shift of each new kind of fact against
 #                                                         FACTS: a TMA latency, the atomic near-partition
 #                                                         statistic, the wgmma FLOP/clk model (its shared-
-#                                                         memory bandwidth 5 % low), a sustained clock 5 % low
+#                                                         memory bandwidth 5 % low), a sustained clock 5 % low,
+#                                                         a sweep's reach and level, a capacity, a launch cost
 #   tools/device_validation.sh units                      RUNS whole-suite processes on every GPU with one baseline
 #                                                         store (0 MOVED after the first), the store's readings
 #                                                         planted off as the baselines of one more run each (PLANTS,
@@ -209,8 +210,10 @@ text = open(sys.argv[1]).read()
 m = re.search(r"(\[smem_lds_float4_bytes_per_cycle\]\nvalue = )([0-9.]+)", text)
 open("/tmp/planted_wgmma.toml", "w").write(text.replace(m.group(0), m.group(1) + f"{float(m.group(2)) * 0.95:.3f}"))
 PY
-  for shift in "tma_2d_store_4k_latency_cycles:+5%" "atom_global_add_distinct_near_latency_cycles:-5%" \
-               "sustained_sm_clock_ffma_mhz:-5%" "dsmem_latency_cluster4_cycles:+5%" "wgmma_bf16_dense_tflops:-5%"; do
+  for shift in "tma_2d_4k_latency_cycles:+5%" "atom_global_add_distinct_near_latency_cycles:-5%" \
+               "sustained_sm_clock_ffma_mhz:-5%" "dsmem_latency_cluster4_cycles:+5%" "wgmma_bf16_dense_tflops:-5%" \
+               "l2_near_hit_reach_pct:-5%" "l2_far_hit_chase_cycles:+5%" "l1_capacity_kib_smem0:-5%" \
+               "launch_graph_node_us:+5%"; do
     name=${shift%%:*}
     value=$(python3 - "$FACTS" "$name" "${shift##*:}" <<'PY'
 import sys, tomllib
