@@ -128,8 +128,9 @@ def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> M
     value is swept afresh, up to SWEEP_ATTEMPTS sweeps in all, and fails the test with every sweep's reading
     only when none shows it (the sweeps set aside go to the launch info); a sweep that shows the fact's level
     lies past its reach (specs_caches.NoSuchLevel) skips where this GPU's facts hold no value. Measured again,
-    the whole sweep is. A shared sweep (``sweep.shared``) is measured once for all the facts read from it, unless ``fresh``.
-    What ``sweep.report`` says of the launch joins the launch info and a failure's text."""
+    the whole sweep is. A shared sweep (``sweep.shared``) is measured once for all the facts read from it,
+    unless ``fresh``. What ``sweep.report`` says of the launch, read after its launches, joins the launch
+    info and a failure's text."""
     said: dict = {}
     unreadable: list[str] = []
     for attempt in range(SWEEP_ATTEMPTS):

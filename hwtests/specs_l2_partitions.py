@@ -6,10 +6,11 @@ One warp chases a random cycle of 128-byte lines with ld.global.cg (kernels/l1_c
 one 8-byte node a line, the cycle walked once in the kernel before the timed hops), over footprints given
 as a share of the GPU's L2 (cudaDeviceProp.l2CacheSize: 50 MiB on the H100, 60 MiB on the H200). The
 curve has three levels, not two (H100 GPU-8c0bc4db, 2026-11-27, 2 MiB steps): 287 cycles a hop up to
-24 MiB, 524-546 from 30 to 48 MiB, 684-695 from 56 MiB on, with a step between each. The first is the
-L2 partition near the SM (which holds the SM's lines whichever partition they belong to); past about
-half the L2 the lines no longer fit it and the chase reads the far partition; past the whole L2 it
-reads DRAM. Three facts are read from the one sweep (``SWEEP``, measured once a process):
+24 MiB, 524-546 from 30 to 48 MiB, 684-695 from 56 MiB on, with a step between each. Read as the
+L2's two partitions (Chips and Cheese's H100 article: the far one "nearly twice" the near one's
+latency): up to about half the L2 the chase hits the partition near its SM, which then keeps lines of
+either partition; past it the lines no longer fit there and the chase reads the far partition; past
+the whole L2 it reads DRAM. Three facts are read from the one sweep (``SWEEP``, measured once a process):
 
 * ``l2_near_hit_reach_pct``: the footprint, in % of l2CacheSize, where the chase steps from the near level
   to the far one (:func:`step_at`: the first footprint plus the area under the share of hops still near,
