@@ -49,6 +49,14 @@ STATIC_ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90")
 # the statistic
 
 
+def check_name_and_scope(name: str, scope: str) -> None:
+    """Refuse a fact spec's name that is not lower_snake_case, or a scope that is not one of SCOPES."""
+    if not facts_schema.NAME.match(name):
+        raise ValueError(f"fact name {name!r} must be lower_snake_case")
+    if scope not in SCOPES:
+        raise ValueError(f"fact {name}: scope {scope!r}; expected one of {SCOPES}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Statistic:
     """How a launch becomes the fact's value: ``mode`` as measure.Runner.measure takes it (``warp``:
@@ -123,10 +131,7 @@ class FactSpec:
     build_arch: str | None = None
 
     def __post_init__(self):
-        if not facts_schema.NAME.match(self.name):
-            raise ValueError(f"fact name {self.name!r} must be lower_snake_case")
-        if self.scope not in SCOPES:
-            raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")
+        check_name_and_scope(self.name, self.scope)
         if self.min_launches is not None and self.min_launches < 1:
             raise ValueError(f"fact {self.name}: min_launches {self.min_launches}; expected a positive count or None")
         if self.build_arch is not None and self.arch is None:
@@ -204,10 +209,7 @@ class SweepSpec:
     report: Callable | None = None
 
     def __post_init__(self):
-        if not facts_schema.NAME.match(self.name):
-            raise ValueError(f"fact {self.name!r} must be lower_snake_case")
-        if self.scope not in SCOPES:
-            raise ValueError(f"fact {self.name}: scope {self.scope!r}; expected one of {SCOPES}")
+        check_name_and_scope(self.name, self.scope)
         if len(self.xs) < 2:
             raise ValueError(f"fact {self.name}: a sweep of {len(self.xs)} points; expected at least 2")
         if self.divisor <= 0:
