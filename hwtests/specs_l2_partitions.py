@@ -27,6 +27,7 @@ median of the sweep's last DRAM_POINTS points, which must be one level.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 
 import specs_caches as sc
@@ -136,25 +137,12 @@ def levels(points) -> Levels:
                   step_at(pts, far.level, dram, MID_PCT, pts[-1][0]), far.points)
 
 
-def _info(lv: Levels, points) -> dict:
-    return dict(near_cycles=round(lv.near, 2), far_cycles=round(lv.far, 2), dram_cycles=round(lv.dram, 2),
-                near_hit_reach_pct=round(lv.near_reach, 2), hit_reach_pct=round(lv.reach, 2),
-                far_points=lv.far_points)
-
-
-def read_near_reach(points) -> tuple[float, dict]:
+def read_level(field: str, points) -> tuple[float, dict]:
+    """One of :func:`levels`' readings (``field`` of :class:`Levels`), to 0.01, with all of them beside it."""
     lv = levels(points)
-    return round(lv.near_reach, 2), _info(lv, points)
-
-
-def read_reach(points) -> tuple[float, dict]:
-    lv = levels(points)
-    return round(lv.reach, 2), _info(lv, points)
-
-
-def read_far(points) -> tuple[float, dict]:
-    lv = levels(points)
-    return round(lv.far, 2), _info(lv, points)
+    return round(getattr(lv, field), 2), dict(
+        near_cycles=round(lv.near, 2), far_cycles=round(lv.far, 2), dram_cycles=round(lv.dram, 2),
+        near_hit_reach_pct=round(lv.near_reach, 2), hit_reach_pct=round(lv.reach, 2), far_points=lv.far_points)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,13 +155,14 @@ _SWEEP_TEXT = (f"ld.global.cg pointer chase (l1_capacity_chase.cu CACHE=1), one 
                f"largest, the far level the longest plateau between them (at least {sc.STEP_RISE:.0%} from each)")
 _STEP = (f"the first footprint plus the area (trapezoids) under the share of hops still at the lower level, 1 within "
          f"{SNAP_BAND:.0%} of it, 0 within {SNAP_BAND:.0%} of the higher one, linear between")
-_READ = {NEAR_FACT: (read_near_reach, "%", f"the near step, {_STEP}, from the smallest footprint to {MID_PCT} %"),
-         REACH_FACT: (read_reach, "%", f"the L2's step, {_STEP}, from {MID_PCT} % to the largest footprint"),
-         FAR_FACT: (read_far, "cycles", "the far level, cycles a hop")}
+_READ = {NEAR_FACT: ("near_reach", "%", f"the near step, {_STEP}, from the smallest footprint to {MID_PCT} %"),
+         REACH_FACT: ("reach", "%", f"the L2's step, {_STEP}, from {MID_PCT} % to the largest footprint"),
+         FAR_FACT: ("far", "cycles", "the far level, cycles a hop")}
 
 #: the facts read from the one sweep: the L2's size and partitions are the GPU model's memory system's
 FACTS: list[SweepSpec] = [
-    SweepSpec(name, share_chase, SHARES_PCT, read, method=f"{_SWEEP_TEXT}; the value: {what}", unit=unit,
-              divisor=sc.CAP_UNROLL, scope="gpu", x_names=("l2_pct",), shared=SWEEP)
-    for name, (read, unit, what) in _READ.items()
+    SweepSpec(name, share_chase, SHARES_PCT, functools.partial(read_level, field), unit=unit,
+              method=f"{_SWEEP_TEXT}; the value: {what}", divisor=sc.CAP_UNROLL, scope="gpu", x_names=("l2_pct",),
+              shared=SWEEP)
+    for name, (field, unit, what) in _READ.items()
 ]
