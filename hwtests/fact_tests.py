@@ -114,7 +114,7 @@ def _sweep_points(gpuprops, sweep: factspec.SweepSpec, fresh: bool) -> list:
     if key is not None and not fresh and key in _SHARED_SWEEPS:
         return _SHARED_SWEEPS[key]
     label = sweep.shared or sweep.name
-    points = sweeps.sweep(gpuprops, label, sweep.point, sweep.xs, divisor=sweep.divisor)
+    points = sweeps.sweep(gpuprops, label, sweep.point, sweep.xs, divisor=sweep.divisor, stop=sweep.stop or sweeps.SWEEP)
     for x, cycles in points:
         gpuprops.plot_point(label, **sweep.plot_point(x, cycles))
     if key is not None:

@@ -188,24 +188,31 @@ def tlb_nodes_per_page(pages: int) -> int:
 
 
 def capacity_chase(cache: int, footprint: int, stride: int, *, shared_mem: int = 0, carveout: int | None = None,
-                   buffer=None, skew: int = 0, per_block: int = 1, within: int | None = None) -> KernelSpec:
+                   buffer=None, skew: int = 0, per_block: int = 1, within: int | None = None,
+                   placements: int = 1) -> KernelSpec:
     """l1_capacity_chase.cu over ``footprint`` bytes in blocks of ``stride`` bytes (``skew``,
     ``per_block``, ``within``: see node_offsets), walked once in the kernel before the timed hops; ``buffer`` (a
-    TLB sweep's, allocated once) or a fresh one."""
+    TLB sweep's, allocated once) or a fresh one. ``placements`` K > 1: K cycles over K slices of ``footprint``
+    of one fresh buffer (seeds 0..K-1), launch n walking cycle n mod K (the kernel's PLACEMENTS)."""
     if footprint % stride:
         raise ValueError(f"footprint {footprint} is not a multiple of the stride {stride}")
+    if placements < 1 or (placements > 1 and buffer is not None):
+        raise ValueError(f"{placements} placements{' in a given buffer' if buffer is not None else ''}: expected 1, "
+                         "or more in a fresh buffer (each its own slice of it)")
     blocks = footprint // stride
 
-    def args(cp):  # pragma: no cover  (GPU only)
-        words = buffer if buffer is not None else cp.empty(footprint // 8, dtype=cp.uint64)
-        start = fill_cycle(cp, words, words.data.ptr, blocks, stride, skew=skew, per_block=per_block,
-                           within=within)
+    def args(cp):
+        words = buffer if buffer is not None else cp.empty(placements * footprint // 8, dtype=cp.uint64)
+        n = footprint // 8
+        starts = [fill_cycle(cp, words[k * n:(k + 1) * n], words.data.ptr + k * footprint, blocks, stride, seed=k,
+                             skew=skew, per_block=per_block, within=within) for k in range(placements)]
         cp.cuda.runtime.deviceSynchronize()
-        return (words, cp.full(1, start, dtype=cp.uint64), cp.zeros(1, dtype=cp.uint64),
+        return (words, cp.asarray(starts, dtype=cp.uint64), cp.zeros(1 if placements == 1 else 2, dtype=cp.uint64),
                 cp.int32(blocks * per_block))
 
     opcode = {0: "LDG.E.64.STRONG.SM", 1: "LDG.E.64.STRONG.GPU"}[cache]
-    return KernelSpec("l1_capacity_chase.cu", "capacity_chase", {"CACHE": cache, "UNROLL": CAP_UNROLL}, grid=1,
+    defines = {"CACHE": cache, "UNROLL": CAP_UNROLL, **({"PLACEMENTS": placements} if placements > 1 else {})}
+    return KernelSpec("l1_capacity_chase.cu", "capacity_chase", defines, grid=1,
                       block=32, args=args, region={opcode: CAP_UNROLL}, shared_mem=shared_mem, carveout=carveout)
 
 

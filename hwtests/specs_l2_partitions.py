@@ -31,9 +31,11 @@ import functools
 import statistics
 
 import specs_caches as sc
+import sweeps
 
 from pytest_gpuprops.factspec import SweepSpec
 from pytest_gpuprops.kernel_spec import KernelSpec
+from pytest_gpuprops.stats import StopRule
 
 LINE = sc.LINE
 #: the sweep's footprints, % of l2CacheSize: 2 % steps around the two steps (half and all of the L2), coarser
@@ -48,6 +50,13 @@ MID_PCT = 76
 #: a point this close to a level counts as on it (the far level's points spread +-2 % about their median)
 SNAP_BAND = 0.03
 SWEEP = "l2_partition_chase"
+#: the near step's footprints (% of the L2) are each read over this many placements (slices of one buffer, a
+#: launch each) and the median taken: which partition a line lives in follows its physical address, so one
+#: placement reads the step where its own lines put it (H100 node GPU-8badd6b4 + GPU-3f9a802b, 2026-11-27:
+#: the step read over 6 fresh buffers spread 51.95-53.33 % (sd 0.5), over 8 seeds of one buffer 52.56-53.53
+#: (sd 0.3); the same placements read alike on both GPUs, and one process's reading moved 1.33 % on the next)
+STEP_PLACEMENTS = 8
+NEAR_STEP_PCT = (44, 64)
 NEAR_FACT, REACH_FACT, FAR_FACT = "l2_near_hit_reach_pct", "l2_hit_reach_pct", "l2_far_hit_chase_cycles"
 
 
@@ -58,15 +67,27 @@ def footprint_bytes(l2_bytes: int, pct: int) -> int:
     return max(2 * LINE, l2_bytes * pct // 100 // LINE * LINE)
 
 
+def placements(pct: int) -> int:
+    """Placements a point of the sweep is read over: STEP_PLACEMENTS in the near step's window, else one."""
+    return STEP_PLACEMENTS if NEAR_STEP_PCT[0] <= pct <= NEAR_STEP_PCT[1] else 1
+
+
 def share_chase(pct: int) -> KernelSpec:
-    """The chase over ``pct`` % of the launching GPU's L2 (l2CacheSize read when the arguments are built)."""
-    base = sc.capacity_chase(1, 2 * LINE, LINE)
+    """The chase over ``pct`` % of the launching GPU's L2 (l2CacheSize read when the arguments are built), over
+    :func:`placements` slices of one buffer, a launch each in turn."""
+    base = sc.capacity_chase(1, 2 * LINE, LINE, placements=placements(pct))
 
     def args(cp):  # pragma: no cover  (GPU only)
         l2 = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["l2CacheSize"])
-        return sc.capacity_chase(1, footprint_bytes(l2, pct), LINE).args(cp)
+        return sc.capacity_chase(1, footprint_bytes(l2, pct), LINE, placements=placements(pct)).args(cp)
 
     return dataclasses.replace(base, args=args)
+
+
+def point_stop(pct: int) -> StopRule:
+    """A point's launches: sweeps.SWEEP's, or in the near step's window exactly one a placement."""
+    k = placements(pct)
+    return sweeps.SWEEP if k == 1 else StopRule(noise_target=0.0, min_samples=k, max_samples=k, time_budget_s=0.0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,7 +171,9 @@ def read_level(field: str, points) -> tuple[float, dict]:
 
 _SWEEP_TEXT = (f"ld.global.cg pointer chase (l1_capacity_chase.cu CACHE=1), one 8-byte node a 128-byte line, one random "
                f"cycle, one warp, {sc.CAP_UNROLL} timed hops after one untimed walk; footprints "
-               f"{', '.join(map(str, SHARES_PCT))} % of cudaDeviceProp.l2CacheSize; levels: plateaus within "
+               f"{', '.join(map(str, SHARES_PCT))} % of cudaDeviceProp.l2CacheSize, those from {NEAR_STEP_PCT[0]} to "
+               f"{NEAR_STEP_PCT[1]} % each over {STEP_PLACEMENTS} placements (slices of one buffer, a cycle and a launch "
+               f"each, PLACEMENTS={STEP_PLACEMENTS}; the point the median of the {STEP_PLACEMENTS} launches); levels: plateaus within "
                f"{sc.PLATEAU_BAND:.0%}, the near level the smallest footprints', DRAM's the median of the {DRAM_POINTS} "
                f"largest, the far level the longest plateau between them (at least {sc.STEP_RISE:.0%} from each)")
 _STEP = (f"the first footprint plus the area (trapezoids) under the share of hops still at the lower level, 1 within "
@@ -163,6 +186,6 @@ _READ = {NEAR_FACT: ("near_reach", "%", f"the near step, {_STEP}, from the small
 FACTS: list[SweepSpec] = [
     SweepSpec(name, share_chase, SHARES_PCT, functools.partial(read_level, field), unit=unit,
               method=f"{_SWEEP_TEXT}; the value: {what}", divisor=sc.CAP_UNROLL, scope="gpu", x_names=("l2_pct",),
-              shared=SWEEP)
+              shared=SWEEP, stop=point_stop)
     for name, (field, unit, what) in _READ.items()
 ]

@@ -16,8 +16,9 @@ TLB_SWEEP = StopRule(noise_target=0.01, min_samples=3, max_samples=8, time_budge
 
 def sweep(gpuprops, label: str, spec_of, footprints, stop=SWEEP, divisor: float = sc.CAP_UNROLL) -> list[tuple]:
     """(footprint, median cycles per hop) for each footprint (any point of a sweep: an offset, a (stride,
-    footprint) pair), its launch's span over ``divisor`` hops."""
-    return [(f, gpuprops.measure(f"{label} {f} B", spec_of(f), divisor=divisor, stop=stop).median)
+    footprint) pair), its launch's span over ``divisor`` hops; ``stop`` a StopRule, or a point's own of it."""
+    return [(f, gpuprops.measure(f"{label} {f} B", spec_of(f), divisor=divisor,
+                                 stop=stop(f) if callable(stop) else stop).median)
             for f in footprints]
 
 

@@ -20,6 +20,8 @@ name both (the report's GPU x GPU matrix). Both GPUs' locks are held while a pai
 * host_to_device_gbps, device_to_host_gbps: 256 MiB pinned-memory copies, each way on its own;
   device_to_host_bidir_gbps: a 1 GiB GPU -> host copy's own rate while host -> GPU copies run
   (nvbandwidth's bidirectional definition; host -> GPU under load is too unsteady to be a fact yet);
+  the three from one window of series in turns, each read by its best series (a host's traffic slows
+  whole series of copies for seconds, never speeds one up);
 * nvlink_links_up, nvlink_version: NVML's link state; nvlink_errors_steady: no NVLink error counter
   (replay, recovery, CRC) grows while 1 GiB copies load the links both ways.
 
@@ -39,8 +41,13 @@ _GPU_FACTS = ("host_to_device_gbps", "device_to_host_gbps", "device_to_host_bidi
 VISIBLE = devices.visible_gpu_count()
 #: where a host copy's thread runs and its pinned memory lies (links.Node.host_cpus)
 HOST_CPUS = ("from a thread on the GPU's own NUMA node's CPUs (NVML's CPU affinity), its pinned memory allocated there; "
-             f"a series measured again (a failure's confirmation, a disturbed series) {links.HOST_CONFIRM_PAUSE_S:g} s after "
-             "the last")
+             f"a window measured again (a failure's confirmation) {links.HOST_CONFIRM_PAUSE_S:g} s after the last")
+#: how a host fact's copies make its reading (links.Node.host_window, links.best_series)
+HOST_WINDOW = (f"{links.HOST_ROUNDS} series of {links.REPEATS} copies after {links.WARMUP}, taken in turns with the "
+               "other host facts' series (a window of ~5 s); each series' rate the median of its copies at the "
+               f"settled rate (within {links.SETTLED_BAND:.0%} of their 90th percentile), the reading the best "
+               f"series' (of those with at least {links.SETTLED_MIN_SHARE:.0%} of their copies settled; NOISY where "
+               "none has): a host's traffic slows whole series, never speeds one up")
 #: the peers of the GPU under test, as offsets (peer = (src + k) % visible); one placeholder that
 #: skips, saying why, on a node with fewer than two GPUs
 OFFSETS = list(range(1, VISIBLE)) or [0]
@@ -170,42 +177,53 @@ def test_peer_latency(gpuprops, node, peer, side):
         gpuprops.check(name, once(first), method=_pair_method(what, src, peer))
 
 
-@pytest.mark.fact(lambda direction: {"h2d": "host_to_device_gbps", "d2h": "device_to_host_gbps"}[direction])
-@pytest.mark.parametrize("direction", ["h2d", "d2h"])
-def test_host_link_rate(gpuprops, node, direction):
-    index, name = gpuprops.gpu.index, gpuprops.fact_name
+@pytest.fixture(scope="module")
+def host_windows():
+    """Each GPU's last window of host series (links.Node.host_window), by GPU index."""
+    return {}
 
-    def once(again: bool = False):
-        if again:  # a fresh series out of the stretch of host traffic the last one may have read
+
+def _host_window(node, windows: dict, index: int, fresh: bool) -> dict:
+    """GPU ``index``'s window of host series (links.Node.host_window, under links.host_copy_lock): measured
+    once a process for the three host facts, afresh for a fact measured again (after links.confirm_pause,
+    outside the locks: out of the stretch of host traffic the last window may have read)."""
+    if fresh or index not in windows:
+        if fresh:
             links.confirm_pause()
         with links.host_copy_lock(index):
-            values = node.host_copy(index, direction)
+            windows[index] = node.host_window(index)
+    return windows[index]
+
+
+def _host_rate(gpuprops, node, windows: dict, key: str, method: str):
+    """The host fact ``key`` of links.Node.host_window ('h2d', 'd2h', 'd2h_loaded') read from its best series."""
+    index, name = gpuprops.gpu.index, gpuprops.fact_name
+
+    def once(fresh: bool = False):
+        series = _host_window(node, windows, index, fresh)[key]
+        best, values = links.best_series(series)
         return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=lambda: once(True),
-                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))})
+                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index)),
+                                              "series_gbps": [round(links.series_rate(s), 3) for s in series],
+                                              "best_series": best})
+    gpuprops.check(name, once(), method=f"{method}; {HOST_WINDOW}; {HOST_CPUS}")
+
+
+@pytest.mark.fact(lambda direction: {"h2d": "host_to_device_gbps", "d2h": "device_to_host_gbps"}[direction])
+@pytest.mark.parametrize("direction", ["h2d", "d2h"])
+def test_host_link_rate(gpuprops, node, host_windows, direction):
     way = "pinned host memory -> GPU" if direction == "h2d" else "GPU -> pinned host memory"
-    gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_BYTES >> 20} MiB, {way}, CUDA events; median "
-                                        f"{links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}; {HOST_CPUS}")
+    _host_rate(gpuprops, node, host_windows, direction, f"cudaMemcpyAsync of {links.HOST_BYTES >> 20} MiB, {way}, CUDA events")
 
 
 @pytest.mark.fact("device_to_host_bidir_gbps")
-def test_host_link_rate_both_ways(gpuprops, node):
+def test_host_link_rate_both_ways(gpuprops, node, host_windows):
     """GPU -> host while host -> GPU runs. The other way round (host -> GPU under the GPU -> host load)
     reads 46.4-48.1 GB/s with 1-3.4 % copy-to-copy noise on the H100s measured: a band that held those
     units could not catch a 10 % drop, so it is not a fact yet (docs/node.md)."""
-    index, name, direction = gpuprops.gpu.index, gpuprops.fact_name, "d2h"
-
-    def once(again: bool = False):
-        if again:
-            links.confirm_pause()
-        with links.host_copy_lock(index):
-            values = node.host_copy_loaded(index, direction)
-        return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=lambda: once(True),
-                                      launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index))})
-    way, back = (("pinned host memory -> GPU", "GPU -> host") if direction == "h2d"
-                 else ("GPU -> pinned host memory", "host -> GPU"))
-    gpuprops.check(name, once(), method=f"cudaMemcpyAsync of {links.HOST_LOADED_BYTES >> 30} GiB, {way}, its own CUDA events, "
-                                        f"while two {back} copies of the same size, issued first, run on a second "
-                                        f"stream; {links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}; {HOST_CPUS}")
+    _host_rate(gpuprops, node, host_windows, "d2h_loaded",
+               f"cudaMemcpyAsync of {links.HOST_LOADED_BYTES >> 30} GiB, GPU -> pinned host memory, its own CUDA "
+               f"events, while two host -> GPU copies of the same size, issued first, run on a second stream")
 
 
 def _reading(name, value, unit, remeasure):

@@ -25,7 +25,8 @@ STATIC_BUILDS = {
     "tlb_cg": lambda: sc.tlb_chase(4 * MIB, 2 * MIB),
     # every build of the sector and line sweeps (factspec.SweepSpec.builds: one or two a sweep)
     **{f"{f.name}_{i}": (lambda f=f, i=i: f.builds()[i]) for f in sl.FACTS for i in range(len(f.builds()))},
-    "l2_partition_chase": lambda: l2p.FACTS[0].build(),
+    # the L2 partition sweep's builds: one placement, and the near step's PLACEMENTS=8
+    **{f"l2_partition_chase_{i}": (lambda i=i: l2p.FACTS[0].builds()[i]) for i in range(len(l2p.FACTS[0].builds()))},
     **{f"const_{f}": (lambda f=f: sc.const_sweep_point(f)) for f in (sc.CONST_FOOTPRINTS[0], 4352,
                                                                      sc.CONST_FOOTPRINTS[-1])},
 }

@@ -11,6 +11,11 @@
 // warm_hops untimed hops (the whole cycle: every node is then where the cache keeps what fits, and the
 // walk ends where it began); the timed hops then go on through the same cycle. The carve-out is the
 // launch's (dynamic shared memory and the function's PREFERRED_SHARED_MEMORY_CARVEOUT), not the code's.
+//
+// PLACEMENTS=K (>1): K cycles, each over its own equal slice of the chain buffer, start[k] the first node of
+// cycle k; launch n walks cycle n mod K (out[1] counts the launches), so K consecutive launches read K
+// placements of the footprint in memory (the L2 partitions' step: which partition a line lives in follows
+// its physical address, so one placement reads the step where its own lines put it).
 #include "gpuprops.cuh"
 
 #ifndef CACHE
@@ -18,6 +23,9 @@
 #endif
 #ifndef UNROLL
 #define UNROLL 256
+#endif
+#ifndef PLACEMENTS
+#define PLACEMENTS 1
 #endif
 
 #if CACHE == 0
@@ -29,17 +37,28 @@
 #endif
 
 // chain: the buffer holding the nodes (an argument so that the launch holds it); start: the address
-// of the node the walk begins at; out: where the last address goes, so the chase is not dead code.
+// of the node the walk begins at (PLACEMENTS > 1: of each cycle's); out: where the last address goes, so the
+// chase is not dead code (PLACEMENTS > 1: out[1] the launches so far).
 extern "C" __global__ void capacity_chase(unsigned long long* cycles, const unsigned long long* chain,
                                           const unsigned long long* start, unsigned long long* out,
                                           int warm_hops) {
+#if PLACEMENTS > 1
+    const unsigned long long launch = *(volatile const unsigned long long*)(out + 1);
+    unsigned long long p = *(volatile const unsigned long long*)(start + launch % PLACEMENTS);
+#else
     unsigned long long p = *(volatile const unsigned long long*)start;
+#endif
 #pragma unroll 1
     for (int i = 0; i < warm_hops; ++i) asm volatile(GP_CAP_LD : "+l"(p)::"memory");
     unsigned long long t0 = gp_clock();
 #pragma unroll
     for (int i = 0; i < UNROLL; ++i) asm volatile(GP_CAP_LD : "+l"(p));
     unsigned long long t1 = gp_clock();
-    if (threadIdx.x == 0) out[0] = p;
+    if (threadIdx.x == 0) {
+        out[0] = p;
+#if PLACEMENTS > 1
+        out[1] = launch + 1;
+#endif
+    }
     gp_record(cycles, t0, t1);
 }

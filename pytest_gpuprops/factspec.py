@@ -192,8 +192,8 @@ class SweepSpec:
     ``shared`` names one sweep several facts are read from (the same ``point`` and ``xs``): it is measured
     once a process, and again whole where any of its facts is confirmed. ``report(gpuprops, build)``, where
     given, says what the GPU holds about the launch (a driver's readback of the function's attributes) for
-    the report and a failure's text; it never decides the fact. ``scope``, ``arch``, ``unit`` and ``method``
-    as a FactSpec's."""
+    the report and a failure's text; it never decides the fact. ``stop(x)``, where given, is point ``x``'s
+    stats.StopRule (else the sweep's own). ``scope``, ``arch``, ``unit`` and ``method`` as a FactSpec's."""
 
     name: str
     point: Callable[..., KernelSpec]
@@ -207,6 +207,7 @@ class SweepSpec:
     x_names: tuple[str, ...] = ("x",)
     shared: str | None = None
     report: Callable | None = None
+    stop: Callable | None = None
 
     def __post_init__(self):
         check_name_and_scope(self.name, self.scope)

@@ -434,3 +434,53 @@ def test_each_carveouts_fact_reads_its_sweep_with_the_carveout_beside_it():
     assert "227 KiB of dynamic shared memory and PREFERRED_SHARED_MEMORY_CARVEOUT = 100 %" in fact.method
     with pytest.raises(sc.SweepError, match="never leaves the L1-hit level"):
         fact.read([(f, 33.0) for f in c.footprints()])
+
+
+class _Words(np.ndarray):
+    """A numpy buffer standing in for a CuPy one: ``data.ptr`` its device address (BASE at element 0)."""
+
+    BASE = 0x7F00_0000_0000
+
+    @property
+    def data(self):
+        root = self.base if isinstance(self.base, np.ndarray) else self
+        return SimpleNamespace(ptr=self.BASE + self.ctypes.data - root.ctypes.data)
+
+
+def _stand_in_cupy(made):
+    def empty(n, dtype):
+        made.append(np.zeros(n, dtype=dtype).view(_Words))
+        return made[-1]
+    return SimpleNamespace(empty=empty, asarray=np.asarray, zeros=np.zeros, uint64=np.uint64, int32=np.int32,
+                           cuda=SimpleNamespace(runtime=SimpleNamespace(deviceSynchronize=lambda: None)))
+
+
+@pytest.mark.parametrize("placements", [1, 3])
+def test_a_chase_over_placements_lays_one_cycle_a_slice_each_starting_where_its_launch_begins(placements):
+    """l1_capacity_chase.cu PLACEMENTS=K: launch n walks from start[n mod K]; each cycle must stay in its own
+    slice of the buffer and visit every line of it."""
+    made = []
+    footprint, stride = 64 * sc.LINE, sc.LINE
+    spec = sc.capacity_chase(1, footprint, stride, placements=placements)
+    words, starts, out, hops = spec.args(_stand_in_cupy(made))
+    assert words is made[0] and words.size == placements * footprint // 8 and int(hops) == 64
+    assert out.size == (1 if placements == 1 else 2) and not out.any()  # out[1]: the launch counter, from 0
+    assert spec.defines == {"CACHE": 1, "UNROLL": sc.CAP_UNROLL, **({"PLACEMENTS": 3} if placements > 1 else {})}
+    assert len(starts) == placements
+    orders = []
+    for k, start in enumerate(int(s) for s in starts):
+        lo, hi = _Words.BASE + k * footprint, _Words.BASE + (k + 1) * footprint
+        seen, p = [], start
+        for _ in range(64):
+            assert lo <= p < hi and (p - lo) % stride == 0, f"cycle {k} left its slice at {p:#x}"
+            seen.append(p)
+            p = int(words[(p - _Words.BASE) // 8])
+        assert p == start and sorted(seen) == list(range(lo, hi, stride))  # one cycle through every line
+        orders.append([(q - lo) // stride for q in seen])
+    assert len({tuple(o) for o in orders}) == placements  # a seed each: not one order shifted
+
+
+def test_placements_are_refused_in_a_given_buffer_or_below_one():
+    for kw in ({"placements": 0}, {"placements": 2, "buffer": np.zeros(128, dtype=np.uint64)}):
+        with pytest.raises(ValueError, match="expected 1, or more in a fresh buffer"):
+            sc.capacity_chase(1, 64 * sc.LINE, sc.LINE, **kw)

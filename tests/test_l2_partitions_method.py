@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_gpuprops.stats import stop_reason
+
 sys.path.insert(0, str(Path(__file__).parent.parent / "hwtests"))
 import fact_tests as ft  # noqa: E402
 import specs_caches as sc  # noqa: E402
@@ -104,11 +106,25 @@ def test_the_sweep_spans_both_steps_of_either_sku_with_fine_steps_around_them():
     assert fine and set(fine) == {2}
 
 
-def test_the_three_facts_share_one_build_and_one_sweep():
+def test_the_three_facts_share_one_sweep_of_two_builds_the_near_step_over_placements():
     builds = {(k.source, tuple(sorted(k.defines.items()))) for f in l2p.FACTS for k in f.builds()}
-    assert builds == {("l1_capacity_chase.cu", (("CACHE", 1), ("UNROLL", sc.CAP_UNROLL)))}
-    spec = l2p.share_chase(52)
-    assert spec.region == {"LDG.E.64.STRONG.GPU": sc.CAP_UNROLL} and (spec.grid, spec.block) == (1, 32)
+    assert builds == {("l1_capacity_chase.cu", (("CACHE", 1), ("UNROLL", sc.CAP_UNROLL))),
+                      ("l1_capacity_chase.cu", (("CACHE", 1), ("PLACEMENTS", 8), ("UNROLL", sc.CAP_UNROLL)))}
+    for pct in (52, 30, 100):
+        spec = l2p.share_chase(pct)
+        assert spec.region == {"LDG.E.64.STRONG.GPU": sc.CAP_UNROLL} and (spec.grid, spec.block) == (1, 32)
+    # the near step's footprints, each over 8 placements, a launch each (the point their median); the rest as
+    # every sweep's point
+    stepped = [x for x in l2p.SHARES_PCT if l2p.placements(x) > 1]
+    assert stepped == [44, 46, 48, 50, 52, 54, 56, 58, 60, 64] and l2p.share_chase(52).defines["PLACEMENTS"] == 8
+    assert "PLACEMENTS" not in l2p.share_chase(40).defines and "PLACEMENTS" not in l2p.share_chase(70).defines
+    f = l2p.FACTS[0]
+    assert all(f.stop(x) is ft.sweeps.SWEEP for x in l2p.SHARES_PCT if x not in stepped)
+    rule = f.stop(52)
+    for n in range(1, 8):
+        assert stop_reason([300.0] * n, rule, 10.0) is None  # never fewer than one launch a placement
+    assert stop_reason([300.0 + k for k in range(8)], rule, 0.0) is not None  # nor more
+    assert "44 to 64 % each over 8 placements" in f.method and "the median of the 8 launches" in f.method
     assert {f.shared for f in l2p.FACTS} == {l2p.SWEEP} and {f.scope for f in l2p.FACTS} == {"gpu"}
     assert [f.unit for f in l2p.FACTS] == ["%", "%", "cycles"]
 
@@ -134,7 +150,7 @@ def test_the_sweep_runs_once_for_its_three_facts_and_again_whole_when_one_is_con
     g = SharedGpuprops()
     calls = []
 
-    def sweep(gp, label, point, xs, divisor):
+    def sweep(gp, label, point, xs, divisor, stop):
         calls.append(label)
         return [(x, g.cycles(x)) for x in xs]
     monkeypatch.setattr(ft.sweeps, "sweep", sweep)
@@ -154,7 +170,7 @@ def test_an_unreadable_shared_sweep_is_swept_afresh_and_the_fresh_one_kept_for_t
     calls = []
     flat = [(x, 690.0) for x in l2p.SHARES_PCT]  # DRAM's level everywhere: no near level (a disturbed sweep)
 
-    def sweep(gp, label, point, xs, divisor):
+    def sweep(gp, label, point, xs, divisor, stop):
         calls.append(label)
         return flat if len(calls) == 1 else [(x, g.cycles(x)) for x in xs]
     monkeypatch.setattr(ft.sweeps, "sweep", sweep)

@@ -444,10 +444,17 @@ def test_pair_lock_holds_both_gpus_files_against_another_process(monkeypatch, tm
 def test_the_h100_link_facts_say_the_method_links_py_runs():
     f = gp_facts.load_facts("sm_90", gpu_name=H100)
     rate = f"{links.REPEATS} after {links.WARMUP}, {links.SETTLED_TEXT}"
-    for name in ("p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps",
-                 "host_to_device_gbps", "device_to_host_gbps"):
+    for name in ("p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps"):
         assert rate in f[name].method, name
         assert f[name].unit == "GB/s" and f[name].scope == "gpu"
+    window = (f"{links.HOST_ROUNDS} series of {links.REPEATS} copies after {links.WARMUP}, taken in turns with the "
+              "other host facts' series")
+    for gpu in (H100, "NVIDIA H200"):
+        g = gp_facts.load_facts("sm_90", gpu_name=gpu)
+        for name in ("host_to_device_gbps", "device_to_host_gbps", "device_to_host_bidir_gbps"):
+            assert window in g[name].method and "the reading the best series'" in g[name].method, (gpu, name)
+            assert f"{links.HOST_CONFIRM_PAUSE_S:g} s after the last" in g[name].method, (gpu, name)
+            assert g[name].unit == "GB/s" and g[name].scope == "gpu"
     for name in ("p2p_ce_copy_gbps", "p2p_ce_bidir_gbps", "p2p_sm_load_gbps", "p2p_sm_store_gbps"):
         assert f"{links.PEER_BYTES >> 30} GiB" in f[name].method, name
     for name in ("host_to_device_gbps", "device_to_host_gbps"):
@@ -515,3 +522,50 @@ def test_a_planted_wrong_copy_engine_rate_fails_a_recorded_h100_reading(tmp_path
     v = assertions.evaluate(fact, reading)
     assert v.status == assertions.FAIL and v.measured == 397.70
     assert v.expected == f"440 ± {fact.tolerance:.3g} GB/s" and v.unit == "GB/s"
+
+
+# -- a host link's window: its best series ---------------------------------------------------------
+
+
+def test_a_host_window_is_read_by_its_best_settled_series():
+    # GPU-8badd6b4's series, 2026-11-27: a whole series settled 2.6 % low, one disturbed (3 of 12 settled)
+    low = [53.2, 53.3, 53.2, 53.1, 53.2, 53.3, 53.2, 53.2, 53.3, 53.1, 53.2, 53.2]
+    disturbed = [52.4, 52.1, 52.4, 52.4, 53.1, 53.7, 52.6, 52.2, 53.5, 52.5, 52.4, 52.3]
+    good = [54.7, 54.4, 54.6, 54.2, 54.6, 54.8, 53.3, 54.9, 54.6, 54.4, 54.7, 54.7]
+    assert links.series_rate(good) == pytest.approx(54.65)  # the copies within 1 % of the 90th percentile
+    assert links.best_series([low, disturbed, good, low]) == (2, good)
+    # a series without SETTLED_MIN_SHARE of its copies settled never wins over a settled one, even read higher
+    assert links.series_rate(disturbed) == pytest.approx(53.5) and links.series_rate(low) == pytest.approx(53.2)
+    assert links.best_series([low, disturbed]) == (0, low)
+    # none settled: the best of them all (its measurement is then NOISY)
+    assert links.best_series([disturbed, [x - 1 for x in disturbed]]) == (0, disturbed)
+    # ties: the first
+    assert links.best_series([good, list(good)])[0] == 0
+
+
+@pytest.mark.parametrize("series", [[], [[54.0] * 12, []]])
+def test_a_host_window_without_copies_is_refused(series):
+    with pytest.raises(ValueError, match="expected series of copies"):
+        links.best_series(series)
+
+
+def test_a_host_window_takes_one_series_of_each_host_fact_a_round_in_turns():
+    asked = []
+
+    class Node(links.Node):
+        def __init__(self):
+            pass
+
+        def host_copy(self, index, direction):
+            asked.append((direction, index))
+            return [float(len(asked))]
+
+        def host_copy_loaded(self, index, direction):
+            asked.append((direction + "_loaded", index))
+            return [float(len(asked))]
+
+    window = Node().host_window(3)
+    assert asked == [("h2d", 3), ("d2h", 3), ("d2h_loaded", 3)] * links.HOST_ROUNDS
+    assert window == {"h2d": [[1.0 + 3 * k] for k in range(links.HOST_ROUNDS)],
+                      "d2h": [[2.0 + 3 * k] for k in range(links.HOST_ROUNDS)],
+                      "d2h_loaded": [[3.0 + 3 * k] for k in range(links.HOST_ROUNDS)]}

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from gp_testing import fake_gpu_conftest
 
 from pytest_gpuprops import links, report_schema, session
@@ -110,36 +111,61 @@ def test_on_two_gpus_a_pair_verdict_names_the_pair_and_the_report_has_the_matrix
 
 
 class HostNode(GivenNode):
-    """The stand-in with host copies: ``host_copy`` hands out ``series`` in order (GB/s per copy)."""
+    """The stand-in with host copies: ``host_window`` hands out ``windows`` in order ({fact key: [series]})."""
 
-    series: list = []
+    windows: list = []
 
     def host_cpus(self, index):
         return None
 
-    def host_copy(self, index, direction):
-        GivenNode.asked.append(("host", index, direction))
-        return list(HostNode.series.pop(0))
+    def host_window(self, index):
+        GivenNode.asked.append(("host", index))
+        return HostNode.windows.pop(0)
 
 
 #: H100 GPU-e03e5018's H2D series of a second process, 2026-11-27 (a shared host's traffic: 3 of 12 copies within
 #: 1 % of the 90th percentile, NOISY), and of its first process (settled)
 DISTURBED = [52.4, 52.1, 52.4, 52.4, 53.1, 53.7, 52.6, 52.2, 53.5, 52.5, 52.4, 52.3]
 SETTLED = [54.7, 54.4, 54.6, 54.2, 54.6, 54.8, 53.3, 54.9, 54.6, 54.4, 54.7, 54.7]
+#: a whole series 2.6 % down, every copy settled about its own level (GPU-8badd6b4's slowest series, 2026-11-27)
+LOW_LEVEL = [53.2, 53.3, 53.2, 53.1, 53.2, 53.3, 53.2, 53.2, 53.3, 53.1, 53.2, 53.2]
+D2H = [55.0, 54.9, 55.1, 55.0, 54.9, 55.0, 55.1, 55.0, 54.9, 55.0, 55.0, 55.1]
+D2H_LOADED = [51.5, 51.4, 51.6, 51.5, 51.5, 51.4, 51.6, 51.5, 51.5, 51.4, 51.5, 51.6]
 
 
-def test_a_host_link_series_is_measured_again_only_after_a_pause(pytester, monkeypatch):
-    """A disturbed series is discarded and the link read from fresh series, each 3 s after the last
-    (links.confirm_pause, outside the locks); a link that is slow in every series fails, confirmed over pauses."""
+def _window(h2d):
+    return {"h2d": h2d, "d2h": [D2H] * len(h2d), "d2h_loaded": [D2H_LOADED] * len(h2d)}
+
+
+def test_a_host_link_reads_its_best_series_of_one_window_shared_by_the_three_host_facts(pytester, monkeypatch):
+    """Series slowed by the host's traffic, settled at a lower level or not settled, are passed over for the
+    window's best; one window serves the three host facts."""
+    monkeypatch.setattr(HostNode, "windows", [_window([LOW_LEVEL, DISTURBED, SETTLED, LOW_LEVEL, DISTURBED, LOW_LEVEL])])
+    r = _run(pytester, monkeypatch, 1, "-k", "host_link", "--gpuprops-baseline", "none",
+             "--gpuprops-report", "r.json", node=HostNode)
+    r.assert_outcomes(passed=3)
+    assert GivenNode.asked == [("host", 0)] and not HostNode.windows
+    facts = {f["fact"]: f for f in json.loads((pytester.path / "r.json").read_text())["facts"]}
+    # SETTLED's settled copies' median, not LOW_LEVEL's 53.2 nor DISTURBED's 53.5 (3 of its 12 copies settled)
+    assert facts["host_to_device_gbps"]["measured"] == pytest.approx(54.65)
+    launch = facts["host_to_device_gbps"]["measurement"]["launch"]
+    assert (launch["best_series"], launch["series_gbps"]) == (2, [53.2, 53.5, 54.65, 53.2, 53.5, 53.2])
+    assert facts["device_to_host_bidir_gbps"]["measured"] == 51.5
+    assert "6 series of 12 copies after 2, taken in turns" in facts["device_to_host_gbps"]["method"]
+
+
+def test_a_host_link_window_is_measured_again_only_after_a_pause(pytester, monkeypatch):
+    """A window with no settled series is NOISY and discarded; the link is read from fresh windows, each 3 s after
+    the last (links.confirm_pause, outside the locks); a link that is slow in every window fails, confirmed."""
     pauses = []
     monkeypatch.setattr(links, "confirm_pause", lambda: pauses.append(links.HOST_CONFIRM_PAUSE_S))
-    monkeypatch.setattr(HostNode, "series", [DISTURBED, SETTLED, SETTLED])
+    monkeypatch.setattr(HostNode, "windows", [_window([DISTURBED] * 6), _window([SETTLED] * 6), _window([SETTLED] * 6)])
     r = _run(pytester, monkeypatch, 1, "-k", "host_link_rate and h2d", "--gpuprops-baseline", "none", node=HostNode)
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["*host_to_device_gbps*54.650*PASS (first measurement discarded, noisy*"])
-    assert pauses == [3.0, 3.0] and not HostNode.series  # the noisy series, then two settled ones, each after a pause
+    assert pauses == [3.0, 3.0] and not HostNode.windows  # the noisy window, then two settled ones, each after a pause
     slow = [27.3, 27.4, 27.3, 27.2, 27.3, 27.4, 27.3, 27.3, 27.2, 27.3, 27.4, 27.3]  # a link trained down to gen 4
-    monkeypatch.setattr(HostNode, "series", [slow] * 3)
+    monkeypatch.setattr(HostNode, "windows", [_window([slow] * 6)] * 3)
     pauses.clear()
     r = _run(pytester, monkeypatch, 1, "-k", "host_link_rate and h2d", "--gpuprops-baseline", "none", node=HostNode)
     r.assert_outcomes(failed=1)
