@@ -20,6 +20,11 @@ the whole L2 it reads DRAM. Three facts are read from the one sweep (``SWEEP``, 
   between the two steps). The per-hop far mode (test_memory_hierarchy.py, l2_hit_latency_far_cycles)
   times single hops of many launches, each on whichever SM it landed: a different statistic.
 
+Where a line lives follows its physical address, so the near step moves with where the buffer lies: its
+footprints (NEAR_STEP_PCT) are each read over STEP_PLACEMENTS slices of one buffer, a cycle and a launch each,
+and their median taken. It still moves by up to ~1.7 % of its value with the process's allocation history (a
+`-k` process against a whole-suite one on one unit; processes of one kind repeat within 0.1-0.6 %).
+
 A level is a plateau of specs_caches.plateaus (points within PLATEAU_BAND of one another); DRAM's is the
 median of the sweep's last DRAM_POINTS points, which must be one level.
 """
@@ -88,6 +93,7 @@ def point_stop(pct: int) -> StopRule:
     """A point's launches: sweeps.SWEEP's, or in the near step's window exactly one a placement."""
     k = placements(pct)
     return sweeps.SWEEP if k == 1 else StopRule(noise_target=0.0, min_samples=k, max_samples=k, time_budget_s=0.0)
+
 
 
 # ----------------------------------------------------------------------------------------------
