@@ -284,9 +284,12 @@ def fleet_reading(v: Verdict) -> Verdict | None:
 
 
 def _baseline_reading(v: Verdict) -> bool:
-    """A verdict whose reading can serve as a unit's baseline, or be compared with one: a settled
-    measurement that held or failed its band (not NOISY, THROTTLED or UNSTABLE)."""
-    return _comparable(v) and v.status in (assertions.PASS, assertions.FAIL)
+    """A verdict whose reading can serve as a unit's baseline, or be compared with one (a baseline's, a
+    peer's): a settled measurement that held or failed its band (not NOISY, THROTTLED or UNSTABLE, and not a
+    link rate judged though its copies never settled, assertions.JUDGED_UNSETTLED: it shows the link at least
+    that fast, not how fast, so a baseline or peer above it says nothing)."""
+    return (_comparable(v) and v.status in (assertions.PASS, assertions.FAIL)
+            and not any(f.startswith(assertions.JUDGED_UNSETTLED) for f in v.flags))
 
 
 def red(verdicts: Iterable[Verdict]) -> list[Verdict]:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from filelock import FileLock, Timeout
 
-from pytest_gpuprops import assertions, devices, gpulock, inputs, links, measure, nvlink, stats
+from pytest_gpuprops import assertions, devices, gpulock, inputs, links, measure, nvlink, results, stats
 from pytest_gpuprops import facts as gp_facts
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -103,18 +103,42 @@ def test_a_series_with_fewer_than_half_its_copies_at_the_settled_rate_is_noisy(w
     m = links.rate_measurement("device_to_host_gbps", copies, what="x", launch={}, remeasure=None)
     assert m.settled_share < stats.SETTLED_MIN_SHARE and not m.settled, what
     assert m.noise < m.noise_target  # the settled copies agree: there are too few of them
-    # and the verdict says that, not a noise over its target
-    fact = gp_facts.Fact(name="device_to_host_gbps", arch="sm_90", unit="GB/s", value=55.0, tolerance_rel=0.03,
+    # and the verdict says that, not a noise over its target (a band above every reading: below the band an
+    # unsettled reading may be the disturbance, so it is not judged)
+    fact = gp_facts.Fact(name="device_to_host_gbps", arch="sm_90", unit="GB/s", value=56.5, tolerance_rel=0.01,
                          method="m", source="s")
+    assert m.reading < fact.value - fact.tolerance
     v = assertions.evaluate(fact, m)
     assert v.status == assertions.NOISY and v.flags[0].startswith(
         f"{round(m.settled_share * 12)} of 12 copies at the settled rate, under 50%: a disturbance through the series")
     # measured again and settled: the first is discarded, and the verdict says why
-    settled = links.rate_measurement("device_to_host_gbps", [55.0] * 12, what="x", launch={}, remeasure=None)
+    settled = links.rate_measurement("device_to_host_gbps", [56.5] * 12, what="x", launch={}, remeasure=None)
     final = assertions.confirm(v, lambda: assertions.evaluate(fact, settled))
     assert final.status == assertions.PASS and any(
         f.startswith(f"{assertions.DISCARDED_FIRST}, noisy: {round(m.settled_share * 12)} of 12 copies at the settled "
                      "rate") for f in final.flags)
+
+
+@pytest.mark.parametrize("value, status", [(53.7, "PASS"), (51.5, "FAIL")])
+def test_an_unsettled_link_rate_at_or_above_its_band_is_judged_and_never_compared(value, status):
+    """A disturbance only slows copies: GPU-ec662279's H2D window (2026-11-27) read 54.95 GB/s from copies
+    that never settled, inside the band; that shows the link at least that fast, so the verdict is judged,
+    flagged, and kept out of the unit's baselines and the fleet compare (a baseline above it says nothing)."""
+    level_drop = [53.5, 53.8, 53.5, 53.8, 53.6, 52.6, 50.7, 50.4, 50.6, 50.5, 50.7, 50.6]  # GPU-5969eb1a's D2H
+    m = links.rate_measurement("device_to_host_gbps", level_drop, what="x", launch={}, remeasure=None)
+    assert not m.settled and m.reading == pytest.approx(53.6)
+    fact = gp_facts.Fact(name="device_to_host_gbps", arch="sm_90", unit="GB/s", value=value, tolerance_rel=0.01,
+                         method="m", source="s")
+    v = assertions.evaluate(fact, m)
+    assert v.status == status and v.flags[0].startswith(f"{assertions.JUDGED_UNSETTLED}: 5 of 12 copies")
+    assert v.flags[0].endswith("inside the band" if status == "PASS" else "above the band")
+    v = dataclasses.replace(v, gpu={"uuid": "GPU-1", "index": 0, "name": "NVIDIA H100 80GB HBM3"})
+    assert not results._baseline_reading(v)
+    settled = dataclasses.replace(v, flags=[])
+    assert results._baseline_reading(settled)  # the same verdict from settled copies is one
+    # a latency (or any spread but "settled") that never settled is NOISY wherever it reads
+    stdev = dataclasses.replace(m, spread="stdev", noise_target=0.001)
+    assert assertions.evaluate(fact, stdev).status == assertions.NOISY
 
 
 def test_settled_series_read_their_median_and_a_latency_keeps_its_median():

@@ -140,11 +140,12 @@ def _window(h2d):
 def test_a_host_link_reads_its_best_series_of_one_window_shared_by_the_three_host_facts(pytester, monkeypatch):
     """Series slowed by the host's traffic, settled at a lower level or not settled, are passed over for the
     window's best; one window serves the three host facts."""
-    monkeypatch.setattr(HostNode, "windows", [_window([LOW_LEVEL, DISTURBED, SETTLED, LOW_LEVEL, DISTURBED, LOW_LEVEL])])
+    monkeypatch.setattr(HostNode, "windows", [_window([LOW_LEVEL, DISTURBED, SETTLED, LOW_LEVEL, DISTURBED, LOW_LEVEL]),
+                                              _window([DISTURBED] * 6)])
     r = _run(pytester, monkeypatch, 1, "-k", "host_link", "--gpuprops-baseline", "none",
              "--gpuprops-report", "r.json", node=HostNode)
     r.assert_outcomes(passed=3)
-    assert GivenNode.asked == [("host", 0)] and not HostNode.windows
+    assert GivenNode.asked == [("host", 0)] and len(HostNode.windows) == 1
     facts = {f["fact"]: f for f in json.loads((pytester.path / "r.json").read_text())["facts"]}
     # SETTLED's settled copies' median, not LOW_LEVEL's 53.2 nor DISTURBED's 53.5 (3 of its 12 copies settled)
     assert facts["host_to_device_gbps"]["measured"] == pytest.approx(54.65)
@@ -152,14 +153,34 @@ def test_a_host_link_reads_its_best_series_of_one_window_shared_by_the_three_hos
     assert (launch["best_series"], launch["series_gbps"]) == (2, [53.2, 53.5, 54.65, 53.2, 53.5, 53.2])
     assert facts["device_to_host_bidir_gbps"]["measured"] == 51.5
     assert "6 series of 12 copies after 2, taken in turns" in facts["device_to_host_gbps"]["method"]
+    # a window with no settled series, reading inside the band (GPU-ec662279's, 2026-11-27): judged, flagged, and
+    # not this unit's baseline
+    store = pytester.path / "store"
+    r = _run(pytester, monkeypatch, 1, "-k", "host_link_rate and h2d", "--gpuprops-baselines", str(store),
+             "--gpuprops-report", "r2.json", node=HostNode)
+    r.assert_outcomes(passed=1)
+    (v,) = json.loads((pytester.path / "r2.json").read_text())["facts"]
+    assert v["status"] == "PASS" and v["measured"] == pytest.approx(53.5)
+    assert v["flags"][0].startswith("judged though its copies did not settle: 3 of 12 copies")
+    # the next run's settled 56.15 is 5 % above it, past the 3.3 % same-unit band: compared with it, MOVED; it
+    # is no baseline, so nothing is compared
+    monkeypatch.setattr(HostNode, "windows", [_window([[x + 1.5 for x in SETTLED]] * 6)])
+    r = _run(pytester, monkeypatch, 1, "-k", "host_link_rate and h2d", "--gpuprops-baselines", str(store),
+             "--gpuprops-report", "r3.json", node=HostNode)
+    r.assert_outcomes(passed=1)
+    data = json.loads((pytester.path / "r3.json").read_text())
+    assert data["facts"][0]["measured"] == pytest.approx(56.15) and data["fleet"] == []
+    r.stdout.fnmatch_lines(["gpuprops baseline: GPU-00000000: run of *, 1 facts; since then: *; 0 MOVED"])
 
 
 def test_a_host_link_window_is_measured_again_only_after_a_pause(pytester, monkeypatch):
-    """A window with no settled series is NOISY and discarded; the link is read from fresh windows, each 3 s after
-    the last (links.confirm_pause, outside the locks); a link that is slow in every window fails, confirmed."""
+    """A window with no settled series that reads under the band is NOISY and discarded (it may read the
+    disturbance); the link is read from fresh windows, each 3 s after the last (links.confirm_pause, outside the
+    locks); a link that is slow in every window fails, confirmed."""
     pauses = []
     monkeypatch.setattr(links, "confirm_pause", lambda: pauses.append(links.HOST_CONFIRM_PAUSE_S))
-    monkeypatch.setattr(HostNode, "windows", [_window([DISTURBED] * 6), _window([SETTLED] * 6), _window([SETTLED] * 6)])
+    deep = [x - 2.5 for x in DISTURBED]  # its settled copies' median 51.0, under 54.345 - 2.24
+    monkeypatch.setattr(HostNode, "windows", [_window([deep] * 6), _window([SETTLED] * 6), _window([SETTLED] * 6)])
     r = _run(pytester, monkeypatch, 1, "-k", "host_link_rate and h2d", "--gpuprops-baseline", "none", node=HostNode)
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["*host_to_device_gbps*54.650*PASS (first measurement discarded, noisy*"])
