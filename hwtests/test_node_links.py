@@ -30,7 +30,7 @@ name both (the report's GPU x GPU matrix). Both GPUs' locks are held while a pai
 
 import pytest
 
-from pytest_gpuprops import devices, links, nvlink
+from pytest_gpuprops import devices, links, nvlink, stats
 
 pytestmark = [pytest.mark.gpu, pytest.mark.node]
 # the links are the node's (the SKU's and its topology: NV18 between SXM H100s), not the SM arch's
@@ -42,7 +42,7 @@ VISIBLE = devices.visible_gpu_count()
 #: where a host copy's thread runs and its pinned memory lies (links.Node.host_cpus)
 HOST_CPUS = ("from a thread on the GPU's own NUMA node's CPUs (NVML's CPU affinity), its pinned memory allocated there; "
              f"a window measured again (a failure's confirmation) {links.HOST_CONFIRM_PAUSE_S:g} s after the last")
-#: how a host fact's copies make its reading (links.Node.host_window, links.best_series)
+#: how a host fact's copies make its reading (links.Node.host_window, stats.best_series)
 HOST_WINDOW = (f"{links.HOST_ROUNDS} series of {links.REPEATS} copies after {links.WARMUP}, taken in turns with the "
                "other host facts' series (a window of ~5 s); each series' rate the median of its copies at the "
                f"settled rate (within {links.SETTLED_BAND:.0%} of their 90th percentile), the reading the best "
@@ -202,10 +202,10 @@ def _host_rate(gpuprops, node, windows: dict, key: str, method: str):
 
     def once(fresh: bool = False):
         series = _host_window(node, windows, index, fresh)[key]
-        best, values = links.best_series(series)
+        best, values = stats.best_series(series)
         return links.rate_measurement(name, values, what="cudaMemcpyAsync", remeasure=lambda: once(True),
                                       launch={"gpu": index, "cpus": devices.cpu_list(node.host_cpus(index)),
-                                              "series_gbps": [round(links.series_rate(s), 3) for s in series],
+                                              "series_gbps": [round(stats.series_rate(s), 3) for s in series],
                                               "best_series": best})
     gpuprops.check(name, once(), method=f"{method}; {HOST_WINDOW}; {HOST_CPUS}")
 

@@ -15,7 +15,7 @@ These are measured per ordered GPU pair (``src`` issues, ``dst`` is the peer) an
 * host: ``cudaMemcpyAsync`` of 256 MiB between pinned host memory and the GPU, each way; and of 1 GiB
   while the opposite direction runs; from a thread on the GPU's own NUMA node's CPUs, which the pinned
   memory is allocated from (:meth:`Node.host_cpus`); a window of :data:`HOST_ROUNDS` series of each, in
-  turns, read by its best series (:func:`best_series`: the host's own traffic slows whole series).
+  turns, read by its best series (stats.best_series: the host's own traffic slows whole series).
 
 Each series is :data:`REPEATS` timed copies after :data:`WARMUP`, in GB/s (10^9 B/s). While a
 pair is measured both GPUs' locks are held (lower index first), so no other process of the suite
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from . import compile as gp_compile
 from . import devices, gpulock, measure
-from .stats import SETTLED_BAND, SETTLED_MIN_SHARE, settled_copies
+from .stats import SETTLED_BAND, SETTLED_MIN_SHARE
 
 PEER_BYTES = 1 << 30
 HOST_BYTES = 256 << 20
@@ -49,7 +49,7 @@ REPEATS = 12
 HOST_CONFIRM_PAUSE_S = 3.0
 #: a host link is read from this many rounds, each one series of every host fact in turn (H2D, D2H, D2H under
 #: the opposite load: ~0.8 s a round, ~5 s a window), and each fact's reading is its best series
-#: (:func:`best_series`). A shared host's traffic slows H2D series by 1-4 % for stretches of 1-3 s and never
+#: (stats.best_series). A shared host's traffic slows H2D series by 1-4 % for stretches of 1-3 s and never
 #: speeds one up (H100 node GPU-8badd6b4, 2026-11-27: 16 series a direction in each of 3 processes, 0.45 s
 #: apart; one series' settled rate: H2D 52.41-54.84, D2H 53.91-55.09 GB/s); the best of 8 consecutive series
 #: read H2D within 0.94 % and D2H within 0.29 % over 6 windows of 3 processes, one series alone within 3.6 %
@@ -111,25 +111,6 @@ def rate_measurement(name: str, values: Sequence[float], *, what: str, launch: d
                                noise_target=noise_target, overhead_cycles=0.0, sm_clock_mhz=None, throttle=[],
                                kernel=what, launch=dict(launch), remeasure=remeasure, center=how,
                                spread="settled" if settled else "iqr")
-
-
-def series_rate(values: Sequence[float]) -> float:
-    """One series' settled rate: the median of its copies at the settled rate (stats.settled_copies)."""
-    import statistics
-    return statistics.median(settled_copies(values))
-
-
-def best_series(series: Sequence[Sequence[float]]) -> tuple[int, list[float]]:
-    """(index, copies) of the series read at the highest settled rate (:func:`series_rate`) among those with
-    at least SETTLED_MIN_SHARE of their copies settled, or among all where none has: a host's traffic slows
-    whole series and never speeds one up, so the best series of a window reads the link and the others the
-    traffic. Refused: no series, or an empty one."""
-    if not series or any(not s for s in series):
-        raise ValueError(f"a host link's window of {len(series)} series, "
-                         f"{sum(1 for s in series if not s)} of them empty: expected series of copies")
-    settled = [k for k, s in enumerate(series) if len(settled_copies(s)) >= SETTLED_MIN_SHARE * len(s)]
-    best = max(settled or range(len(series)), key=lambda k: series_rate(series[k]))
-    return best, list(series[best])
 
 
 def chase_values(results: Sequence[tuple[int, int]], hops: int) -> tuple[list[float], list[float]]:

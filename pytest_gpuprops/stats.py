@@ -83,6 +83,24 @@ def settled_copies(values: Sequence[float], band: float = SETTLED_BAND) -> list[
     return [v for v in values if v >= (1 - band) * top]
 
 
+def series_rate(values: Sequence[float]) -> float:
+    """One series' settled rate: the median of its copies at the settled rate (stats.settled_copies)."""
+    return statistics.median(settled_copies(values))
+
+
+def best_series(series: Sequence[Sequence[float]]) -> tuple[int, list[float]]:
+    """(index, copies) of the series read at the highest settled rate (:func:`series_rate`) among those with
+    at least SETTLED_MIN_SHARE of their copies settled, or among all where none has: a host's traffic slows
+    whole series and never speeds one up, so the best series of a window reads the link and the others the
+    traffic. Refused: no series, or an empty one."""
+    if not series or any(not s for s in series):
+        raise ValueError(f"a host link's window of {len(series)} series, "
+                         f"{sum(1 for s in series if not s)} of them empty: expected series of copies")
+    settled = [k for k, s in enumerate(series) if len(settled_copies(s)) >= SETTLED_MIN_SHARE * len(s)]
+    best = max(settled or range(len(series)), key=lambda k: series_rate(series[k]))
+    return best, list(series[best])
+
+
 def robust_relative_noise(values: Sequence[float]) -> float:
     """The values' spread around their median that the median itself feels: the interquartile range (inclusive
     quartiles) over :data:`IQR_PER_SIGMA`, relative to the median, so it reads as :func:`relative_noise`

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pytest_gpuprops import stats
 from pytest_gpuprops.stats import StopRule, launch_value, lowest_tier, relative_noise, stop_reason
 
 # ----------------------------------------------------------------------------------------------
@@ -266,3 +267,27 @@ def test_settled_copies_are_those_within_the_band_of_the_90th_percentile():
     assert settled_copies([50.0] + [100.0] * 9, band=0.5) == [50.0] + [100.0] * 9
     assert settled_copies([100.0, 98.0, 100.0, 100.0]) == [100.0, 100.0, 100.0] and SETTLED_BAND == 0.01
 
+
+# -- a host link's window: its best series (links.Node.host_window) ----------------------------------
+
+
+def test_a_host_window_is_read_by_its_best_settled_series():
+    # GPU-8badd6b4's series, 2026-11-27: a whole series settled 2.6 % low, one disturbed (3 of 12 settled)
+    low = [53.2, 53.3, 53.2, 53.1, 53.2, 53.3, 53.2, 53.2, 53.3, 53.1, 53.2, 53.2]
+    disturbed = [52.4, 52.1, 52.4, 52.4, 53.1, 53.7, 52.6, 52.2, 53.5, 52.5, 52.4, 52.3]
+    good = [54.7, 54.4, 54.6, 54.2, 54.6, 54.8, 53.3, 54.9, 54.6, 54.4, 54.7, 54.7]
+    assert stats.series_rate(good) == pytest.approx(54.65)  # the copies within 1 % of the 90th percentile
+    assert stats.best_series([low, disturbed, good, low]) == (2, good)
+    # a series without SETTLED_MIN_SHARE of its copies settled never wins over a settled one, even read higher
+    assert stats.series_rate(disturbed) == pytest.approx(53.5) and stats.series_rate(low) == pytest.approx(53.2)
+    assert stats.best_series([low, disturbed]) == (0, low)
+    # none settled: the best of them all (its measurement is then NOISY)
+    assert stats.best_series([disturbed, [x - 1 for x in disturbed]]) == (0, disturbed)
+    # ties: the first
+    assert stats.best_series([good, list(good)])[0] == 0
+
+
+@pytest.mark.parametrize("series", [[], [[54.0] * 12, []]])
+def test_a_host_window_without_copies_is_refused(series):
+    with pytest.raises(ValueError, match="expected series of copies"):
+        stats.best_series(series)
