@@ -65,8 +65,12 @@ def test_host_copies_take_the_node_host_link_lock_inside_the_gpu_lock(monkeypatc
 
 
 def test_every_host_copy_fact_takes_the_host_link_lock():
-    """The hwtests' host-copy facts measure under links.host_copy_lock, not the GPU's lock alone."""
+    """The hwtests' host-copy facts measure under links.host_copy_lock, not the GPU's lock alone: all three
+    from one window (links.Node.host_window), taken under the lock, and no host copy outside it."""
+    import re
     from pathlib import Path
     text = (Path(__file__).parents[1] / "hwtests" / "test_node_links.py").read_text()
-    assert text.count("with links.host_copy_lock(index):") == 2 and "node.host_copy" in text
+    assert re.findall(r"with links\.host_copy_lock\(index\):\n\s+(.*)", text) == [
+        "windows[index] = node.host_window(index)"]
+    assert "node.host_copy" not in text
     assert "links.pair_lock(index, index)" not in text
