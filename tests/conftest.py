@@ -14,6 +14,7 @@ import itertools
 import os
 import platform
 import re
+import shlex
 import shutil
 
 import pluggy._hooks
@@ -216,8 +217,15 @@ def _child_pytest_without_hypothesis(monkeypatch):
 @pytest.fixture
 def pytester(pytester, monkeypatch):
     """pytester, whose runs (in this process or not) leave Hypothesis's plugin out too: pytester
-    removes $PYTEST_ADDOPTS when it starts, so it is set again here, to that alone."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_PYTEST_ADDOPTS)
+    removes $PYTEST_ADDOPTS when it starts, so it is set again here. A run given paths of the checkout
+    as option values (--gpuprops-kernels, --gpuprops-cache) takes the checkout as its rootdir and
+    confcutdir; its collection then listed every folder on the way down to the test's (/tmp, the base
+    temporary folder with thousands of test folders) and it read, sorted and wrote back the checkout's
+    .pytest_cache (the suite's 4 400 node ids). Its confcutdir is the test's folder, and it runs without
+    the cache plugin (no run here uses --lf, --nf or the cache fixture): rootdir, ini and node ids are
+    as before."""
+    here = shlex.quote(str(pytester.path))
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{CHILD_PYTEST_ADDOPTS} --confcutdir={here} -p no:cacheprovider")
     return pytester
 
 
