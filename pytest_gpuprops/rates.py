@@ -59,7 +59,8 @@ def sustained_rate(spans: Sequence[tuple[int, int]], work_per_launch: float, uni
     launches."""
     if len(spans) < 2:
         return None
-    late = [s for s in spans if s[0] >= _sustained_start(spans, from_s)]
+    start = _sustained_start(spans, from_s)
+    late = [s for s in spans if s[0] >= start]
     if not late:
         return None
     span_ns = max(e for _, e in late) - min(s for s, _ in late)
