@@ -95,7 +95,6 @@ def point_stop(pct: int) -> StopRule:
     return sweeps.SWEEP if k == 1 else StopRule(noise_target=0.0, min_samples=k, max_samples=k, time_budget_s=0.0)
 
 
-
 # ----------------------------------------------------------------------------------------------
 # reading the sweep
 

@@ -51,8 +51,10 @@ HOST_CONFIRM_PAUSE_S = 3.0
 #: the opposite load: ~0.8 s a round, ~5 s a window), and each fact's reading is its best series
 #: (stats.best_series). A shared host's traffic slows H2D series by 1-4 % for stretches of 1-3 s and never
 #: speeds one up (H100 node GPU-8badd6b4, 2026-11-27: 16 series a direction in each of 3 processes, 0.45 s
-#: apart; one series' settled rate: H2D 52.41-54.84, D2H 53.91-55.09 GB/s); the best of 8 consecutive series
-#: read H2D within 0.94 % and D2H within 0.29 % over 6 windows of 3 processes, one series alone within 3.6 %
+#: apart; one series' settled rate: H2D 52.41-54.84, D2H 53.91-55.09 GB/s; the best of 8 consecutive series,
+#: 3.6 s, read H2D within 0.94 % over 6 windows, one series alone within 3.6 %). Six rounds span about as long:
+#: on node GPU-c280d065 + GPU-b91b3c06 four processes' windows read H2D within 0.41-0.54 %, D2H 0.21-0.46 %
+#: and D2H under load 0.41-0.67 % (H100 GPU-ba7d32dd: H2D 54.54, 54.90)
 HOST_ROUNDS = 6
 #: hops of one latency launch: ~1 us a hop over NVLink, so ~20 ms a launch, launch overhead negligible
 CHASE_HOPS = 16384
