@@ -291,3 +291,15 @@ def test_a_host_window_is_read_by_its_best_settled_series():
 def test_a_host_window_without_copies_is_refused(series):
     with pytest.raises(ValueError, match="expected series of copies"):
         stats.best_series(series)
+
+
+def test_a_series_with_half_its_copies_settled_counts_as_settled():
+    """SETTLED_MIN_SHARE is inclusive: 6 of 12 copies at the series' top make a settled series, which then wins
+    over a lower settled one."""
+    half = [55.0] * 6 + [50.0] * 6
+    assert len(stats.settled_copies(half)) == 6 and stats.series_rate(half) == 55.0
+    low = [54.0] * 12
+    assert stats.best_series([low, half]) == (1, half)
+    five = [55.0] * 5 + [50.0] * 7  # one copy fewer at the top: not settled, passed over
+    assert stats.best_series([low, five]) == (0, low)
+
