@@ -141,6 +141,16 @@ def test_an_unsettled_link_rate_at_or_above_its_band_is_judged_and_never_compare
     assert assertions.evaluate(fact, stdev).status == assertions.NOISY
 
 
+def test_an_unsettled_link_rate_exactly_at_its_bands_lower_edge_is_judged():
+    at_edge = [53.0] * 5 + [50.0] * 7  # 5 of 12 settled, their median 53.0: the edge of 54.0 ± 1.0
+    m = links.rate_measurement("device_to_host_gbps", at_edge, what="x", launch={}, remeasure=None)
+    fact = gp_facts.Fact(name="device_to_host_gbps", arch="sm_90", unit="GB/s", value=54.0, tolerance_abs=1.0,
+                         method="m", source="s")
+    assert not m.settled and m.reading == 53.0 == fact.value - fact.tolerance
+    assert assertions.evaluate(fact, m).status == assertions.PASS
+    assert assertions.evaluate(dataclasses.replace(fact, value=54.01), m).status == assertions.NOISY
+
+
 def test_settled_series_read_their_median_and_a_latency_keeps_its_median():
     settled = [52.13, 51.87, 52.03, 51.76, 51.9, 51.91, 51.88, 51.94, 51.81, 51.86, 51.46, 51.93]
     m = links.rate_measurement("device_to_host_bidir_gbps", settled, what="x", launch={}, remeasure=None)
