@@ -19,7 +19,7 @@ import shutil
 
 import pluggy._hooks
 import pytest
-from gp_testing import KERNELS, PATCH_ARCHES  # noqa: F401
+from gp_testing import CHILD_PYTEST_ADDOPTS, KERNELS, PATCH_ARCHES  # noqa: F401
 
 from pytest_gpuprops import cli as gp_cli
 from pytest_gpuprops import facts as gp_facts
@@ -201,10 +201,6 @@ def _baseline_store_of_the_test(_baseline_stores, monkeypatch):
     monkeypatch.setenv("GPUPROPS_BASELINE_DIR", str(base / str(next(numbers))))
 
 
-#: What the pytest processes a test starts (pytester subprocesses, their xdist workers, ``python -m
-#: pytest``) leave out: Hypothesis's pytest plugin, which none of them uses, imports all of Hypothesis at
-#: each session's end (~0.7 s of CPU a process, ~2 s a ``-n 2`` run on this machine's 2 cores).
-CHILD_PYTEST_ADDOPTS = "-p no:hypothesispytest"
 
 
 @pytest.fixture(autouse=True)

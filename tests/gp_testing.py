@@ -7,6 +7,10 @@ from pathlib import Path
 
 KERNELS = Path(__file__).parent.parent / "kernels"
 PATCH_ARCHES = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+#: What the pytest processes a test starts (pytester subprocesses, their xdist workers, ``python -m
+#: pytest``) leave out: Hypothesis's pytest plugin, which none of them uses, imports all of Hypothesis at
+#: each session's end (~0.7 s of CPU a process, ~2 s a ``-n 2`` run on this machine's 2 cores).
+CHILD_PYTEST_ADDOPTS = "-p no:hypothesispytest"
 
 
 def load_tool(name: str):
@@ -68,6 +72,21 @@ def child_processes_outside_mutmut(monkeypatch) -> None:
         monkeypatch.delenv("MUTANT_UNDER_TEST")
     root = str(Path(pytest_gpuprops.__file__).resolve().parent.parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+
+
+def collect_hwtests(pytester, monkeypatch, *args: str):
+    """``pytest hwtests --collect-only -q -p no:cacheprovider -p no:randomly *args`` from the checkout's
+    root, run in this process (pytester: sys.modules and sys.path are restored after it): (exit status,
+    node id lines, the output's tail for a failure message). The same conftests, plugins and order as
+    the command in a process of its own, whose start-up and re-import of the hwtests files (1.6 s on 2
+    cores) this process has already paid: its own collection imported them (~0.2 s). The run's
+    $PYTEST_ADDOPTS is what a child pytest gets (CHILD_PYTEST_ADDOPTS), without the pytester fixture's
+    --confcutdir at its folder, which would leave the checkout's conftests out."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_PYTEST_ADDOPTS)
+    r = pytester.runpytest_inprocess(str(KERNELS.parent / "hwtests"), "--collect-only", "-q", "-p", "no:cacheprovider",
+                                     "-p", "no:randomly", *args)
+    ids = [line for line in r.stdout.lines if "::" in line]
+    return r.ret, ids, r.stdout.str()[-2000:] + r.stderr.str()[-2000:]
 
 
 class Terminal:

@@ -380,17 +380,11 @@ def test_the_power_bound_tests_run_first_and_every_other_test_keeps_its_order():
     assert [i.name for i in items] == ["health", "clock", "rate", "lds", "regbank", "dram"]
 
 
-def test_the_whole_suite_collects_the_stresses_before_the_latency_facts():
+def test_the_whole_suite_collects_the_stresses_before_the_latency_facts(pytester, monkeypatch):
     """Through the plugin, on the real hwtests: every validation-marked test comes before every other
     one in the collected order (the order a run and each xdist worker keep)."""
-    import pathlib
-    import subprocess
-    import sys
-    root = pathlib.Path(__file__).parents[1]
-    out = subprocess.run([sys.executable, "-m", "pytest", "hwtests", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-p", "no:randomly", "-k", "sustained_sm_clock or lds_latency or health"],
-                         cwd=root, capture_output=True, text=True, timeout=300)
-    ids = [ln for ln in out.stdout.splitlines() if "::" in ln]
+    from gp_testing import collect_hwtests
+    ret, ids, tail = collect_hwtests(pytester, monkeypatch, "-k", "sustained_sm_clock or lds_latency or health")
     stress = [n for n, i in enumerate(ids) if "test_throughput_and_clocks" in i or "test_health" in i]
     others = [n for n, i in enumerate(ids) if n not in stress]
-    assert stress and others and max(stress) < min(others), out.stdout[-2000:] + out.stderr[-2000:]
+    assert stress and others and max(stress) < min(others), tail

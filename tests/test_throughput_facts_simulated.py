@@ -8,13 +8,11 @@ order `pytest hwtests` collects)."""
 
 import json
 import re
-import subprocess
-import sys
 import time
 from types import SimpleNamespace
 
 import pytest
-from gp_testing import KERNELS
+from gp_testing import KERNELS, collect_hwtests
 from test_throughput import SimGpu, ffma_cycles_per_trip, wgmma_cycles_per_trip
 
 from pytest_gpuprops import ceilings, workloads
@@ -278,15 +276,13 @@ def test_a_selection_of_the_zero_operand_facts_runs_the_tensor_stress_first(pyte
     EVENTS.clear()
 
 
-def test_pytest_collects_every_tensor_stress_fact_before_the_zero_operand_stress():
+def test_pytest_collects_every_tensor_stress_fact_before_the_zero_operand_stress(pytester, monkeypatch):
     """The order `pytest hwtests --collect-only` gives (the order tests run in, on each GPU): every
     test of a tensor-stress fact, and every other test of test_throughput_and_clocks.py, before the
     first test that uses the zero-operand stress; those are the file's last."""
     hwtests = KERNELS.parent / "hwtests"
-    out = subprocess.run([sys.executable, "-m", "pytest", str(hwtests), "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-p", "no:randomly"], capture_output=True, text=True, cwd=KERNELS.parent, timeout=300)
-    ids = [line for line in out.stdout.splitlines() if "::" in line]
-    assert out.returncode == 0 and ids, out.stdout[-2000:] + out.stderr[-2000:]
+    ret, ids, tail = collect_hwtests(pytester, monkeypatch)
+    assert ret == 0 and ids, tail
     file_ids = [i.split("::", 1)[1] for i in ids if i.startswith("hwtests/test_throughput_and_clocks.py::")]
     assert file_ids[-len(ZERO_TESTS):] == ZERO_TESTS and set(TENSOR_TESTS) <= set(file_ids[:-len(ZERO_TESTS)])
     first_zero = ids.index(f"hwtests/test_throughput_and_clocks.py::{ZERO_TESTS[0]}")
