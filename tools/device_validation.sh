@@ -107,7 +107,7 @@ units)
   NG=$(nvidia-smi -L | wc -l); X=(); [ "$NG" -gt 1 ] && X=(-n "$NG" --gpuprops-gpus all)
   STORE="$LOGS/store"; start=$(date +%s)
   for i in $(seq 1 "${RUNS:-3}"); do
-    timed "run $i" "$LOGS/run$i.log" $RUN "${X[@]}" --gpuprops-facts "$FACTS" --gpuprops-baselines "$STORE" \
+    timed "run $i" "$LOGS/run$i.log" $RUN "${X[@]}" --durations=40 --gpuprops-facts "$FACTS" --gpuprops-baselines "$STORE" \
       --gpuprops-report "$LOGS/run$i.json"
     grep -a "^gpuprops baseline: GPU" "$LOGS/run$i.log" | grep -v "stored as" | cut -c1-220
   done
