@@ -192,17 +192,20 @@ def capacity_chase(cache: int, footprint: int, stride: int, *, shared_mem: int =
                    placements: int = 1) -> KernelSpec:
     """l1_capacity_chase.cu over ``footprint`` bytes in blocks of ``stride`` bytes (``skew``,
     ``per_block``, ``within``: see node_offsets), walked once in the kernel before the timed hops; ``buffer`` (a
-    TLB sweep's, allocated once) or a fresh one. ``placements`` K > 1: K cycles over K slices of ``footprint``
-    of one fresh buffer (seeds 0..K-1), launch n walking cycle n mod K (the kernel's PLACEMENTS)."""
+    TLB sweep's, allocated once; a sweep's reserved one) or a fresh one. ``placements`` K > 1: K cycles over the
+    buffer's first K slices of ``footprint`` (seeds 0..K-1), launch n walking cycle n mod K (the kernel's
+    PLACEMENTS)."""
     if footprint % stride:
         raise ValueError(f"footprint {footprint} is not a multiple of the stride {stride}")
-    if placements < 1 or (placements > 1 and buffer is not None):
-        raise ValueError(f"{placements} placements{' in a given buffer' if buffer is not None else ''}: expected 1, "
-                         "or more in a fresh buffer (each its own slice of it)")
+    if placements < 1:
+        raise ValueError(f"{placements} placements: expected 1 or more (each its own slice of the buffer)")
     blocks = footprint // stride
 
     def args(cp):
         words = buffer if buffer is not None else cp.empty(placements * footprint // 8, dtype=cp.uint64)
+        if words.size * 8 < placements * footprint:
+            raise ValueError(f"{placements} placements of {footprint} bytes need {placements * footprint} bytes; the "
+                             f"buffer has {words.size * 8}")
         n = footprint // 8
         starts = [fill_cycle(cp, words[k * n:(k + 1) * n], words.data.ptr + k * footprint, blocks, stride, seed=k,
                              skew=skew, per_block=per_block, within=within) for k in range(placements)]

@@ -22,8 +22,10 @@ the whole L2 it reads DRAM. Three facts are read from the one sweep (``SWEEP``, 
 
 Where a line lives follows its physical address, so the near step moves with where the buffer lies: its
 footprints (NEAR_STEP_PCT) are each read over STEP_PLACEMENTS slices of one buffer, a cycle and a launch each,
-and their median taken. It still moves by up to ~1.7 % of its value with the process's allocation history (a
-`-k` process against a whole-suite one on one unit; processes of one kind repeat within 0.1-0.6 %).
+and their median taken; and the buffer is the same in every process, reserved as the GPU's runner starts
+(``reserve``, pytest_gpuprops/reserved.py), before any test allocates. With fresh buffers a point's, the step
+moved by up to 1.75 % of its value with the process's allocation history (a `-k` process against a
+whole-suite one on one unit), where processes of one kind repeated within 0.1-0.6 %.
 
 A level is a plateau of specs_caches.plateaus (points within PLATEAU_BAND of one another); DRAM's is the
 median of the sweep's last DRAM_POINTS points, which must be one level.
@@ -38,6 +40,7 @@ import statistics
 import specs_caches as sc
 import sweeps
 
+from pytest_gpuprops import reserved
 from pytest_gpuprops.factspec import SweepSpec
 from pytest_gpuprops.kernel_spec import KernelSpec
 from pytest_gpuprops.stats import StopRule
@@ -77,14 +80,27 @@ def placements(pct: int) -> int:
     return STEP_PLACEMENTS if NEAR_STEP_PCT[0] <= pct <= NEAR_STEP_PCT[1] else 1
 
 
+def l2_bytes(cp) -> int:
+    """The launching GPU's cudaDeviceProp.l2CacheSize."""
+    return int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["l2CacheSize"])
+
+
+def reserve_bytes(cp) -> int:
+    """The sweep's one buffer: the largest of its points' placements x footprint (5.12 x the L2: the near
+    step's 8 slices of 64 %), allocated as the GPU's runner starts (pytest_gpuprops/reserved.py)."""
+    l2 = l2_bytes(cp)
+    return max(placements(pct) * footprint_bytes(l2, pct) for pct in SHARES_PCT)
+
+
 def share_chase(pct: int) -> KernelSpec:
     """The chase over ``pct`` % of the launching GPU's L2 (l2CacheSize read when the arguments are built), over
-    :func:`placements` slices of one buffer, a launch each in turn."""
+    :func:`placements` slices of the sweep's reserved buffer (:func:`reserve_bytes`), a launch each in turn."""
     base = sc.capacity_chase(1, 2 * LINE, LINE, placements=placements(pct))
 
-    def args(cp):  # pragma: no cover  (GPU only)
-        l2 = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["l2CacheSize"])
-        return sc.capacity_chase(1, footprint_bytes(l2, pct), LINE, placements=placements(pct)).args(cp)
+    def args(cp):
+        footprint, k = footprint_bytes(l2_bytes(cp), pct), placements(pct)
+        words = reserved.buffer(cp, SWEEP, reserve_bytes(cp))
+        return sc.capacity_chase(1, footprint, LINE, placements=k, buffer=words).args(cp)
 
     return dataclasses.replace(base, args=args)
 
@@ -178,7 +194,8 @@ _SWEEP_TEXT = (f"ld.global.cg pointer chase (l1_capacity_chase.cu CACHE=1), one 
                f"cycle, one warp, {sc.CAP_UNROLL} timed hops after one untimed walk; footprints "
                f"{', '.join(map(str, SHARES_PCT))} % of cudaDeviceProp.l2CacheSize, those from {NEAR_STEP_PCT[0]} to "
                f"{NEAR_STEP_PCT[1]} % each over {STEP_PLACEMENTS} placements (slices of one buffer, a cycle and a launch "
-               f"each, PLACEMENTS={STEP_PLACEMENTS}; the point the median of the {STEP_PLACEMENTS} launches); levels: plateaus within "
+               f"each, PLACEMENTS={STEP_PLACEMENTS}; the point the median of the {STEP_PLACEMENTS} launches); every point in "
+               f"one buffer reserved as the GPU's runner starts, before any test allocates; levels: plateaus within "
                f"{sc.PLATEAU_BAND:.0%}, the near level the smallest footprints', DRAM's the median of the {DRAM_POINTS} "
                f"largest, the far level the longest plateau between them (at least {sc.STEP_RISE:.0%} from each)")
 _STEP = (f"the first footprint plus the area (trapezoids) under the share of hops still at the lower level, 1 within "
@@ -191,6 +208,6 @@ _READ = {NEAR_FACT: ("near_reach", "%", f"the near step, {_STEP}, from the small
 FACTS: list[SweepSpec] = [
     SweepSpec(name, share_chase, SHARES_PCT, functools.partial(read_level, field), unit=unit,
               method=f"{_SWEEP_TEXT}; the value: {what}", divisor=sc.CAP_UNROLL, scope="gpu", x_names=("l2_pct",),
-              shared=SWEEP, stop=point_stop)
+              shared=SWEEP, stop=point_stop, reserve=reserve_bytes)
     for name, (field, unit, what) in _READ.items()
 ]

@@ -36,7 +36,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from . import facts as gp_facts
-from . import facts_schema
+from . import facts_schema, reserved
 from .kernel_spec import KernelSpec
 from .region_rules import Region, RegionRules
 
@@ -193,7 +193,9 @@ class SweepSpec:
     once a process, and again whole where any of its facts is confirmed. ``report(gpuprops, build)``, where
     given, says what the GPU holds about the launch (a driver's readback of the function's attributes) for
     the report and a failure's text; it never decides the fact. ``stop(x)``, where given, is point ``x``'s
-    stats.StopRule (else the sweep's own). ``scope``, ``arch``, ``unit`` and ``method`` as a FactSpec's."""
+    stats.StopRule (else the sweep's own). ``reserve(cp)``, where given, is the bytes of one buffer the
+    sweep's points share, allocated as the GPU's runner starts (reserved.py; named by ``shared``, else
+    ``name``). ``scope``, ``arch``, ``unit`` and ``method`` as a FactSpec's."""
 
     name: str
     point: Callable[..., KernelSpec]
@@ -208,6 +210,7 @@ class SweepSpec:
     shared: str | None = None
     report: Callable | None = None
     stop: Callable | None = None
+    reserve: Callable | None = None
 
     def __post_init__(self):
         check_name_and_scope(self.name, self.scope)
@@ -287,3 +290,14 @@ def markdown(facts: Iterable[FactSpec | SweepSpec]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(f"`{r[c]}`" if c in ("fact", "kernel") else r[c] for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def request_reservations(specs: Iterable) -> list[str]:
+    """The buffers the given fact specs reserve (``SweepSpec.reserve``), asked of reserved.py for this
+    session in place of any earlier session's; returns their names. Anything else in ``specs`` (a
+    FactSpec, a test's other parameters, None) is passed over."""
+    reserved.clear()
+    for spec in specs:
+        if isinstance(spec, SweepSpec) and spec.reserve is not None:
+            reserved.request(spec.shared or spec.name, spec.reserve)
+    return reserved.requested()

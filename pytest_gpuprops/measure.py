@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import ceilings, devices, driver_launch, gpulock, sass
+from . import ceilings, devices, driver_launch, gpulock, reserved, sass
 from . import compile as gp_compile
 from .devices import GpuInfo
 from .driver_launch import KernelLaunchError
@@ -207,6 +207,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
         self.refused_session_clock_mhz: float | None = None
         self._tmp = tempfile.mkdtemp(prefix="gpuprops-mod-")
         cupy.cuda.Device(info.index).use()
+        #: buffers the selected fact specs reserve, allocated before any test's (reserved.py)
+        self.reserved = reserved.allocate_requested(cupy)
 
     def close(self) -> None:
         """The folder of the cubins this runner loaded goes (the driver read each file when it loaded it)."""

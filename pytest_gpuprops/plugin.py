@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from . import devices, measure, nsight, plots, report_files, startup, summary
+from . import devices, factspec, measure, nsight, plots, report_files, startup, summary
 from . import facts as gp_facts
 from .fixture import _PART, FactChecker, StaticChecker, declared_facts
 from .kernel_spec import KernelSpec
@@ -164,6 +164,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in declared_facts(item):
             item.extra_keyword_matches.add(name)
     power_bound_first(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The buffers the selected fact specs reserve, allocated as each GPU's runner starts (reserved.py)."""
+    factspec.request_reservations(getattr(getattr(i, "callspec", None), "params", {}).get("fact")
+                                  for i in session.items)
 
 
 def _arch_number(arch: str) -> int:

@@ -480,7 +480,22 @@ def test_a_chase_over_placements_lays_one_cycle_a_slice_each_starting_where_its_
     assert len({tuple(o) for o in orders}) == placements  # a seed each: not one order shifted
 
 
-def test_placements_are_refused_in_a_given_buffer_or_below_one():
-    for kw in ({"placements": 0}, {"placements": 2, "buffer": np.zeros(128, dtype=np.uint64)}):
-        with pytest.raises(ValueError, match="expected 1, or more in a fresh buffer"):
-            sc.capacity_chase(1, 64 * sc.LINE, sc.LINE, **kw)
+def test_placements_below_one_or_past_a_given_buffer_are_refused():
+    with pytest.raises(ValueError, match="0 placements: expected 1 or more"):
+        sc.capacity_chase(1, 64 * sc.LINE, sc.LINE, placements=0)
+    footprint = 64 * sc.LINE
+    short = np.zeros(2 * footprint // 8 - 1, dtype=np.uint64).view(_Words)  # one word short of 2 slices
+    with pytest.raises(ValueError, match=f"2 placements of {footprint} bytes need {2 * footprint} bytes; the buffer "
+                                         f"has {2 * footprint - 8}"):
+        sc.capacity_chase(1, footprint, sc.LINE, placements=2, buffer=short).args(_stand_in_cupy([]))
+
+
+def test_placements_in_a_given_buffer_take_its_first_slices_and_allocate_nothing():
+    """A sweep's reserved buffer, larger than one point needs: the point's K cycles lie in its first K slices."""
+    footprint, made = 64 * sc.LINE, []
+    big = np.zeros(5 * footprint // 8, dtype=np.uint64).view(_Words)
+    words, starts, _, _ = sc.capacity_chase(1, footprint, sc.LINE, placements=3, buffer=big).args(_stand_in_cupy(made))
+    assert words is big and made == []
+    for k, start in enumerate(int(s) for s in starts):
+        assert _Words.BASE + k * footprint <= start < _Words.BASE + (k + 1) * footprint
+    assert not big[3 * footprint // 8:].any()  # nothing written past the third slice
