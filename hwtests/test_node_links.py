@@ -46,9 +46,9 @@ HOST_CPUS = ("from a thread on the GPU's own NUMA node's CPUs (NVML's CPU affini
 HOST_WINDOW = (f"{links.HOST_ROUNDS} series of {links.REPEATS} copies after {links.WARMUP}, taken in turns with the "
                "other host facts' series (a window of ~5 s); each series' rate the median of its copies at the "
                f"settled rate (within {links.SETTLED_BAND:.0%} of their 90th percentile), the reading the best "
-               f"series' (of those with at least {links.SETTLED_MIN_SHARE:.0%} of their copies settled; where none has, "
-               "the best of all, judged only at or above the band's lower edge, else NOISY, and never a baseline): "
-               "a host's traffic slows whole series, never speeds one up")
+               f"series', settled or not (one with fewer than {links.SETTLED_MIN_SHARE:.0%} of its copies settled is "
+               "judged only at or above the band's lower edge, else NOISY, and never a baseline): a host's traffic "
+               "slows whole series, never speeds one up")
 #: the peers of the GPU under test, as offsets (peer = (src + k) % visible); one placeholder that
 #: skips, saying why, on a node with fewer than two GPUs
 OFFSETS = list(range(1, VISIBLE)) or [0]

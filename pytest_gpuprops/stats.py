@@ -89,15 +89,19 @@ def series_rate(values: Sequence[float]) -> float:
 
 
 def best_series(series: Sequence[Sequence[float]]) -> tuple[int, list[float]]:
-    """(index, copies) of the series read at the highest settled rate (:func:`series_rate`) among those with
-    at least SETTLED_MIN_SHARE of their copies settled, or among all where none has: a host's traffic slows
-    whole series and never speeds one up, so the best series of a window reads the link and the others the
-    traffic. Refused: no series, or an empty one."""
+    """(index, copies) of the series read at the highest settled rate (:func:`series_rate`), whether or not
+    SETTLED_MIN_SHARE of its copies ran at it: a host's traffic slows whole series and never speeds one up, so
+    the best series of a window reads the link and the others the traffic. A series that ran steadily a level
+    down is the traffic too: preferring settled series read H200 GPU-3c48baa4's H2D 53.53 GB/s (a steady
+    series) where an unsettled one of the window read 54.54 and the unit's next three windows 54.44-54.80
+    (2026-11-27; likewise H100 GPU-9f7679a0, 54.15 against 54.84 and then 54.89-54.98): a false MOVED on the
+    next run. Where the best series did not settle, its measurement says so (links.rate_measurement): it is
+    judged only at or above its band's lower edge and is never a baseline. Ties: the first. Refused: no
+    series, or an empty one."""
     if not series or any(not s for s in series):
         raise ValueError(f"a host link's window of {len(series)} series, "
                          f"{sum(1 for s in series if not s)} of them empty: expected series of copies")
-    settled = [k for k, s in enumerate(series) if len(settled_copies(s)) >= SETTLED_MIN_SHARE * len(s)]
-    best = max(settled or range(len(series)), key=lambda k: series_rate(series[k]))
+    best = max(range(len(series)), key=lambda k: series_rate(series[k]))
     return best, list(series[best])
 
 

@@ -271,17 +271,17 @@ def test_settled_copies_are_those_within_the_band_of_the_90th_percentile():
 # -- a host link's window: its best series (links.Node.host_window) ----------------------------------
 
 
-def test_a_host_window_is_read_by_its_best_settled_series():
+def test_a_host_window_is_read_by_its_best_series_settled_or_not():
     # GPU-8badd6b4's series, 2026-11-27: a whole series settled 2.6 % low, one disturbed (3 of 12 settled)
     low = [53.2, 53.3, 53.2, 53.1, 53.2, 53.3, 53.2, 53.2, 53.3, 53.1, 53.2, 53.2]
     disturbed = [52.4, 52.1, 52.4, 52.4, 53.1, 53.7, 52.6, 52.2, 53.5, 52.5, 52.4, 52.3]
     good = [54.7, 54.4, 54.6, 54.2, 54.6, 54.8, 53.3, 54.9, 54.6, 54.4, 54.7, 54.7]
     assert stats.series_rate(good) == pytest.approx(54.65)  # the copies within 1 % of the 90th percentile
     assert stats.best_series([low, disturbed, good, low]) == (2, good)
-    # a series without SETTLED_MIN_SHARE of its copies settled never wins over a settled one, even read higher
+    # a series without SETTLED_MIN_SHARE of its copies settled wins over a settled one read lower: the steady
+    # series ran a level down (traffic never speeds a copy up); its measurement is then unsettled
     assert stats.series_rate(disturbed) == pytest.approx(53.5) and stats.series_rate(low) == pytest.approx(53.2)
-    assert stats.best_series([low, disturbed]) == (0, low)
-    # none settled: the best of them all (its measurement is then NOISY)
+    assert stats.best_series([low, disturbed]) == (1, disturbed)
     assert stats.best_series([disturbed, [x - 1 for x in disturbed]]) == (0, disturbed)
     # ties: the first
     assert stats.best_series([good, list(good)])[0] == 0
@@ -300,6 +300,7 @@ def test_a_series_with_half_its_copies_settled_counts_as_settled():
     assert len(stats.settled_copies(half)) == 6 and stats.series_rate(half) == 55.0
     low = [54.0] * 12
     assert stats.best_series([low, half]) == (1, half)
-    five = [55.0] * 5 + [50.0] * 7  # one copy fewer at the top: not settled, passed over
-    assert stats.best_series([low, five]) == (0, low)
+    five = [55.0] * 5 + [50.0] * 7  # one copy fewer at the top: not settled, and still the best series
+    assert len(stats.settled_copies(five)) < stats.SETTLED_MIN_SHARE * len(five)
+    assert stats.best_series([low, five]) == (1, five) and stats.best_series([five, low]) == (0, five)
 
