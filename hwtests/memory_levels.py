@@ -193,12 +193,34 @@ def near_group(values, *, band: float = TIER_BAND) -> list[float]:
     return lowest_tier(list(values), band)
 
 
+#: a copy of many lines waits for its slowest slice, so its lines form one tier, except the copies whose every
+#: line lives in the near partition: a low tier split off by a relative gap of at least this much in the
+#: lower half (1 KiB copies on H200 GPU-3c48baa4, 2026-11-27: 302-314 cycles against 333-356, 3-16 % of the
+#: lines from one process to the next; the 4 KiB copies, 32 lines each, never had one)
+UPPER_TIER_GAP = 0.03
+
+
+def upper_tier(values, *, gap: float = UPPER_TIER_GAP) -> list[float]:
+    """``values`` in their order but a low tier: those under the widest relative gap of at least ``gap``
+    between two neighbours of the lower half of the sorted values; all of them where there is none. Why:
+    the share of lines in the low tier follows where the allocation's lines lie, so the median over every
+    line moved with it (GPU-3c48baa4's 1 KiB copies read 340.25 in one process, 344.25-345.75 in three;
+    above the gap 341.0-344.0), while the tier above it is the copy's own latency."""
+    ordered = sorted(values)
+    cuts = [(ordered[i] - ordered[i - 1]) / ordered[i - 1] for i in range(1, len(ordered) // 2 + 1)]
+    widest = max(range(len(cuts)), key=cuts.__getitem__, default=None)
+    if widest is None or cuts[widest] < gap:
+        return list(values)
+    floor = ordered[widest + 1]
+    return [v for v in values if v >= floor]
+
+
 def near_group_batches(values, batches: int, *, band: float = TIER_BAND) -> list[float]:
     """The median of each of ``batches`` interleaved batches of the lowest tier (:func:`near_group`,
     chosen once over all values, kept in their order): their median is the tier's typical value, their
     spread its sampling noise. Batching the tier (not the values) keeps every batch filled however the
-    tier's lines fall among all of them."""
-    tier = near_group(values, band=band)
+    tier's lines fall among all of them. ``band`` ALL_LINES: the tier above a low one (:func:`upper_tier`)."""
+    tier = upper_tier(values) if band == ALL_LINES else near_group(values, band=band)
     if len(tier) < batches:
         shown = ", ".join(f"{v:.1f}" for v in sorted(values)[:batches + 4])
         raise ValueError(f"{len(tier)} of {len(values)} values are in the lowest tier (within {band:.0%} of the "
@@ -421,7 +443,8 @@ def near_tier_latency(gpuprops, name: str, spec_of_line, *, divisor: float, band
 
 #: near_tier_latency's band for a copy of many lines: it waits for the slowest line's slice, so its
 #: latency over lines is one tier (1 KiB bulk copies on the H200, 2026-11-25: 312-357 cycles over 64
-#: lines, no gap), and the lowest-tier cut would fall inside it; every line is taken
+#: lines), and the lowest-tier cut would fall inside it; every line is taken but a low tier of copies
+#: whose every line is near (:func:`upper_tier`)
 ALL_LINES = math.inf
 
 
@@ -429,7 +452,8 @@ ALL_LINES = math.inf
 ALL_LINES_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer "
                   "(in L2), one line per measurement (the copy starting there); the median over lines in each "
                   f"of {NEAR_BATCHES} interleaved batches, the median of those (a copy of many lines waits for "
-                  "its slowest slice, so the lines form one tier)")
+                  "its slowest slice, so the lines form one tier), without a low tier of copies whose every line "
+                  f"is near (under a gap of at least {UPPER_TIER_GAP:.0%} in the lower half of the lines)")
 NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer "
                   f"(in L2), one line per measurement; the lowest tier: lines within {TIER_BAND:.0%} of the "
                   f"fastest, their median in each of {NEAR_BATCHES} interleaved batches of lines, the median of "

@@ -63,7 +63,7 @@ class Statistic:
     the median over warps; ``warp_min``: the lowest; ``warp_mean``: the mean; ``span``: the block's span; ``block_span``: the median of each block's span;
     ``block_span_ns``: the same in %globaltimer nanoseconds, for a kernel built with TIMER=1)
     and, for an L2 hit whose latency depends on the line's slice, ``lines``: measured line by line over
-    the spread buffer, the lowest tier's median (``near_tier``) or every line's (``all_lines``); a
+    the spread buffer, the lowest tier's median (``near_tier``) or every line's above a low tier (``all_lines``); a
     chase that stays on each line (hwtests/memory_levels.py :data:`CHASE_LINE_STATISTICS`) each line's
     DRAM miss: the mean over the near tier's lines (``dram_near_tier_mean``) or the far tier's
     (``dram_far_tier_mean``)."""
@@ -89,7 +89,7 @@ STATISTIC_MODES = {"warp": "median over warps", "warp_min": "the lowest over war
 
 #: Statistic.lines -> how its text ends
 LINE_STATISTICS = {None: "", "near_tier": ", line by line: the lowest tier's median",
-                   "all_lines": ", line by line: the median over lines",
+                   "all_lines": ", line by line: the median over lines above a low tier",
                    "dram_near_tier_mean": ", line by line: each line's DRAM miss, the mean over the near tier's "
                                           "lines",
                    "dram_far_tier_mean": ", line by line: each line's DRAM miss, the mean over the far tier's "
