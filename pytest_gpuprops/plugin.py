@@ -119,12 +119,12 @@ def pytest_configure(config: pytest.Config) -> None:
                             "GPU; `pytest hwtests -m node`")
     config.addinivalue_line("markers", "validation: the quick post-update check of a GPU and its node (health, "
                             "sustained clocks, throughput in time units); `pytest hwtests -m validation`")
+    startup.check_options(config.option)  # before matplotlib's import below: a wrong path is refused at once
     if config.option.gpuprops_plots:
         try:
             plots._plt()
         except plots.PlotsUnavailable as exc:
             raise pytest.UsageError(str(exc)) from exc
-    startup.check_options(config.option)
     state = GpuPropsState(config)
     config.stash[_STATE] = state
     config.add_cleanup(state.close)  # every process's runners, xdist workers' too
