@@ -4,6 +4,9 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
 
 KERNELS = Path(__file__).parent.parent / "kernels"
 PATCH_ARCHES = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
@@ -120,3 +123,15 @@ def named_fact(name: str, **kw):
     base = dict(name=name, arch="sm_90", unit="cycles", method="chase", source="s", value=23.0, tolerance_abs=0.25)
     base.update(kw)
     return facts.Fact(**base)
+
+
+class DeviceWords(np.ndarray):
+    """A numpy buffer standing in for a CuPy one: ``data.ptr`` its device address (BASE at element 0 of the
+    array it is a view of), so slices of it have the addresses a CuPy slice would."""
+
+    BASE = 0x7F00_0000_0000
+
+    @property
+    def data(self):
+        root = self.base if isinstance(self.base, np.ndarray) else self
+        return SimpleNamespace(ptr=self.BASE + self.ctypes.data - root.ctypes.data)

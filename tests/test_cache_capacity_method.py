@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from gp_testing import DeviceWords
 
 from pytest_gpuprops import driver_launch
 from pytest_gpuprops.kernel_spec import KernelSpec
@@ -436,20 +437,9 @@ def test_each_carveouts_fact_reads_its_sweep_with_the_carveout_beside_it():
         fact.read([(f, 33.0) for f in c.footprints()])
 
 
-class _Words(np.ndarray):
-    """A numpy buffer standing in for a CuPy one: ``data.ptr`` its device address (BASE at element 0)."""
-
-    BASE = 0x7F00_0000_0000
-
-    @property
-    def data(self):
-        root = self.base if isinstance(self.base, np.ndarray) else self
-        return SimpleNamespace(ptr=self.BASE + self.ctypes.data - root.ctypes.data)
-
-
 def _stand_in_cupy(made):
     def empty(n, dtype):
-        made.append(np.zeros(n, dtype=dtype).view(_Words))
+        made.append(np.zeros(n, dtype=dtype).view(DeviceWords))
         return made[-1]
     return SimpleNamespace(empty=empty, asarray=np.asarray, zeros=np.zeros, uint64=np.uint64, int32=np.int32,
                            cuda=SimpleNamespace(runtime=SimpleNamespace(deviceSynchronize=lambda: None)))
@@ -469,12 +459,12 @@ def test_a_chase_over_placements_lays_one_cycle_a_slice_each_starting_where_its_
     assert len(starts) == placements
     orders = []
     for k, start in enumerate(int(s) for s in starts):
-        lo, hi = _Words.BASE + k * footprint, _Words.BASE + (k + 1) * footprint
+        lo, hi = DeviceWords.BASE + k * footprint, DeviceWords.BASE + (k + 1) * footprint
         seen, p = [], start
         for _ in range(64):
             assert lo <= p < hi and (p - lo) % stride == 0, f"cycle {k} left its slice at {p:#x}"
             seen.append(p)
-            p = int(words[(p - _Words.BASE) // 8])
+            p = int(words[(p - DeviceWords.BASE) // 8])
         assert p == start and sorted(seen) == list(range(lo, hi, stride))  # one cycle through every line
         orders.append([(q - lo) // stride for q in seen])
     assert len({tuple(o) for o in orders}) == placements  # a seed each: not one order shifted
@@ -484,7 +474,7 @@ def test_placements_below_one_or_past_a_given_buffer_are_refused():
     with pytest.raises(ValueError, match="0 placements: expected 1 or more"):
         sc.capacity_chase(1, 64 * sc.LINE, sc.LINE, placements=0)
     footprint = 64 * sc.LINE
-    short = np.zeros(2 * footprint // 8 - 1, dtype=np.uint64).view(_Words)  # one word short of 2 slices
+    short = np.zeros(2 * footprint // 8 - 1, dtype=np.uint64).view(DeviceWords)  # one word short of 2 slices
     with pytest.raises(ValueError, match=f"2 placements of {footprint} bytes need {2 * footprint} bytes; the buffer "
                                          f"has {2 * footprint - 8}"):
         sc.capacity_chase(1, footprint, sc.LINE, placements=2, buffer=short).args(_stand_in_cupy([]))
@@ -493,9 +483,9 @@ def test_placements_below_one_or_past_a_given_buffer_are_refused():
 def test_placements_in_a_given_buffer_take_its_first_slices_and_allocate_nothing():
     """A sweep's reserved buffer, larger than one point needs: the point's K cycles lie in its first K slices."""
     footprint, made = 64 * sc.LINE, []
-    big = np.zeros(5 * footprint // 8, dtype=np.uint64).view(_Words)
+    big = np.zeros(5 * footprint // 8, dtype=np.uint64).view(DeviceWords)
     words, starts, _, _ = sc.capacity_chase(1, footprint, sc.LINE, placements=3, buffer=big).args(_stand_in_cupy(made))
     assert words is big and made == []
     for k, start in enumerate(int(s) for s in starts):
-        assert _Words.BASE + k * footprint <= start < _Words.BASE + (k + 1) * footprint
+        assert DeviceWords.BASE + k * footprint <= start < DeviceWords.BASE + (k + 1) * footprint
     assert not big[3 * footprint // 8:].any()  # nothing written past the third slice

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from gp_testing import DeviceWords
 
 from pytest_gpuprops import factspec as fs
 from pytest_gpuprops import reserved
@@ -31,16 +32,7 @@ class StandInCupy:
 
     def empty(self, n, dtype):
         self.made.append((self.device, n))
-        return np.zeros(n, dtype=dtype).view(_Words)
-
-
-class _Words(np.ndarray):
-    BASE = 0x7F00_0000_0000
-
-    @property
-    def data(self):
-        root = self.base if isinstance(self.base, np.ndarray) else self
-        return SimpleNamespace(ptr=self.BASE + self.ctypes.data - root.ctypes.data)
+        return np.zeros(n, dtype=dtype).view(DeviceWords)
 
 
 @pytest.fixture(autouse=True)
