@@ -85,11 +85,15 @@ def l2_bytes(cp) -> int:
     return int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["l2CacheSize"])
 
 
-def reserve_bytes(cp) -> int:
-    """The sweep's one buffer: the largest of its points' placements x footprint (5.12 x the L2: the near
-    step's 8 slices of 64 %), allocated as the GPU's runner starts (pytest_gpuprops/reserved.py)."""
-    l2 = l2_bytes(cp)
+def sweep_bytes(l2: int) -> int:
+    """The sweep's one buffer on an L2 of ``l2`` bytes: the largest of its points' placements x footprint
+    (5.12 x the L2: the near step's 8 slices of 64 %)."""
     return max(placements(pct) * footprint_bytes(l2, pct) for pct in SHARES_PCT)
+
+
+def reserve_bytes(cp) -> int:
+    """:func:`sweep_bytes` of the GPU in use, allocated as its runner starts (pytest_gpuprops/reserved.py)."""
+    return sweep_bytes(l2_bytes(cp))
 
 
 def share_chase(pct: int) -> KernelSpec:
@@ -98,8 +102,9 @@ def share_chase(pct: int) -> KernelSpec:
     base = sc.capacity_chase(1, 2 * LINE, LINE, placements=placements(pct))
 
     def args(cp):
-        footprint, k = footprint_bytes(l2_bytes(cp), pct), placements(pct)
-        words = reserved.buffer(cp, SWEEP, reserve_bytes(cp))
+        l2 = l2_bytes(cp)
+        words = reserved.buffer(cp, SWEEP, sweep_bytes(l2))
+        footprint, k = footprint_bytes(l2, pct), placements(pct)
         return sc.capacity_chase(1, footprint, LINE, placements=k, buffer=words).args(cp)
 
     return dataclasses.replace(base, args=args)
