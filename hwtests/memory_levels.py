@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from pytest_gpuprops import reserved
 from pytest_gpuprops.measure import Measurement
 from pytest_gpuprops.stats import TIER_BAND, StopRule, lowest_tier
 
@@ -396,9 +397,25 @@ def dram_line_offsets() -> list[int]:
     return [k * L2_LINE_STRIDE for k in range(DRAM_LINES)]
 
 
+#: the buffer the line-by-line L2 facts run in, reserved as the GPU's runner starts (FactSpec.reserve,
+#: pytest_gpuprops/reserved.py): which slices and partition each line lives in follows the buffer's physical
+#: pages, and those follow the process's allocation history; a buffer allocated afresh for each line read the
+#: same unit's copies and atomics up to 1.2 % apart from one process to the next (H100s, 2026-11-26/27)
+L2_LINES_BUFFER = "l2_lines"
+L2_LINES_RESERVE = (L2_LINES_BUFFER, lambda cp: L2_SPREAD_BYTES)
+#: set while :func:`on_other_memory` measures: the lines then take a fresh allocation, not the reserved buffer
+_other_memory = [False]
+
+
 def line_by_line(cp, line: int):
-    """The zeroed L2_SPREAD_BYTES buffer (uint32 words) from line ``line`` of l2_line_offsets() on."""
-    return cp.zeros(L2_SPREAD_BYTES // 4, dtype=cp.uint32)[l2_line_offsets()[line] // 4:]
+    """The zeroed L2_SPREAD_BYTES buffer (uint32 words) from line ``line`` of l2_line_offsets() on: the
+    reserved one (:data:`L2_LINES_RESERVE`), or a fresh one while :func:`on_other_memory` measures."""
+    if _other_memory[0]:
+        words = cp.zeros(L2_SPREAD_BYTES // 4, dtype=cp.uint32)
+    else:
+        words = reserved.buffer(cp, L2_LINES_BUFFER, L2_SPREAD_BYTES).view(cp.uint32)[:L2_SPREAD_BYTES // 4]
+        words.fill(0)
+    return words[l2_line_offsets()[line] // 4:]
 
 
 def on_other_memory(measure):
@@ -407,15 +424,18 @@ def on_other_memory(measure):
     same pages out again), so a re-measurement confirms a reading on another allocation's L2 slices and
     DRAM channels instead of repeating the first's. H100 GPU-4f098f2f, 2026-11-26: the near-partition
     atomics measured three times on one allocation read one batch spread three times (2.18, 2.15, 2.19 %
-    against a 2 % target: NOISY confirmed). Without CuPy (tests with given numbers) it measures as is."""
+    against a 2 % target: NOISY confirmed). The lines take a fresh buffer each meanwhile, not the reserved one
+    (:func:`line_by_line`); without CuPy (tests with given numbers) nothing more is held."""
     try:
         import cupy
+        held = cupy.empty(L2_SPREAD_BYTES, dtype=cupy.uint8)
     except ImportError:
-        return measure()
-    held = cupy.empty(L2_SPREAD_BYTES, dtype=cupy.uint8)
+        held = None
+    _other_memory[0] = True
     try:
         return measure()
     finally:
+        _other_memory[0] = False
         del held
 
 
@@ -449,12 +469,13 @@ ALL_LINES = math.inf
 
 
 #: how near_tier_latency measures, for method texts (ALL_LINES_TEXT: with band ALL_LINES)
-ALL_LINES_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer "
+RESERVED_TEXT = "reserved as the GPU's runner starts"
+ALL_LINES_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer {RESERVED_TEXT} "
                   "(in L2), one line per measurement (the copy starting there); the median over lines in each "
                   f"of {NEAR_BATCHES} interleaved batches, the median of those (a copy of many lines waits for "
                   "its slowest slice, so the lines form one tier), without a low tier of copies whose every line "
                   f"is near (under a gap of at least {UPPER_TIER_GAP:.0%} in the lower half of the lines)")
-NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer "
+NEAR_TIER_TEXT = (f"on each of {L2_LINES} lines {L2_LINE_STRIDE} B apart in a {L2_SPREAD_BYTES >> 20} MiB buffer {RESERVED_TEXT} "
                   f"(in L2), one line per measurement; the lowest tier: lines within {TIER_BAND:.0%} of the "
                   f"fastest, their median in each of {NEAR_BATCHES} interleaved batches of lines, the median of "
                   "those (the slower tiers are reported, not asserted)")
@@ -656,7 +677,8 @@ def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measuremen
     return m
 
 
-CHASE_LINE_TEXT = (f"on each of {DRAM_LINES} lines {L2_LINE_STRIDE} B apart in a {DRAM_SPREAD_BYTES >> 20} MiB buffer, "
+CHASE_LINE_TEXT = (f"on each of {DRAM_LINES} lines {L2_LINE_STRIDE} B apart in a {DRAM_SPREAD_BYTES >> 20} MiB buffer "
+                   f"{RESERVED_TEXT}, "
                    "one line per measurement, a chase that stays on the line (it holds its own address)")
 
 #: the kernel of the one-line chase

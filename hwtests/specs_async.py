@@ -17,7 +17,7 @@ runner allows the non-portable size 16 on the function before it launches it."""
 
 import struct
 
-from memory_levels import ALL_LINES_TEXT, NEAR_TIER_TEXT, line_by_line
+from memory_levels import ALL_LINES_TEXT, L2_LINES_RESERVE, NEAR_TIER_TEXT, line_by_line
 
 from pytest_gpuprops.driver_launch import PORTABLE_CLUSTER_SIZE
 from pytest_gpuprops.factspec import FactSpec, Statistic
@@ -519,7 +519,7 @@ def _cp_async_facts() -> list[FactSpec]:
             f"cp_async_{variant}_latency_cycles",
             (lambda line, v=variant: cp_async(v, line)) if l2 else (lambda v=variant: cp_async(v)),
             Region((opcode, "LDGDEPBAR", "DEPBAR.LE")), scope=GPU if l2 else "arch",
-            statistic=LOWEST_TIER if l2 else Statistic(),
+            statistic=LOWEST_TIER if l2 else Statistic(), reserve=L2_LINES_RESERVE if l2 else None,
             method=f"one warp, one cp.async.{'cg' if cg else 'ca'} of {size} bytes per lane ({opcode}; "
                    f"{per_warp}) global -> shared, then commit_group + "
                    f"wait_group 0 (LDGDEPBAR, DEPBAR.LE SB0, 0x0); the source warmed by pass 1, so pass "
@@ -610,7 +610,7 @@ def _dsmem_sweep_facts() -> list[FactSpec]:
 def _bulk_facts() -> list[FactSpec]:
     out = [FactSpec(
         f"cp_async_bulk_{KIB[n]}_latency_cycles", lambda line, n=n: bulk_copy(n, line),
-        Region((BULK_ARM, BULK_COPIES["bulk"], BULK_WAIT), ELECTED_COPY), scope=GPU, statistic=OVER_LINES,
+        Region((BULK_ARM, BULK_COPIES["bulk"], BULK_WAIT), ELECTED_COPY), scope=GPU, statistic=OVER_LINES, reserve=L2_LINES_RESERVE,
         method=f"one warp; lane 0 arms a fresh mbarrier with mbarrier.arrive.expect_tx {n} and "
                f"issues cp.async.bulk of {n} contiguous bytes global -> shared (UBLKCP.S.G, in "
                "ptxas's one-trip ELECT loop), then the warp's try_wait.parity loop until true; the "
@@ -621,7 +621,7 @@ def _bulk_facts() -> list[FactSpec]:
         opcode = BULK_COPIES[f"tma_{dim}d"]
         out.append(FactSpec(
             f"tma_{dim}d_{KIB[tma_bytes(dim)]}_latency_cycles", lambda line, dim=dim: tma_tensor(dim, line),
-            Region((BULK_ARM, opcode, BULK_WAIT), ELECTED_COPY), scope=GPU, statistic=OVER_LINES,
+            Region((BULK_ARM, opcode, BULK_WAIT), ELECTED_COPY), scope=GPU, statistic=OVER_LINES, reserve=L2_LINES_RESERVE,
             method=f"as the bulk copy, with cp.async.bulk.tensor.{dim}d.tile ({opcode}) of the {box} box "
                    f"at the origin of an fp32 tensor {shape} (innermost first; {tma_bytes(dim)} bytes; "
                    "tensor map from cuTensorMapEncodeTiled, no swizzle, passed as a __grid_constant__ "

@@ -34,6 +34,7 @@ known, cannot take."""
 
 import memory_levels as ml
 
+from pytest_gpuprops import reserved
 from pytest_gpuprops.factspec import FactSpec, Statistic
 from pytest_gpuprops.kernel_spec import KernelSpec
 from pytest_gpuprops.region_rules import Region
@@ -46,18 +47,17 @@ CG_LOAD = "LDG.E.64.STRONG.GPU"
 LINE_CHASE_UNROLL = 256
 
 
-#: device id -> the DRAM_SPREAD_BYTES buffer every one-line chase runs in, kept for the session: line k is
-#: then the same physical line in its L2-hit and its DRAM-miss readings (a fresh allocation per
-#: measurement could land elsewhere), so each DRAM miss is compared with its own line's L2 hit
-_SPREAD: dict = {}
+#: the DRAM_SPREAD_BYTES buffer every one-line chase runs in, reserved as the GPU's runner starts (FactSpec.reserve,
+#: pytest_gpuprops/reserved.py) and kept for the session: line k is then the same physical line in its L2-hit and
+#: its DRAM-miss readings, so each DRAM miss is compared with its own line's L2 hit, and the same pages in every
+#: process (a buffer allocated where the first chase began lay where the tests before it had left the pool)
+SPREAD_BUFFER = "dram_lines"
+SPREAD_RESERVE = (SPREAD_BUFFER, lambda cp: ml.DRAM_SPREAD_BYTES)
 
 
 def spread_buffer(cp):
     """The session's DRAM_SPREAD_BYTES buffer (64-bit words) on the current device."""
-    device = cp.cuda.runtime.getDevice()
-    if device not in _SPREAD:
-        _SPREAD[device] = cp.zeros(ml.DRAM_SPREAD_BYTES // 8, dtype=cp.uint64)
-    return _SPREAD[device]
+    return reserved.buffer(cp, SPREAD_BUFFER, ml.DRAM_SPREAD_BYTES)[:ml.DRAM_SPREAD_BYTES // 8]
 
 
 def line_chase(line: int, miss: bool = False) -> KernelSpec:
@@ -99,7 +99,7 @@ DRAM_FACTS = {
 
 def _facts() -> list[FactSpec]:
     return [FactSpec(
-        name, _miss, MISS_REGION, scope=GPU, statistic=Statistic(lines=kind),
+        name, _miss, MISS_REGION, scope=GPU, statistic=Statistic(lines=kind), reserve=SPREAD_RESERVE,
         method=f"one ld.global.cg {ml.CHASE_LINE_TEXT}, after a warm load and discard.global.L2 of it (a DRAM miss, "
                f"its page's translation cached), its value read before the stop read; each line's median over "
                f"launches, refused unless {ml.COLD_MIN_RATIO} x the line's L2 hit (the same line chased on itself); "

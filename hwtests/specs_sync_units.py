@@ -6,7 +6,7 @@ the session prefetch and the docs' fact list are made from :data:`FACTS`.
 The opcodes are what NVRTC 13.5 emits for sm_90; on older archs the DPX intrinsics are emulated
 with other instructions, so these facts are defined, checked and launched on sm_90 only."""
 
-from memory_levels import NEAR_TIER_TEXT, l2_line_offsets, line_by_line
+from memory_levels import L2_LINES_RESERVE, NEAR_TIER_TEXT, l2_line_offsets, line_by_line
 from specs_async import sm_count
 
 from pytest_gpuprops.factspec import FactSpec, Statistic
@@ -246,7 +246,7 @@ def _atomic_facts() -> list[FactSpec]:
     out += [FactSpec(
         f"atom_global_add_{pattern}_near_latency_cycles",
         lambda line, p=pattern: atomic_latency("atom_global", p, line=line), Region((global_,), steps="UNROLL"),
-        statistic=Statistic(lines="near_tier"), scope=GPU, plot=_by_line_plot(pattern),
+        statistic=Statistic(lines="near_tier"), scope=GPU, plot=_by_line_plot(pattern), reserve=L2_LINES_RESERVE,
         method=f"{n} {global_} in one warp, each adding the value the previous one returned, {PATTERN[pattern]}; "
                f"cycles per atomic, pass {passes} of {passes} timed; {NEAR_TIER_TEXT}")
         for pattern in sorted(ATOMIC_PATTERNS)]

@@ -114,7 +114,9 @@ class FactSpec:
     on every arch of :data:`STATIC_ARCHES`. ``min_launches``: at least this many launches before the
     stop rule may end (where launches differ by where the code is fetched from). ``build_arch``: the
     arch the build is compiled for where it is not the GPU's (``"sm_90a"`` for wgmma, whose cubin runs
-    on the sm_90 GPUs); None: the GPU's."""
+    on the sm_90 GPUs); None: the GPU's. ``reserve``: ``(name, bytes(cp))`` of one buffer the fact's
+    launches take (reserved.buffer), allocated as the GPU's runner starts (reserved.py); the facts that
+    name one buffer share it."""
 
     name: str
     launch: Callable[..., KernelSpec]
@@ -129,9 +131,12 @@ class FactSpec:
     plot: Callable | None = None
     min_launches: int | None = None
     build_arch: str | None = None
+    reserve: tuple[str, Callable[[object], int]] | None = None
 
     def __post_init__(self):
         check_name_and_scope(self.name, self.scope)
+        if self.reserve is not None and (len(self.reserve) != 2 or not self.reserve[0] or not callable(self.reserve[1])):
+            raise ValueError(f"fact {self.name}: reserve {self.reserve!r}; expected (buffer name, bytes(cp))")
         if self.min_launches is not None and self.min_launches < 1:
             raise ValueError(f"fact {self.name}: min_launches {self.min_launches}; expected a positive count or None")
         if self.build_arch is not None and self.arch is None:
@@ -293,11 +298,13 @@ def markdown(facts: Iterable[FactSpec | SweepSpec]) -> str:
 
 
 def request_reservations(specs: Iterable) -> list[str]:
-    """The buffers the given fact specs reserve (``SweepSpec.reserve``), asked of reserved.py for this
-    session in place of any earlier session's; returns their names. Anything else in ``specs`` (a
-    FactSpec, a test's other parameters, None) is passed over."""
+    """The buffers the given fact specs reserve (``SweepSpec.reserve``, ``FactSpec.reserve``), asked of
+    reserved.py for this session in place of any earlier session's; returns their names. Anything else in
+    ``specs`` (a spec that reserves nothing, a test's other parameters, None) is passed over."""
     reserved.clear()
     for spec in specs:
         if isinstance(spec, SweepSpec) and spec.reserve is not None:
             reserved.request(spec.shared or spec.name, spec.reserve)
+        elif isinstance(spec, FactSpec) and spec.reserve is not None:
+            reserved.request(*spec.reserve)
     return reserved.requested()

@@ -135,3 +135,24 @@ class DeviceWords(np.ndarray):
     def data(self):
         root = self.base if isinstance(self.base, np.ndarray) else self
         return SimpleNamespace(ptr=self.BASE + self.ctypes.data - root.ctypes.data)
+
+
+class StandInCupy:
+    """The few CuPy calls reserved.py and the specs' arguments make, on one of several GPUs (``device``): numpy
+    arrays as :class:`DeviceWords`, ``made`` the (device, elements) of every buffer ``empty`` allocated."""
+
+    def __init__(self, l2_bytes: int = 2 * 2**20):
+        self.device, self.made = 0, []
+        self.uint64, self.uint32, self.int32, self.float32, self.asarray = np.uint64, np.uint32, np.int32, np.float32, np.asarray
+        self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(id=self.device),
+                                    runtime=SimpleNamespace(getDeviceProperties=lambda i: {"l2CacheSize": l2_bytes},
+                                                            getDevice=lambda: self.device,
+                                                            deviceSynchronize=lambda: None))
+
+    def empty(self, n, dtype):
+        self.made.append((self.device, n))
+        return np.zeros(n, dtype=dtype).view(DeviceWords)
+
+    @staticmethod
+    def zeros(n, dtype):
+        return np.zeros(n, dtype=dtype).view(DeviceWords)

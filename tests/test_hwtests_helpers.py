@@ -578,50 +578,25 @@ def test_line_chase_specs_hit_or_miss_one_line_with_one_build():
     assert not any(ml.is_chase_line(f) for f in specs_async.FACTS)  # their lines are near_tier_latency's
 
 
-class _FakeCupy:
-    """numpy dressed as cupy for a spec's args: an array's ``data.ptr`` is its address."""
-
-    uint64, uint32 = np.uint64, np.uint32
-
-    class cuda:
-        class runtime:
-            @staticmethod
-            def deviceSynchronize():
-                pass
-
-            @staticmethod
-            def getDevice():
-                return 0
-
-    @staticmethod
-    def zeros(n, dtype):
-        a = np.zeros(n, dtype=dtype)
-        return _Ptr(a)
-
-
-class _Ptr(np.ndarray):
-    def __new__(cls, a):
-        return a.view(cls)
-
-    @property
-    def data(self):
-        from types import SimpleNamespace
-        return SimpleNamespace(ptr=self.ctypes.data)
-
-
-def test_line_chase_lays_the_line_holding_its_own_address_in_one_buffer(monkeypatch):
+def test_line_chase_lays_the_line_holding_its_own_address_in_one_reserved_buffer():
     import specs_memory as sm
-    monkeypatch.setattr(sm, "_SPREAD", {})
-    bases = set()
+    from gp_testing import DeviceWords, StandInCupy
+
+    from pytest_gpuprops import factspec, reserved
+    reserved.clear()
+    cp = StandInCupy()
+    assert factspec.request_reservations(sm.FACTS) == [sm.SPREAD_BUFFER]  # both facts, one buffer
+    reserved.allocate_requested(cp)
+    assert cp.made == [(0, ml.DRAM_SPREAD_BYTES // 8)]
     for line in (0, 5, ml.DRAM_LINES - 1):
         for miss in (False, True):
-            words, cursor, warm = sm.line_chase(line, miss).args(_FakeCupy)
-            address = int(words.ctypes.data)
+            words, cursor, warm = sm.line_chase(line, miss).args(cp)
+            address = words.data.ptr
             assert int(words[0]) == address == int(cursor[0]) and int(warm) == 1 and len(cursor) == 2
-            assert address - int(words.base.ctypes.data) == ml.dram_line_offsets()[line]
+            assert address - DeviceWords.BASE == ml.dram_line_offsets()[line]
             assert words.base.nbytes == ml.DRAM_SPREAD_BYTES
-            bases.add(int(words.base.ctypes.data))
-    assert len(bases) == 1  # line k is one physical line in its hit and its miss readings
+    assert len(cp.made) == 1  # line k is one physical line in its hit and its miss readings, the buffer reserved
+    reserved.clear()
 
 
 #: 64 lines' L2 hits as the H100 gave the global atomics (2026-11-25): three tiers, 267-283, 302-317 and

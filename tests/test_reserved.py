@@ -4,11 +4,9 @@ tests' reservations only (a -k that deselects the sweep reserves nothing)."""
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
-from gp_testing import DeviceWords
+from gp_testing import StandInCupy
 
 from pytest_gpuprops import factspec as fs
 from pytest_gpuprops import reserved
@@ -20,21 +18,6 @@ import specs_l2_partitions as l2p  # noqa: E402
 L2 = 2 * 2**20  # a small l2CacheSize (the stand-in allocates what the sweep reserves: 5.12 x it)
 
 
-class StandInCupy:
-    """The few CuPy calls reserved.py and the sweep's arguments make, on one of several GPUs (``device``)."""
-
-    def __init__(self, l2=L2):
-        self.device, self.made = 0, []
-        self.uint64, self.int32, self.asarray, self.zeros = np.uint64, np.int32, np.asarray, np.zeros
-        self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(id=self.device),
-                                    runtime=SimpleNamespace(getDeviceProperties=lambda i: {"l2CacheSize": l2},
-                                                            deviceSynchronize=lambda: None))
-
-    def empty(self, n, dtype):
-        self.made.append((self.device, n))
-        return np.zeros(n, dtype=dtype).view(DeviceWords)
-
-
 @pytest.fixture(autouse=True)
 def fresh_registry():
     reserved.clear()
@@ -43,7 +26,7 @@ def fresh_registry():
 
 
 def test_a_requested_buffer_is_allocated_once_a_gpu_when_its_runner_starts_and_reused_by_every_launch():
-    cp = StandInCupy()
+    cp = StandInCupy(L2)
     reserved.request("sweep", lambda cp: 1000)
     reserved.request("sweep", lambda cp: 5)  # a second fact of the shared sweep: the first request stands
     assert reserved.allocate_requested(cp) == [("sweep", 1000)] and cp.made == [(0, 125)]
@@ -55,7 +38,7 @@ def test_a_requested_buffer_is_allocated_once_a_gpu_when_its_runner_starts_and_r
 
 
 def test_an_unreserved_buffer_is_allocated_where_first_asked_and_a_short_one_is_refused():
-    cp = StandInCupy()
+    cp = StandInCupy(L2)
     made = reserved.buffer(cp, "lone", 17)  # rounded up to whole 8-byte words
     assert made.size == 3 and cp.made == [(0, 3)] and reserved.buffer(cp, "lone", 24) is made
     with pytest.raises(ValueError, match="'lone' holds 24 bytes; a launch asked for 32: the fact spec's reserve"):
@@ -74,7 +57,7 @@ def test_the_session_asks_for_the_reservations_of_the_sweeps_it_runs_and_forgets
 
 
 def test_the_l2_sweep_reserves_its_largest_point_and_takes_every_point_from_that_one_buffer():
-    cp = StandInCupy()
+    cp = StandInCupy(L2)
     need = l2p.reserve_bytes(cp)
     assert need == max(l2p.placements(p) * l2p.footprint_bytes(L2, p) for p in l2p.SHARES_PCT)
     assert need == 8 * l2p.footprint_bytes(L2, 64)  # the near step's 8 slices of 64 %, more than 140 % once
@@ -108,3 +91,37 @@ def test_a_run_that_deselects_the_sweep_reserves_nothing(pytester):
     assert reserved.requested() == [l2p.SWEEP]
     pytester.runpytest_inprocess("-k", "test_plain", "-p", "no:cacheprovider").assert_outcomes(passed=1, deselected=1)
     assert reserved.requested() == []
+
+
+def _l2_line_facts():
+    import specs_async
+    import specs_sync_units
+    return [f for m in (specs_async, specs_sync_units) for f in m.FACTS if f.statistic.lines is not None]
+
+
+def test_every_line_by_line_l2_fact_takes_its_lines_from_one_buffer_reserved_as_the_runner_starts():
+    """The copies, TMA loads and atomics read line by line (memory_levels.line_by_line) lie in one reserved
+    buffer, zeroed for each line's launch; a re-measurement on other memory takes a fresh one."""
+    import memory_levels as ml
+    from gp_testing import DeviceWords
+    facts = _l2_line_facts()
+    assert len(facts) == 7 and all(f.reserve == ml.L2_LINES_RESERVE for f in facts)
+    assert fs.request_reservations(facts) == [ml.L2_LINES_BUFFER]
+    cp = StandInCupy(L2)
+    reserved.allocate_requested(cp)
+    assert cp.made == [(0, ml.L2_SPREAD_BYTES // 8)]
+    for k in (0, 1, ml.L2_LINES - 1):
+        words = ml.line_by_line(cp, k)
+        assert words.data.ptr - DeviceWords.BASE == ml.l2_line_offsets()[k] and not words.any()
+        words[:8] = 9  # a launch's writes: the next line's launch gets the buffer zeroed again
+    fresh = ml.on_other_memory(lambda: ml.line_by_line(cp, 0))
+    assert len(cp.made) == 1 and fresh.base.nbytes == ml.L2_SPREAD_BYTES and not fresh.any()
+    assert ml.line_by_line(cp, 0).base is not fresh.base  # after it, the reserved buffer again
+
+
+def test_a_fact_spec_reserve_is_a_name_and_a_size_function():
+    import memory_levels as ml
+    fact = _l2_line_facts()[0]
+    for bad in (("", ml.L2_LINES_RESERVE[1]), ("l2_lines", 32), ("l2_lines",)):
+        with pytest.raises(ValueError, match="expected \\(buffer name, bytes\\(cp\\)\\)"):
+            fs.FactSpec(fact.name, fact.launch, fact.region, fact.method, reserve=bad)
