@@ -134,7 +134,7 @@ def test_global_atomic_latency_lines_are_one_build_on_spread_lines(fact):
     for k, offset in enumerate(offsets):
         spec = fact.kernel(k)
         assert [getattr(spec, f) for f in fields] == [getattr(checked, f) for f in fields]
-        lane_off, buf, out = ml.on_other_memory(lambda: spec.args(np))  # a fresh buffer (the reserved one: tests/)
+        lane_off, buf, out = ml.on_other_memory(lambda s=spec: s.args(np))  # a fresh buffer (the reserved one: tests/)
         assert list(lane_off) == [su.ATOMIC_PATTERNS[pattern](lane) for lane in range(32)]
         base = buf.base
         assert base.nbytes == ml.L2_SPREAD_BYTES and not base.any()
