@@ -159,17 +159,15 @@ def _interrupt_on_sigterm(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`-k l1_hit_latency_cycles` selects the test that checks it: each fact a test declares is one of
-    its keywords (pytest applies -k after this hook); the power-bound tests first (session.power_bound_first)."""
+    its keywords (pytest applies -k after this hook); the power-bound tests first (session.power_bound_first);
+    the buffers the collected fact specs reserve, allocated as each GPU's runner starts (reserved.py)."""
     for item in items:
         for name in declared_facts(item):
             item.extra_keyword_matches.add(name)
     power_bound_first(items)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The buffers the selected fact specs reserve, allocated as each GPU's runner starts (reserved.py)."""
-    factspec.request_reservations(getattr(getattr(i, "callspec", None), "params", {}).get("fact")
-                                  for i in session.items)
+    # every collected fact spec's buffers, whatever -k and -m then select: where a reserved buffer lies
+    # follows the reservations before it, so a -k run reserves as the whole suite does (reserved.py)
+    factspec.request_reservations(getattr(getattr(i, "callspec", None), "params", {}).get("fact") for i in items)
 
 
 def _arch_number(arch: str) -> int:

@@ -8,7 +8,9 @@ a ``-k`` process and a whole-suite process of one unit differed by up to 1.75 %.
 reservation (``SweepSpec.reserve``) gets its buffer at the same point of every process's history: right after
 its GPU's context is made.
 
-The layers: the plugin hands the selected tests' reservations to :func:`request` when collection ends;
+The layers: the plugin hands every collected test's reservations to :func:`request` before -k and -m select
+(the buffers allocated before a reserved one decide where it lies, so a ``-k`` run reserves as the whole
+suite does, in one order: the largest first, then by name);
 ``measure.Runner`` calls :func:`allocate_requested` as it starts on a GPU; a kernel's arguments take the
 buffer with :func:`buffer` (which allocates it there and then where nothing reserved it: a lone test run
 outside the plugin, a stand-in GPU).
@@ -37,12 +39,13 @@ def requested() -> list[str]:
 
 
 def allocate_requested(cp) -> list[tuple[str, int]]:
-    """Allocate every requested buffer not yet held on the GPU in use (``cp.cuda.Device()``); returns
-    ``[(key, bytes)]`` of those allocated now."""
+    """Allocate every requested buffer not yet held on the GPU in use (``cp.cuda.Device()``), the largest
+    first; returns ``[(key, bytes)]`` of those allocated now."""
     made = []
-    for key in sorted(_requested):
+    sizes = {key: nbytes(cp) for key, nbytes in _requested.items()}
+    for key in sorted(sizes, key=lambda k: (-sizes[k], k)):  # the largest first (the L2 sweep's, as recorded)
         if (cp.cuda.Device().id, key) not in _buffers:
-            made.append((key, _allocate(cp, key, _requested[key](cp))))
+            made.append((key, _allocate(cp, key, sizes[key])))
     return made
 
 

@@ -1,6 +1,6 @@
 """pytest_gpuprops/reserved.py: buffers a fact spec reserves are allocated as a GPU's runner starts, one a GPU
-and name, and the L2 partition sweep takes every point from its one buffer; the plugin asks for the selected
-tests' reservations only (a -k that deselects the sweep reserves nothing)."""
+and name, and the L2 partition sweep takes every point from its one buffer; the plugin asks for the reservations of
+every collected test, whatever -k selects (the buffers before a reserved one decide where it lies)."""
 
 import sys
 from pathlib import Path
@@ -72,7 +72,7 @@ def test_the_l2_sweep_reserves_its_largest_point_and_takes_every_point_from_that
     assert cp.made == [(0, need // 8)]  # one allocation, at the runner's start
 
 
-def test_a_run_that_deselects_the_sweep_reserves_nothing(pytester):
+def test_a_run_reserves_the_buffers_of_every_collected_fact_spec_whatever_k_selects(pytester):
     pytester.makepyfile(test_probe="""
         import sys
         sys.path.insert(0, %r)
@@ -90,7 +90,11 @@ def test_a_run_that_deselects_the_sweep_reserves_nothing(pytester):
     pytester.runpytest_inprocess("-k", "test_l2", "-p", "no:cacheprovider").assert_outcomes(passed=1, deselected=1)
     assert reserved.requested() == [l2p.SWEEP]
     pytester.runpytest_inprocess("-k", "test_plain", "-p", "no:cacheprovider").assert_outcomes(passed=1, deselected=1)
-    assert reserved.requested() == []
+    assert reserved.requested() == [l2p.SWEEP]  # deselected, still reserved: the buffers before a reserved one
+    # decide where it lies, so every run that collects a fact spec reserves its buffer
+    pytester.makepyfile(test_probe="def test_plain():\n    pass\n")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert reserved.requested() == []  # no fact spec collected: nothing reserved
 
 
 def _l2_line_facts():
@@ -125,3 +129,11 @@ def test_a_fact_spec_reserve_is_a_name_and_a_size_function():
     for bad in (("", ml.L2_LINES_RESERVE[1]), ("l2_lines", 32), ("l2_lines",)):
         with pytest.raises(ValueError, match="expected \\(buffer name, bytes\\(cp\\)\\)"):
             fs.FactSpec(fact.name, fact.launch, fact.region, fact.method, reserve=bad)
+
+
+def test_the_buffers_are_allocated_largest_first_whatever_order_they_were_asked_in():
+    cp = StandInCupy(L2)
+    for key, size in (("b_small", 8), ("a_large", 800), ("c_middle", 80), ("d_middle", 80)):
+        reserved.request(key, lambda cp, size=size: size)
+    assert reserved.allocate_requested(cp) == [("a_large", 800), ("c_middle", 80), ("d_middle", 80), ("b_small", 8)]
+    assert reserved.allocate_requested(cp) == []  # held: not again
