@@ -209,3 +209,40 @@ def test_a_planted_store_moves_every_stored_reading_of_every_run_and_unit(tmp_pa
     assert baseline_detection.main(["--store", str(tmp_path / "empty"), "--plant", "0.05", "-o",
                                     str(tmp_path / "p2")]) == 2
     assert baseline_detection.main(["--store", str(tmp_path / "store"), "-o", str(tmp_path / "p3")]) == 2
+
+
+def _filed(tmp_path, rows):
+    """Reports of one reading each, ``rows`` = [(fact, value, uuid, session clock MHz, method)]."""
+    paths = []
+    for i, (fact, value, uuid, mhz, method) in enumerate(rows):
+        v = _verdict(fact, value, uuid)
+        v.method, v.measurement = method, {"sm_clock_mhz": mhz}
+        p = tmp_path / f"filed{i}.json"
+        p.write_text(json.dumps(results.SessionResults([v]).to_json({})))
+        paths.append(str(p))
+    return paths
+
+
+def test_a_latency_pooled_over_clock_states_takes_its_units_whole_range(tmp_path):
+    """Filed under two session-clock states with two readings each, the range is split by state unless the
+    fact is pooled (--one-state): the session clock moves while the latency in cycles does not follow it."""
+    paths = _filed(tmp_path, [("lat", 100.0, "GPU-a", 1925.0, "m"), ("lat", 100.1, "GPU-a", 1926.0, "m"),
+                              ("lat", 101.0, "GPU-a", 1990.0, "m"), ("lat", 101.1, "GPU-a", 1991.0, "m")])
+    split, _ = same_unit_bands.bands(paths)
+    pooled, _ = same_unit_bands.bands(paths, one_state="lat")
+    assert split[(None, "lat")]["rel"] == same_unit_bands.FLOOR_REL  # each state within 0.1 %
+    assert pooled[(None, "lat")]["spread"] == pytest.approx(1.1 / 100.55)
+    assert pooled[(None, "lat")]["rel"] == pytest.approx(0.028)  # 2.5 x 1.09 %, rounded up
+
+
+def test_only_readings_of_the_files_current_method_count_where_asked(tmp_path):
+    facts = tmp_path / "sm_90.toml"
+    facts.write_text('arch = "sm_90"\n\n[lat]\nvalue = 100.0\ntolerance_abs = 1.0\nunit = "cycles"\n'
+                     'method = "reserved"\nsource = "s"\n')
+    paths = _filed(tmp_path, [("lat", 100.0, "GPU-a", None, "fresh"), ("lat", 104.0, "GPU-a", None, "fresh"),
+                              ("lat", 100.0, "GPU-a", None, "reserved"), ("lat", 100.2, "GPU-a", None, "reserved")])
+    every, _ = same_unit_bands.bands(paths)
+    current, _ = same_unit_bands.bands(paths, methods=same_unit_bands.current_methods(facts))
+    assert every[(None, "lat")]["spread"] > 0.03 and current[(None, "lat")]["spread"] == pytest.approx(0.2 / 100.1)
+    assert same_unit_bands.main([*paths, "--current-method"]) == 2  # which methods: --facts is needed
+    assert same_unit_bands.main([*paths, "--one-state", "("]) == 2  # a bad expression, said in one line

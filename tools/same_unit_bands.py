@@ -7,6 +7,9 @@ Give it the reports of several processes (``--gpuprops-report``) on several unit
     python3 tools/same_unit_bands.py out/run*.json                 # the table: per fact, the spread and band
     python3 tools/same_unit_bands.py out/run*.json --write \\
         --facts pytest_gpuprops/facts/sm_90.toml                   # and set same_unit_tolerance_rel per fact
+    python3 tools/same_unit_bands.py out/run*.json --facts pytest_gpuprops/facts/sm_90.toml \\
+        --current-method --one-state latency                       # readings of today's methods only, the
+                                                                   # latencies pooled over clock states
 
 The rule (docs/method.md, "the unit's own baseline"): for each fact, each unit's readings over
 the processes at one SM clock state (an H100 runs a process at 1980 or 1995 MHz; the compare takes
@@ -42,11 +45,16 @@ FLOOR_REL = 0.01
 QUANTUM_STEPS = 1.5
 
 
-def readings(paths: list[str]) -> tuple[dict, dict]:
+def readings(paths: list[str], *, methods: dict | None = None, one_state: str | None = None) -> tuple[dict, dict]:
     """{(section, fact, case): {unit or unit@state: [values, one per process]}} (:func:`by_state`) and
-    {uuid: SKU name}."""
+    {uuid: SKU name}. ``methods``, where given ({(section, fact): method text}, :func:`current_methods`): only
+    readings taken by the method a facts file holds now (a band follows its fact's method). ``one_state``: facts
+    (a regular expression on the name) whose readings are pooled per unit whatever the SM clock they were
+    filed under: the session clock a latency is filed under is read once, when the process starts, and moved
+    1921-2003 MHz on H100s at 1980 (docs/results.md), while the memory latencies in cycles do not follow it."""
     by_case: dict[tuple, dict[str, list[tuple[float, float | None]]]] = defaultdict(lambda: defaultdict(list))
     sku: dict[str, str] = {}
+    pooled = re.compile(one_state) if one_state else None
     for p in paths:
         res, _ = results.load(p)
         for v in res.verdicts:
@@ -55,8 +63,21 @@ def readings(paths: list[str]) -> tuple[dict, dict]:
             uuid = results.gpu_key(v)
             sku[uuid] = (v.gpu or {}).get("name", "?")
             section = sku[uuid] if v.scope == "gpu" else None
-            by_case[(section, *results.case_key(v))][uuid].append((float(v.measured), unit_compare.reading_clock(v)))
+            if methods is not None and methods.get((section, v.fact)) != v.method:
+                continue
+            clock = None if pooled and pooled.search(v.fact) else unit_compare.reading_clock(v)
+            by_case[(section, *results.case_key(v))][uuid].append((float(v.measured), clock))
     return {case: by_state(per) for case, per in by_case.items()}, sku
+
+
+def current_methods(facts_path) -> dict:
+    """{(section, fact): the method text} of every fact in a facts file (section None: the arch's)."""
+    from pytest_gpuprops.facts import load_file
+    loaded = load_file(facts_path)
+    out = {(None, name): f.method for name, f in loaded.items()}
+    for gpu, section in loaded.gpu_sections.items():
+        out.update({(gpu, name): f.method for name, f in section.items()})
+    return out
 
 
 def by_state(per_unit: dict[str, list[tuple[float, float | None]]]) -> dict[str, list[float]]:
@@ -118,9 +139,10 @@ def band(per_unit: dict[str, list[float]]) -> dict | None:
             "units": len(spreads), "processes": max(len(xs) for xs in per_unit.values()), "quantum": q}
 
 
-def bands(paths: list[str]) -> tuple[dict[tuple[str | None, str], dict], dict]:
-    """{(section, fact): band} over every case of a fact (the widest), and the units' SKUs."""
-    by_case, sku = readings(paths)
+def bands(paths: list[str], **how) -> tuple[dict[tuple[str | None, str], dict], dict]:
+    """{(section, fact): band} over every case of a fact (the widest), and the units' SKUs; ``how``: as
+    :func:`readings` takes it."""
+    by_case, sku = readings(paths, **how)
     out: dict[tuple[str | None, str], dict] = {}
     for (section, fact, _case), per_unit in by_case.items():
         b = band(per_unit)
@@ -224,10 +246,19 @@ def main(argv: list[str] | None = None) -> int:
                          "and --source is added to the file's note")
     ap.add_argument("--exclude", help="with --write: facts (a regular expression on the name) left as they are")
     ap.add_argument("--source", default="", help="the sentence naming the units, processes, driver and date")
+    ap.add_argument("--current-method", action="store_true",
+                    help="with --facts: only readings taken by the method the file holds for their fact now")
+    ap.add_argument("--one-state", help="facts (a regular expression on the name) pooled per unit whatever the SM "
+                                        "clock their readings were filed under")
     args = ap.parse_args(argv)
+    if args.current_method and not args.facts:
+        print("same_unit_bands: --current-method needs --facts FILE (the methods to keep)", file=sys.stderr)
+        return 2
     try:
-        found, sku = bands(args.reports)
-    except results.ResultsError as exc:
+        re.compile(args.one_state or "")
+        found, sku = bands(args.reports, methods=current_methods(args.facts) if args.current_method else None,
+                           one_state=args.one_state)
+    except (results.ResultsError, re.error) as exc:
         print(f"same_unit_bands: {exc}", file=sys.stderr)
         return 2
     print(table(found, sku))
