@@ -207,7 +207,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
         self.refused_session_clock_mhz: float | None = None
         self._tmp = tempfile.mkdtemp(prefix="gpuprops-mod-")
         cupy.cuda.Device(info.index).use()
-        #: buffers the selected fact specs reserve, allocated before any test's (reserved.py)
+        #: buffers the collected fact specs reserve, allocated before any test's, the largest first (reserved.py)
         self.reserved = reserved.allocate_requested(cupy)
 
     def close(self) -> None:
