@@ -223,13 +223,14 @@ CHASE_CACHE = {"ca": (0, "LDG.E.64.STRONG.SM"), "cg": (1, "LDG.E.64.STRONG.GPU")
 
 
 def global_chase(cache: str, footprint: int, *, unroll: int = CHASE_UNROLL, warm: str = "none",
-                 evict_bytes: int = 0, seed: int = 0) -> KernelSpec:
+                 evict_bytes: int = 0, seed: int = 0, timer: bool = False) -> KernelSpec:
     """A pointer chase over ``footprint`` bytes (one node per 128-byte line, one random cycle).
 
     ``warm``: "kernel" walks the whole cycle before the start read in every launch (L1); "l2" reads
     the buffer once on the host side after laying it out (L2 keeps it across launches); "evict"
     writes ``evict_bytes`` of another buffer after laying it out, so the chase starts cold (DRAM);
-    "none" does neither. Launches go on where the last one stopped (see the kernel)."""
+    "none" does neither. Launches go on where the last one stopped (see the kernel). ``timer``: built
+    with TIMER=1, each launch also says the SM clock it ran at (the launch info's region_clock_mhz)."""
     import memory_levels
     define, opcode = CHASE_CACHE[cache]
     if warm not in ("none", "kernel", "l2", "evict"):
@@ -249,20 +250,28 @@ def global_chase(cache: str, footprint: int, *, unroll: int = CHASE_UNROLL, warm
         cp.cuda.runtime.deviceSynchronize()
         return chain, cursor, cp.int32(nodes if warm == "kernel" else 0)
 
-    return KernelSpec("global_chase.cu", "global_chase", {"CACHE": define, "UNROLL": unroll}, grid=1, block=32,
-                      args=args, region={opcode: unroll})
+    defines = {"CACHE": define, "UNROLL": unroll, **({"TIMER": 1} if timer else {})}
+    return KernelSpec("global_chase.cu", "global_chase", defines, grid=1, block=32, args=args, region={opcode: unroll})
+
+
+#: a chase launch of at least this many hops also reads %globaltimer around its region (TIMER=1): 256 L2 hits
+#: take ~35 us, which the timer's 32 ns ticks read to 0.1 %, against the 0.76 % between an H100's 1980 and
+#: 1995 MHz; a launch of one hop (the per-hop distributions) is too short to say its clock
+REGION_CLOCK_MIN_UNROLL = 256
 
 
 def chase_level(level: str, sizes, *, unroll: int = CHASE_UNROLL) -> KernelSpec:
     """The chase that measures ``level`` ("l1", "l2", "dram") on a device of ``sizes``
-    (memory_levels.CacheSizes): its footprint is derived from them and checked."""
+    (memory_levels.CacheSizes): its footprint is derived from them and checked; a launch of many hops
+    reads the clock it ran at beside its cycles (:data:`REGION_CLOCK_MIN_UNROLL`)."""
     import memory_levels
     f = memory_levels.footprint(level, sizes)
+    timer = unroll >= REGION_CLOCK_MIN_UNROLL
     if level == "l1":
-        return global_chase("ca", f, unroll=unroll, warm="kernel")
+        return global_chase("ca", f, unroll=unroll, warm="kernel", timer=timer)
     if level == "l2":
-        return global_chase("cg", f, unroll=unroll, warm="l2")
-    return global_chase("cg", f, unroll=unroll, warm="evict", evict_bytes=4 * sizes.l2_bytes)
+        return global_chase("cg", f, unroll=unroll, warm="l2", timer=timer)
+    return global_chase("cg", f, unroll=unroll, warm="evict", evict_bytes=4 * sizes.l2_bytes, timer=timer)
 
 
 def chase_sweep_point(footprint: int, sizes, *, unroll: int = CHASE_UNROLL) -> KernelSpec:

@@ -83,6 +83,21 @@ def test_chase_each_address_is_the_previous_result(arch, cache):
 
 
 @pytest.mark.parametrize("arch", ARCHES)
+def test_a_chase_that_reads_its_clock_times_the_same_region_between_two_timer_reads(arch):
+    """TIMER=1 (specs.chase_level's long chases): the region is the same 64 dependent loads, and the
+    %globaltimer reads are the instructions just before the start read and just after the stop read."""
+    cubin = sass.Cubin(compile_cuda(KERNELS / "global_chase.cu", arch, {"CACHE": 1, "UNROLL": 64, "TIMER": 1}).cubin,
+                       arch, name="global_chase.cu TIMER=1")
+    ins = cubin.instructions("global_chase")
+    start, between, stop = sass.timed_region(ins)
+    assert [i.opcode for i in between if not sass.is_filler(i)] == ["LDG.E.64.STRONG.GPU"] * 64
+    timers = [i for i in ins if "SR_GLOBALTIMER" in i.text]
+    assert len(timers) == 2
+    code = [i for i in ins if not sass.is_filler(i)]
+    assert code[code.index(start) - 1] is timers[0] and code[code.index(stop) + 1] is timers[1]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("vec", [1, 2, 4])
 def test_conflict_loads_all_read_one_address_register(arch, vec):
     """Every LDS of the loop reads the same address, set before the start read: the bank pattern is

@@ -22,6 +22,10 @@
 // is never taken from what the line holds: cursor[0] stays. The loaded value is read (an xor into the
 // warm loads' sink, one LOP3) before the stop read, so the region ends when the miss is in whether or
 // not the stop read's scoreboard wait holds it; the loaded value, xored with that, goes to cursor[1].
+//
+// TIMER=1: the warp also reads %globaltimer just before its start read and just after its stop read
+// (outside the region; gp_record_timer), so a launch of many hops says the SM clock it ran at (cycles
+// over nanoseconds, measure.Runner: the launch info's region_clock_mhz), reported beside the latency.
 #include "gpuprops.cuh"
 
 #ifndef CACHE
@@ -33,6 +37,9 @@
 
 #ifndef DISCARD
 #define DISCARD 0
+#endif
+#ifndef TIMER
+#define TIMER 0
 #endif
 #if DISCARD && (CACHE != 1 || UNROLL != 1)
 #error "DISCARD=1 times one ld.global.cg: it needs CACHE=1 and UNROLL=1"
@@ -65,6 +72,9 @@ extern "C" __global__ void global_chase(unsigned long long* cycles, const unsign
 #pragma unroll 1
     for (int i = 0; i < warm_hops; ++i) asm volatile(GP_LD : "+l"(p)::"memory");
 #endif
+#if TIMER
+    const unsigned long long g0 = gp_globaltimer();
+#endif
     unsigned long long t0 = gp_clock();
 #pragma unroll
     for (int i = 0; i < UNROLL; ++i) asm volatile(GP_LD : "+l"(p));
@@ -76,10 +86,16 @@ extern "C" __global__ void global_chase(unsigned long long* cycles, const unsign
     asm volatile("xor.b32 %0, %0, %1;" : "+r"(consumed) : "r"((unsigned)p));
 #endif
     unsigned long long t1 = gp_clock();
+#if TIMER
+    const unsigned long long g1 = gp_globaltimer();
+#endif
 #if DISCARD
     if (threadIdx.x == 0) cursor[1] = p ^ consumed;  // all 64 bits read: the load stays a 64-bit one
 #else
     if (threadIdx.x == 0) cursor[0] = p;
 #endif
     gp_record(cycles, t0, t1);
+#if TIMER
+    gp_record_timer(cycles, g0, g1);
+#endif
 }

@@ -38,6 +38,7 @@ from .stats import (
     SETTLED_MIN_SHARE,
     StopRule,
     launch_value,
+    region_clock_mhz,
     relative_noise,
     robust_relative_noise,
     settled_copies,
@@ -353,6 +354,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
             self.launch_pairs(fn, spec, args)  # warm-up: instruction caches, module load
             values: list[float] = []
             per_warp: list[float] = []
+            region_clocks: list[float] = []  # a TIMER=1 build's: the clock each launch ran at (reported)
             t_start = time.monotonic()
             reason = None
             while reason is None:
@@ -360,6 +362,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
                 v, per_warp = launch_value(pairs.tolist(), overhead, divisor, mode,
                                            warps_per_block=max(1, spec.block // 32))
                 values.append(float(transform(v) if transform else v))
+                if spec.timer:
+                    region_clocks += [c for c in (region_clock_mhz(pairs.tolist()),) if c is not None]
                 reason = stop_reason(values, stop, time.monotonic() - t_start)
             reasons_after, _ = devices.throttle_reasons(self.info)
         m = Measurement(name=name, unit=unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
@@ -370,7 +374,10 @@ class Runner:  # pragma: no mutate block  (GPU only)
                                 **({} if spec.cluster is None else {"cluster": spec.cluster}),
                                 **({"shared_mem": spec.shared_mem} if spec.shared_mem else {}),
                                 **({"session_clock_refused_mhz": round(self.refused_session_clock_mhz, 1)}
-                                   if self.refused_session_clock_mhz is not None else {})},
+                                   if self.refused_session_clock_mhz is not None else {}),
+                                **({"region_clock_mhz": round(statistics.median(region_clocks), 1),
+                                    "region_clock_range_mhz": [round(min(region_clocks), 1), round(max(region_clocks), 1)]}
+                                   if region_clocks else {})},
                         per_warp=per_warp)
         m.remeasure = lambda: self.measure(name, spec, divisor=divisor, mode=mode, unit=unit, transform=transform,
                                            stop=stop, built=(cubin, []))

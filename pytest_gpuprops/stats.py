@@ -88,6 +88,15 @@ def series_rate(values: Sequence[float]) -> float:
     return statistics.median(settled_copies(values))
 
 
+def region_clock_mhz(pairs: Sequence[Sequence[int]]) -> float | None:
+    """The SM clock (MHz) one launch's timed regions ran at: the median over warps of the clock cycles over the
+    %globaltimer nanoseconds around them (4 stamps a warp: KernelSpec.timer), or None where no warp has a
+    timer span. The timer reads sit just outside the clock reads, so a region of a few cycles reads low; a
+    chase of 1024 hops reads to the timer's 32 ns over its ~0.1-0.5 ms."""
+    clocks = [(p[1] - p[0]) / (p[3] - p[2]) * 1e3 for p in pairs if len(p) == 4 and p[3] > p[2]]
+    return statistics.median(clocks) if clocks else None
+
+
 def best_series(series: Sequence[Sequence[float]]) -> tuple[int, list[float]]:
     """(index, copies) of the series read at the highest settled rate (:func:`series_rate`), whether or not
     SETTLED_MIN_SHARE of its copies ran at it: a host's traffic slows whole series and never speeds one up, so

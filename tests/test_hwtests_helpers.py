@@ -647,6 +647,17 @@ def test_chase_specs_take_their_footprint_from_the_level():
     assert specs.chase_sweep_point(8 * MIB, s).defines["CACHE"] == 0
 
 
+def test_a_chase_of_many_hops_reads_its_clock_and_one_of_a_single_hop_does_not():
+    """The level chases (1024 hops a launch) are built with TIMER=1, so each launch says the SM clock it ran
+    at; a launch of one hop (the per-hop distributions) is too short for the timer's 32 ns ticks."""
+    s = ml.cache_sizes("sm_90", H100)
+    for level in ("l1", "l2", "dram"):
+        long_, one = specs.chase_level(level, s), specs.chase_level(level, s, unroll=1)
+        assert long_.timer and long_.defines["UNROLL"] >= specs.REGION_CLOCK_MIN_UNROLL, level
+        assert not one.timer and "TIMER" not in one.defines, level
+    assert not specs.chase_sweep_point(8 * MIB, s).timer  # the sweeps' points keep their build
+
+
 # ---------------------------------------------------------------------------------------------- prefetch
 
 def _hwtests_conftest():

@@ -131,6 +131,39 @@ def test_a_measurement_builds_its_arguments_inside_the_gpu_s_lock(monkeypatch):
     assert events[:3] == ["locked", ("args", [3]), ("launch", ("warmed",))] and events[-1] == "released"
 
 
+def test_a_timer_build_reports_the_clock_its_launches_ran_at_and_other_builds_do_not(monkeypatch):
+    """A TIMER=1 build's launches (clock and %globaltimer pairs a warp) say the SM clock they ran at: the
+    launch info's region_clock_mhz (the median over launches) and its range, beside the cycles, never in them."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pytest_gpuprops import devices, gpulock, measure
+    from pytest_gpuprops.kernel_spec import KernelSpec
+    from pytest_gpuprops.stats import StopRule
+
+    monkeypatch.setattr(gpulock, "gpu_lock", lambda index: contextlib.nullcontext())
+    monkeypatch.setattr(devices, "throttle_reasons", lambda info: ([], None))
+    launches = iter([[[0, 199_002, 0, 100_000]], [[0, 198_002, 0, 100_000]], [[0, 199_502, 0, 100_000]],
+                     [[0, 198_002, 0, 100_000]]])
+    r = object.__new__(measure.Runner)
+    r.info, r.cp, r.stop, r.refused_session_clock_mhz = SimpleNamespace(index=0), None, StopRule(), None
+    r.clock_overhead = lambda: 2.0
+    r.build = lambda spec: (b"cubin", [])
+    r.load = lambda cubin, kernel: "fn"
+    r.session_sm_clock_mhz = lambda: 1921.7
+    r.launch_pairs = lambda fn, spec, args: np.array(next(launches))
+    stop = StopRule(noise_target=1.0, min_samples=3, max_samples=3)
+    timed = r.measure("dram", KernelSpec("global_chase.cu", "global_chase", {"TIMER": 1}), divisor=100, stop=stop)
+    assert timed.values == [1980.0, 1995.0, 1980.0]  # the cycles as ever (the first launch is the warm-up)
+    assert timed.launch["region_clock_mhz"] == 1980.0 and timed.launch["region_clock_range_mhz"] == [1980.0, 1995.0]
+    assert timed.sm_clock_mhz == 1921.7  # the session's reading stays what the verdicts file states by
+    launches = iter([[[0, 102]]] * 4)
+    plain = r.measure("l1", KernelSpec("global_chase.cu", "global_chase", {}), divisor=1, stop=stop)
+    assert "region_clock_mhz" not in plain.launch
+
+
 def test_a_settled_spread_says_how_many_copies_ran_at_the_settled_rate_and_the_dict_keeps_the_reading():
     # six of twelve copies at the settled rate is half: settled (fewer is not)
     half = Measurement.given("h2d", [55.0] * 6 + [50.0] * 6, unit="GB/s", noise_target=0.02, center="settled",

@@ -304,3 +304,10 @@ def test_a_series_with_half_its_copies_settled_counts_as_settled():
     assert len(stats.settled_copies(five)) < stats.SETTLED_MIN_SHARE * len(five)
     assert stats.best_series([low, five]) == (1, five) and stats.best_series([five, low]) == (0, five)
 
+
+def test_the_region_clock_is_the_median_over_warps_of_cycles_over_timer_nanoseconds():
+    # warp rows: clock start, stop, %globaltimer start, stop; 1980 MHz is 198000 cycles in 100 us
+    pairs = [[0, 198_000, 1_000, 101_000], [10, 199_510, 2_000, 102_000], [0, 196_000, 0, 100_000]]
+    assert stats.region_clock_mhz(pairs) == pytest.approx(1980.0)
+    assert stats.region_clock_mhz([[0, 198_000]]) is None  # no timer pair: a TIMER=0 build
+    assert stats.region_clock_mhz([[0, 198_000, 5, 5], [0, 99_000, 0, 50_000]]) == pytest.approx(1980.0)  # no span: left out
