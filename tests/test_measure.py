@@ -90,16 +90,35 @@ def test_a_measurement_whose_spread_is_interquartile_settles_where_one_slow_repe
 # Runner.measure's order, on stand-ins for the GPU
 
 
+def _stand_in_runner(monkeypatch, launch_pairs, *, index=0, session_clock=1980.0, lock=None):
+    """A measure.Runner whose GPU calls are stand-ins: ``launch_pairs(spec, args)`` returns a launch's stamps
+    (a numpy array a warp), ``lock(index)`` is the GPU's lock (none held by default)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from pytest_gpuprops import devices, gpulock, measure
+    from pytest_gpuprops.stats import StopRule
+
+    monkeypatch.setattr(gpulock, "gpu_lock", lock or (lambda index: contextlib.nullcontext()))
+    monkeypatch.setattr(devices, "throttle_reasons", lambda info: ([], None))
+    r = object.__new__(measure.Runner)
+    r.info, r.cp, r.stop, r.refused_session_clock_mhz = SimpleNamespace(index=index), None, StopRule(), None
+    r.clock_overhead = lambda: 2.0
+    r.build = lambda spec: (b"cubin", [])
+    r.load = lambda cubin, kernel: "fn"
+    r.session_sm_clock_mhz = lambda: session_clock
+    r.launch_pairs = lambda fn, spec, args: launch_pairs(spec, args)
+    return r
+
+
 def test_a_measurement_builds_its_arguments_inside_the_gpu_s_lock(monkeypatch):
     """A spec's arguments may warm a footprint into L2 (specs.global_chase warm="l2"); built before the lock,
     another process's pair test could stream a peer copy through the GPU's L2 in between (an L2 hit's p10
     read DRAM's 541 cycles on H100 GPU-97530287, 2026-11-26). So they are built with the lock held."""
     import contextlib
-    from types import SimpleNamespace
 
     import numpy as np
 
-    from pytest_gpuprops import devices, gpulock, measure
     from pytest_gpuprops.kernel_spec import KernelSpec
     from pytest_gpuprops.stats import StopRule
 
@@ -112,15 +131,8 @@ def test_a_measurement_builds_its_arguments_inside_the_gpu_s_lock(monkeypatch):
         yield
         events.append("released")
         held.pop()
-    monkeypatch.setattr(gpulock, "gpu_lock", lock)
-    monkeypatch.setattr(devices, "throttle_reasons", lambda info: ([], None))
-    r = object.__new__(measure.Runner)
-    r.info, r.cp, r.stop, r.refused_session_clock_mhz = SimpleNamespace(index=3), None, StopRule(), None
-    r.clock_overhead = lambda: 2.0
-    r.build = lambda spec: (b"cubin", [])
-    r.load = lambda cubin, kernel: "fn"
-    r.session_sm_clock_mhz = lambda: 1980.0
-    r.launch_pairs = lambda fn, spec, args: (events.append(("launch", args)), np.array([[0, 102]]))[1]
+    r = _stand_in_runner(monkeypatch, lambda spec, args: (events.append(("launch", args)), np.array([[0, 102]]))[1],
+                         index=3, lock=lock)
 
     def args(cp):
         events.append(("args", list(held)))
@@ -134,32 +146,19 @@ def test_a_measurement_builds_its_arguments_inside_the_gpu_s_lock(monkeypatch):
 def test_a_timer_build_reports_the_clock_its_launches_ran_at_and_other_builds_do_not(monkeypatch):
     """A TIMER=1 build's launches (clock and %globaltimer pairs a warp) say the SM clock they ran at: the
     launch info's region_clock_mhz (the median over launches) and its range, beside the cycles, never in them."""
-    import contextlib
-    from types import SimpleNamespace
-
     import numpy as np
 
-    from pytest_gpuprops import devices, gpulock, measure
     from pytest_gpuprops.kernel_spec import KernelSpec
     from pytest_gpuprops.stats import StopRule
 
-    monkeypatch.setattr(gpulock, "gpu_lock", lambda index: contextlib.nullcontext())
-    monkeypatch.setattr(devices, "throttle_reasons", lambda info: ([], None))
     launches = iter([[[0, 199_002, 0, 100_000]], [[0, 198_002, 0, 100_000]], [[0, 199_502, 0, 100_000]],
-                     [[0, 198_002, 0, 100_000]]])
-    r = object.__new__(measure.Runner)
-    r.info, r.cp, r.stop, r.refused_session_clock_mhz = SimpleNamespace(index=0), None, StopRule(), None
-    r.clock_overhead = lambda: 2.0
-    r.build = lambda spec: (b"cubin", [])
-    r.load = lambda cubin, kernel: "fn"
-    r.session_sm_clock_mhz = lambda: 1921.7
-    r.launch_pairs = lambda fn, spec, args: np.array(next(launches))
+                     [[0, 198_002, 0, 100_000]]] + [[[0, 102]]] * 4)
+    r = _stand_in_runner(monkeypatch, lambda spec, args: np.array(next(launches)), session_clock=1921.7)
     stop = StopRule(noise_target=1.0, min_samples=3, max_samples=3)
     timed = r.measure("dram", KernelSpec("global_chase.cu", "global_chase", {"TIMER": 1}), divisor=100, stop=stop)
     assert timed.values == [1980.0, 1995.0, 1980.0]  # the cycles as ever (the first launch is the warm-up)
     assert timed.launch["region_clock_mhz"] == 1980.0 and timed.launch["region_clock_range_mhz"] == [1980.0, 1995.0]
     assert timed.sm_clock_mhz == 1921.7  # the session's reading stays what the verdicts file states by
-    launches = iter([[[0, 102]]] * 4)
     plain = r.measure("l1", KernelSpec("global_chase.cu", "global_chase", {}), divisor=1, stop=stop)
     assert "region_clock_mhz" not in plain.launch
 
