@@ -116,7 +116,7 @@ def test_every_line_by_line_l2_fact_takes_its_lines_from_one_buffer_reserved_as_
     assert cp.made == [(0, ml.L2_SPREAD_BYTES // 8)]
     for k in (0, 1, ml.L2_LINES - 1):
         words = ml.line_by_line(cp, k)
-        assert words.data.ptr - DeviceWords.BASE == ml.l2_line_offsets()[k] and not words.any()
+        assert words.data.ptr - DeviceWords.BASE == ml.l2_line_offsets()[k] and not words.base.any()  # all zeroed
         words[:8] = 9  # a launch's writes: the next line's launch gets the buffer zeroed again
     fresh = ml.on_other_memory(lambda: ml.line_by_line(cp, 0))
     assert len(cp.made) == 1 and fresh.base.nbytes == ml.L2_SPREAD_BYTES and not fresh.any()
