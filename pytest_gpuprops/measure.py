@@ -358,12 +358,12 @@ class Runner:  # pragma: no mutate block  (GPU only)
             t_start = time.monotonic()
             reason = None
             while reason is None:
-                pairs = self.launch_pairs(fn, spec, args)
-                v, per_warp = launch_value(pairs.tolist(), overhead, divisor, mode,
-                                           warps_per_block=max(1, spec.block // 32))
+                pairs = self.launch_pairs(fn, spec, args).tolist()
+                v, per_warp = launch_value(pairs, overhead, divisor, mode, warps_per_block=max(1, spec.block // 32))
                 values.append(float(transform(v) if transform else v))
-                if spec.timer:
-                    region_clocks += [c for c in (region_clock_mhz(pairs.tolist()),) if c is not None]
+                launch_clock = region_clock_mhz(pairs) if spec.timer else None
+                if launch_clock is not None:
+                    region_clocks.append(launch_clock)
                 reason = stop_reason(values, stop, time.monotonic() - t_start)
             reasons_after, _ = devices.throttle_reasons(self.info)
         m = Measurement(name=name, unit=unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
