@@ -149,6 +149,7 @@ def measure_sweep(gpuprops, sweep: factspec.SweepSpec, fresh: bool = False) -> M
             continue
         m = sweeps.given(sweep.name, [float(value)], sweep.unit, sweep.point(sweep.xs[0]),
                          {"sweep": [sweep.plot_point(x, c) for x, c in points], **info, **said,
+                          **getattr(points, "clock", {}),
                           **({"unreadable_sweeps": unreadable} if unreadable else {})},
                          gpuprops.runner.session_sm_clock_mhz(), noise_target=0.0)
         m.remeasure = lambda: measure_sweep(gpuprops, sweep, fresh=True)

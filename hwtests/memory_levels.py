@@ -24,7 +24,7 @@ import math
 
 from pytest_gpuprops import reserved
 from pytest_gpuprops.measure import Measurement
-from pytest_gpuprops.stats import TIER_BAND, StopRule, lowest_tier
+from pytest_gpuprops.stats import TIER_BAND, StopRule, clock_beside_info, lowest_tier
 
 KIB, MIB = 1024, 1024 * 1024
 #: L1 data cache + shared memory per SM, by arch (CUDA C++ Programming Guide, compute capabilities).
@@ -455,7 +455,7 @@ def near_tier_latency(gpuprops, name: str, spec_of_line, *, divisor: float, band
         launch=dict(lines[0].launch, buffer_bytes=L2_SPREAD_BYTES, lines=L2_LINES, line_stride_bytes=L2_LINE_STRIDE,
                     batches=NEAR_BATCHES,
                     **{f"p{q}_over_lines_cycles": round(percentile(cycles, q), 3) for q in (NEAR_Q, FAR_Q)},
-                    line_cycles=[round(c, 3) for c in cycles]))
+                    line_cycles=[round(c, 3) for c in cycles], **clock_beside_info([m.launch for m in lines])))
     m.remeasure = lambda: on_other_memory(
         lambda: near_tier_latency(gpuprops, name, spec_of_line, divisor=divisor, band=band))
     return m
@@ -672,7 +672,8 @@ def chase_line_measurement(gpuprops, fact, *, fresh: bool = False) -> Measuremen
         overhead_cycles=first.overhead_cycles, sm_clock_mhz=first.sm_clock_mhz,
         throttle=sorted({t for m in hits + misses for t in m.throttle}), kernel=first.kernel,
         launch=dict(first.launch, buffer_bytes=DRAM_SPREAD_BYTES, lines=DRAM_LINES, line_stride_bytes=L2_LINE_STRIDE,
-                    tier_lines=len(values), statistic=kind, **over_lines_summary(hit_cycles, miss_cycles)))
+                    tier_lines=len(values), statistic=kind, **over_lines_summary(hit_cycles, miss_cycles),
+                    **clock_beside_info([m.launch for m in hits + misses])))
     m.remeasure = lambda: on_other_memory(lambda: chase_line_measurement(gpuprops, fact, fresh=True))
     return m
 

@@ -230,7 +230,8 @@ def global_chase(cache: str, footprint: int, *, unroll: int = CHASE_UNROLL, warm
     the buffer once on the host side after laying it out (L2 keeps it across launches); "evict"
     writes ``evict_bytes`` of another buffer after laying it out, so the chase starts cold (DRAM);
     "none" does neither. Launches go on where the last one stopped (see the kernel). ``timer``: built
-    with TIMER=1, each launch also says the SM clock it ran at (the launch info's region_clock_mhz)."""
+    with TIMER=1, each launch also says the SM clock it ran at (the launch info's region_clock_mhz). A
+    chase past L1 (``cache`` "cg") reads the clock beside its launches (KernelSpec.clock_beside)."""
     import memory_levels
     define, opcode = CHASE_CACHE[cache]
     if warm not in ("none", "kernel", "l2", "evict"):
@@ -251,7 +252,8 @@ def global_chase(cache: str, footprint: int, *, unroll: int = CHASE_UNROLL, warm
         return chain, cursor, cp.int32(nodes if warm == "kernel" else 0)
 
     defines = {"CACHE": define, "UNROLL": unroll, **({"TIMER": 1} if timer else {})}
-    return KernelSpec("global_chase.cu", "global_chase", defines, grid=1, block=32, args=args, region={opcode: unroll})
+    return KernelSpec("global_chase.cu", "global_chase", defines, grid=1, block=32, args=args, region={opcode: unroll},
+                      clock_beside=cache == "cg")
 
 
 #: a chase launch of at least this many hops also reads %globaltimer around its region (TIMER=1): 256 L2 hits

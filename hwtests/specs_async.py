@@ -76,7 +76,8 @@ def cp_async(variant: str, line: int | None = None) -> KernelSpec:
         raise ValueError(f"cp.async {variant}: a line is given for the L2 copies {sorted(L2_COPIES)} only, and they need one")
     return KernelSpec("cp_async_latency.cu", "cp_async_latency", {"CG": cg, "SIZE": size, "PASSES": 2}, grid=1,
                       block=32, args=lambda cp: (cp.zeros(4096, dtype=cp.uint32) if line is None else line_by_line(cp, line),
-                                                 cp.zeros(64, dtype=cp.uint32)))
+                                                 cp.zeros(64, dtype=cp.uint32)),
+                      clock_beside=variant in L2_COPIES)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,7 +151,8 @@ def cluster_barrier(cluster: int, relaxed: bool = True) -> KernelSpec:
     return KernelSpec("cluster_dsmem.cu", "cluster_barrier",
                       {"UNROLL": CLUSTER_BARRIER_UNROLL, "PASSES": 2, "RELAXED": int(relaxed)},
                       grid=cluster_chase_ctas(cluster),
-                      block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM)
+                      block=32, cluster=cluster, shared_mem=CLUSTER_SHARED_MEM,
+                      clock_beside=not relaxed)  # a release barrier waits on the memory system (its fence)
 
 
 #: the first arch with thread-block clusters and distributed shared memory (Hopper)
@@ -213,7 +215,8 @@ def bulk_copy(nbytes: int, line: int = 0) -> KernelSpec:
     the source are runtime arguments: one build for every size and line)."""
     import numpy as np
     return KernelSpec("tma_load.cu", "bulk_copy", {"PASSES": 2}, grid=1, block=32,
-                      args=lambda cp: (line_by_line(cp, line), np.uint32(nbytes), cp.zeros(64, dtype=cp.uint32)))
+                      args=lambda cp: (line_by_line(cp, line), np.uint32(nbytes), cp.zeros(64, dtype=cp.uint32)),
+                      clock_beside=True)
 
 
 def tma_bytes(dim: int) -> int:
@@ -231,7 +234,8 @@ def tma_tensor(dim: int, line: int = 0) -> KernelSpec:
     shape, box = TMA_SHAPES[dim]
     return KernelSpec("tma_load.cu", "tma_tensor", {"PASSES": 2, "DIM": dim}, grid=1, block=32,
                       args=lambda cp: (tensor_map(cp, shape, box, line), np.uint32(tma_bytes(dim)),
-                                       cp.zeros(64, dtype=cp.uint32)))
+                                       cp.zeros(64, dtype=cp.uint32)),
+                      clock_beside=True)
 
 
 class TensorMapArg(bytes):
@@ -280,7 +284,7 @@ def tma_store(visible: bool = False) -> KernelSpec:
         return tm, tm.tensor, cp.zeros(64, dtype=cp.uint32), cp.zeros(1, dtype=cp.uint32)
     return KernelSpec("tma_load.cu", "tma_store",
                       {"PASSES": 2, "DIM": TMA_STORE_DIM, "STORE_VISIBLE": 1, "STORE_ROW_WORDS": shape[0]},
-                      grid=blocks, block=32, args=args)
+                      grid=blocks, block=32, args=args, clock_beside=True)
 
 
 #: TMA throughput: every block of SMs x blocks-per-SM streams 2D boxes from L2 (kernels/tma_load.cu tma_stream),

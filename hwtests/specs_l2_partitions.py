@@ -107,7 +107,7 @@ def share_chase(pct: int) -> KernelSpec:
         footprint, k = footprint_bytes(l2, pct), placements(pct)
         return sc.capacity_chase(1, footprint, LINE, placements=k, buffer=words).args(cp)
 
-    return dataclasses.replace(base, args=args)
+    return dataclasses.replace(base, args=args, clock_beside=True)
 
 
 def point_stop(pct: int) -> StopRule:

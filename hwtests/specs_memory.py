@@ -78,7 +78,7 @@ def line_chase(line: int, miss: bool = False) -> KernelSpec:
         return words[offset // 8:], cursor, np.int32(1)
 
     defines = {"CACHE": 1, "UNROLL": 1, "DISCARD": 1} if miss else {"CACHE": 1, "UNROLL": LINE_CHASE_UNROLL}
-    return KernelSpec("global_chase.cu", "global_chase", defines, grid=1, block=32, args=args)
+    return KernelSpec("global_chase.cu", "global_chase", defines, grid=1, block=32, args=args, clock_beside=True)
 
 
 def _miss(line: int, miss: bool = True) -> KernelSpec:

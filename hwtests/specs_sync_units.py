@@ -155,7 +155,7 @@ def atomic_latency(kind: str, pattern: str, unroll: int = ATOMIC_LATENCY_UNROLL,
     return KernelSpec("atomic_ops.cu", "atomic_ops",
                       {"SPACE": space, "RET": ret, "ILP": 1, "UNROLL": unroll, "ITERS": 1,
                        "PASSES": ATOMIC_LATENCY_PASSES},
-                      grid=1, block=32, args=args)
+                      grid=1, block=32, args=args, clock_beside=space != 0)
 
 
 def atomic_throughput(kind: str, pattern: str) -> KernelSpec:

@@ -48,6 +48,11 @@ class KernelSpec:
     #: has, and overrides where the launch needs more shared memory). None leaves the attribute as it
     #: is; any other value launches through cuLaunchKernelEx, which sets it first.
     carveout: int | None = None
+    #: whether the measurement also reads the SM clock beside its launches (measure.Runner.clock_beside_mhz,
+    #: before the first timed launch and after the last): a latency whose path leaves the SM (an L2 hit, a DRAM
+    #: miss) counts cycles of the SM clock for only part of the way, so its cycles follow the clock's state
+    #: (unit_compare.PARTLY_CLOCKED_EXPONENT), and a baseline is compared at the clock it was read at
+    clock_beside: bool = False
 
     def __post_init__(self):
         if self.carveout is not None and not 0 <= self.carveout <= 100:

@@ -13,7 +13,8 @@ Method (docs/method.md), and where each step lives:
   target (after a minimum count), or a time budget or a sample cap ends it: nvbench's rule
   (stats.py). Which one ended it is part of the result;
 * the SM clock the kernels saw (clock64 against %globaltimer) and NVML's clock-event (throttle)
-  reasons (devices.py) are recorded with every measurement;
+  reasons (devices.py) are recorded with every measurement; a latency whose path leaves the SM also
+  reads the clock just before and after its launches (KernelSpec.clock_beside): its cycles follow it;
 * one process at a time measures on a GPU (gpulock.py), so pytest-xdist workers never overlap.
 """
 
@@ -37,6 +38,7 @@ from .kernel_spec import KernelSpec
 from .stats import (
     SETTLED_MIN_SHARE,
     StopRule,
+    clock_beside_info,
     launch_value,
     region_clock_mhz,
     relative_noise,
@@ -168,6 +170,15 @@ SM_CLOCK_SPINS_NS = (50_000_000, 100_000_000)
 SM_CLOCK_GATE_NS = 20_000_000
 #: tries at a gated reading (:func:`gated_clock`) before the session clock is given up as unknown
 SM_CLOCK_TRIES = 3
+
+#: a clock read beside a measurement (Runner.clock_beside_mhz): the median of this many spins of
+#: CLOCK_BESIDE_SPIN_NS, each its clock64 cycles over its %globaltimer nanoseconds. %globaltimer ticks every 32 ns
+#: on H100 (0.064 % of a 50 us spin, a tenth of the step between the H100's 1980 and 1995 MHz states); the median
+#: of three keeps a spin that met a jump of the timer out (a 50-100 ms spin by %globaltimer alone read
+#: 2032-2092 MHz under the suite's compiles, SM_CLOCK_SPINS_NS)
+CLOCK_BESIDE_SPINS = 3
+CLOCK_BESIDE_SPIN_NS = 50_000
+
 
 
 def clock_from_spins(spins: list[tuple[int, float]]) -> float:
@@ -327,6 +338,20 @@ class Runner:  # pragma: no mutate block  (GPU only)
                 return clock
         return None
 
+    def clock_beside_mhz(self) -> float | None:
+        """The SM clock now, as a kernel sees it: the median of CLOCK_BESIDE_SPINS spins of CLOCK_BESIDE_SPIN_NS
+        queued back to back, each its clock64 cycles over its %globaltimer nanoseconds; None where no spin
+        could be read. Read beside a measurement (KernelSpec.clock_beside) it says which clock state the
+        launches met: the H100 runs at 1980 or 1995 MHz and moves between them within a process."""
+        cp = self.cp
+        fn = self.load(self.compile("sm_clock_rate.cu").cubin, "sm_clock_rate")
+        out = cp.zeros(2 * CLOCK_BESIDE_SPINS, dtype=cp.uint64)
+        for k in range(CLOCK_BESIDE_SPINS):
+            fn((1,), (32,), (out[2 * k:], cp.uint64(CLOCK_BESIDE_SPIN_NS)))
+        stamps = out.get().reshape(-1, 2)
+        clocks = [int(c) * 1e3 / int(ns) for c, ns in stamps if ns > 0]
+        return round(statistics.median(clocks), 1) if clocks else None
+
     def measure(self, name: str, spec: KernelSpec, *, divisor: float, mode: str = "warp", unit: str = "cycles",
                 transform: Callable[[float], float] | None = None, stop: StopRule | None = None,
                 built: tuple[bytes, list] | None = None) -> Measurement:
@@ -352,6 +377,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
             reasons_before, _ = devices.throttle_reasons(self.info)
             clock = self.session_sm_clock_mhz()
             self.launch_pairs(fn, spec, args)  # warm-up: instruction caches, module load
+            beside = [self.clock_beside_mhz()] if spec.clock_beside else []
             values: list[float] = []
             per_warp: list[float] = []
             region_clocks: list[float] = []  # a TIMER=1 build's: the clock each launch ran at (reported)
@@ -365,7 +391,10 @@ class Runner:  # pragma: no mutate block  (GPU only)
                 if launch_clock is not None:
                     region_clocks.append(launch_clock)
                 reason = stop_reason(values, stop, time.monotonic() - t_start)
+            if spec.clock_beside:
+                beside.append(self.clock_beside_mhz())
             reasons_after, _ = devices.throttle_reasons(self.info)
+        beside = [c for c in beside if c is not None]
         m = Measurement(name=name, unit=unit, values=values, stop_reason=reason, noise_target=stop.noise_target,
                         overhead_cycles=overhead, sm_clock_mhz=None if clock is None else round(clock, 1),
                         throttle=sorted(set(reasons_before) | set(reasons_after)), kernel=spec.kernel,
@@ -377,7 +406,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
                                    if self.refused_session_clock_mhz is not None else {}),
                                 **({"region_clock_mhz": round(statistics.median(region_clocks), 1),
                                     "region_clock_range_mhz": [round(min(region_clocks), 1), round(max(region_clocks), 1)]}
-                                   if region_clocks else {})},
+                                   if region_clocks else {}),
+                                **clock_beside_info([{"clock_beside_mhz": c} for c in beside])},
                         per_warp=per_warp)
         m.remeasure = lambda: self.measure(name, spec, divisor=divisor, mode=mode, unit=unit, transform=transform,
                                            stop=stop, built=(cubin, []))

@@ -97,6 +97,19 @@ def region_clock_mhz(pairs: Sequence[Sequence[int]]) -> float | None:
     return statistics.median(clocks) if clocks else None
 
 
+def clock_beside_info(launches: Sequence[dict]) -> dict:
+    """The SM clock read beside one or more measurements (their launch infos' ``clock_beside_mhz`` and
+    ``clock_beside_range_mhz``, measure.Runner.measure's for a KernelSpec.clock_beside build), as a launch info of
+    one: the median of their clocks, the range of every read; {} where none was read. A fact read from
+    many measurements (a latency over lines, a sweep) says the clock its parts ran at this way."""
+    clocks = [c for lc in launches if isinstance(c := lc.get("clock_beside_mhz"), (int, float))]
+    reads = [r for lc in launches for r in lc.get("clock_beside_range_mhz") or [] if isinstance(r, (int, float))]
+    if not clocks:
+        return {}
+    return {"clock_beside_mhz": round(statistics.median(clocks), 1),
+            "clock_beside_range_mhz": [round(min(reads or clocks), 1), round(max(reads or clocks), 1)]}
+
+
 def best_series(series: Sequence[Sequence[float]]) -> tuple[int, list[float]]:
     """(index, copies) of the series read at the highest settled rate (:func:`series_rate`), whether or not
     SETTLED_MIN_SHARE of its copies ran at it: a host's traffic slows whole series and never speeds one up, so

@@ -54,9 +54,34 @@ def start_temperature_c(v: Verdict) -> float | None:
 
 
 def reading_clock(v: Verdict) -> float | None:
-    """The SM clock a verdict's measurement ran at (MHz), where it was read."""
-    clock = (v.measurement or {}).get("sm_clock_mhz")
+    """The SM clock a verdict's measurement ran at (MHz), where it was read: the clock read beside its
+    launches where it was (:func:`clock_beside`), else the one its measurement recorded."""
+    clock = clock_beside(v) or (v.measurement or {}).get("sm_clock_mhz")
     return float(clock) if isinstance(clock, (int, float)) and clock > 0 else None
+
+
+def clock_beside(v: Verdict) -> float | None:
+    """The SM clock read just before and after a verdict's launches (MHz; KernelSpec.clock_beside: a latency
+    whose path leaves the SM), where it was."""
+    clock = ((v.measurement or {}).get("launch") or {}).get("clock_beside_mhz")
+    return float(clock) if isinstance(clock, (int, float)) and clock > 0 else None
+
+
+#: a latency whose path leaves the SM (its build reads the clock beside its launches) counts SM cycles for only
+#: part of the way: from the H100's 1995 MHz state to its 1980 one the DRAM chase read -0.49 / -0.81 % (the
+#: clocks' ratio -0.76 %), the L2 hits' latencies -0.2 to -0.6 % (GPU-1d74b276, three processes, 2026-11-27). A
+#: baseline read beside another clock state is scaled by the clocks' ratio to this exponent, the band widened
+#: by it x the clocks' relative difference on both sides: any share between none of the path and all of it
+PARTLY_CLOCKED_EXPONENT = 0.5
+
+
+def partly_clocked(old: Verdict, new: Verdict) -> bool:
+    """Whether two cycle readings of a fact read the clock beside their launches in other clock states
+    (:data:`SAME_CLOCK`): the baseline is then compared at the new reading's clock
+    (:data:`PARTLY_CLOCKED_EXPONENT`). A reading without that clock (one stored before it was read) is
+    compared as it was read."""
+    a, b = clock_beside(old), clock_beside(new)
+    return new.unit == "cycles" and a is not None and b is not None and not same_clock(a, b)
 
 
 def same_clock(a: float | None, b: float | None) -> bool:
@@ -151,6 +176,16 @@ def power_band(old: Verdict, new: Verdict, base: float, band: float) -> tuple[fl
     return below, above, how
 
 
+def partly_clocked_band(old: Verdict, new: Verdict, base: float, band: float) -> tuple[float, float, str]:
+    """A partly clocked latency's band below and above ``base`` (``old``'s reading scaled to ``new``'s clock by
+    :data:`PARTLY_CLOCKED_EXPONENT`), ``band`` the same-unit one, widened on both sides by the exponent x the
+    clocks' relative difference; and the text that says so."""
+    a, b = clock_beside(old), clock_beside(new)
+    rel = abs(b - a) / a
+    extra = PARTLY_CLOCKED_EXPONENT * rel * abs(base)
+    return band + extra, band + extra, f" + {PARTLY_CLOCKED_EXPONENT:g} x the clocks' {rel:.2%}"
+
+
 def nearest_clock(candidates: list[Verdict], v: Verdict) -> Verdict:
     """Of a unit's baseline readings of one fact (newest first), the one taken at the SM clock nearest
     this reading's: like is compared with like where the unit has run in both clock states."""
@@ -217,15 +252,17 @@ def _compare(old: dict[tuple, list[Verdict]], current: Iterable[Verdict]) -> lis
         # SM work per second, or a power below the cap (near_state), in another clock state: the baseline as it
         # reads at this reading's clock; the power's band widened for how far its clock dependence may stray
         power = v.unit in CLOCK_STATE_UNITS and not same_state(o, v)
-        scaled = other_state and (ceilings.scales_with_sm_clock(v.fact) or power)
-        base = (o.measured * (mine / clock) ** POWER_CLOCK_EXPONENT if power else o.measured * mine / clock) \
-            if scaled else o.measured
+        partly = partly_clocked(o, v)
+        scaled = other_state and (ceilings.scales_with_sm_clock(v.fact) or power or partly)
+        exponent = POWER_CLOCK_EXPONENT if power else PARTLY_CLOCKED_EXPONENT if partly else 1.0
+        base = o.measured * (mine / clock) ** exponent if scaled else o.measured
         band = same_unit_band(v, base)
-        below, above, widened = power_band(o, v, base, band) if power else (band, band, "")
+        below, above, widened = power_band(o, v, base, band) if power else \
+            partly_clocked_band(o, v, base, band) if partly else (band, band, "")
         if not base - below <= v.measured <= base + above:
             how = (f"same-unit band {v.same_unit_tolerance_rel:.2%}" if v.same_unit_tolerance_rel
                    else "the fact's tolerance: no same-unit band recorded") + widened
-            spread = f"± {band:.3g}" if below == above else f"-{below:.3g} / +{above:.3g}"
+            spread = f"± {below:.3g}" if below == above else f"-{below:.3g} / +{above:.3g}"
             at = (f" (its {o.measured:.3f} at {clock:g} MHz scaled to {mine:g} MHz)" if scaled
                   else f" at {clock:g} MHz" if other_state else "")
             # a power depends on the die's temperature too (SAME_START_TEMPERATURE_C)

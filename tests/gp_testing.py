@@ -136,6 +136,10 @@ class DeviceWords(np.ndarray):
         root = self.base if isinstance(self.base, np.ndarray) else self
         return SimpleNamespace(ptr=self.BASE + self.ctypes.data - root.ctypes.data)
 
+    def get(self):
+        """The host copy, as a CuPy array's ``get()`` gives it."""
+        return np.asarray(self)
+
 
 class StandInCupy:
     """The few CuPy calls reserved.py and the specs' arguments make, on one of several GPUs (``device``): numpy

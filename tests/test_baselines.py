@@ -281,6 +281,44 @@ def test_a_rate_of_sm_work_in_a_clock_state_the_baseline_lacks_is_compared_per_c
 
 
 
+def _beside(measured, clock, session=1938.8, **kw):
+    """A latency reading whose build read the SM clock beside its launches (KernelSpec.clock_beside)."""
+    v = verdict(measured, **kw)
+    v.measurement = {"median": measured, "sm_clock_mhz": session,
+                     "launch": {"clock_beside_mhz": clock, "clock_beside_range_mhz": [clock, clock]}}
+    return v
+
+
+def test_a_latency_past_the_sm_is_compared_at_the_clock_read_beside_it(tmp_path):
+    # H100 GPU-1d74b276, 2026-11-27: the DRAM chase read 682.44 cycles at 1994.2 MHz, 679.10 at 1979.2 in the
+    # next process (-0.49 %); a 0.4 % band compared as read would call that a move
+    dram = dict(fact="dram_latency_cycles", rel=0.004)
+    store = baselines.Store(tmp_path)
+    store.save([_beside(682.44, 1994.2, **dram)], FINISHED)
+    base = store.baseline(UUID)
+    assert unit_compare.reading_clock(base.verdicts[0]) == 1994.2  # the clock beside, not the session's
+    assert unit_compare.compare(base.verdicts, [_beside(679.10, 1979.2, **dram)]) == []
+    # in the same state it is compared as read: the same 0.49 % is a move there
+    (m,) = unit_compare.compare(base.verdicts, [_beside(679.10, 1994.0, **dram)])
+    assert m.expected == "baseline 682.440 ± 2.73 cycles (same-unit band 0.40%)"
+    # a 2 % move in the other state is caught against the baseline scaled half way and its widened band
+    (m,) = unit_compare.compare(base.verdicts, [_beside(682.44 * 1.02, 1979.2, **dram)])
+    assert m.expected == ("baseline 679.869 ± 5.28 cycles (same-unit band 0.40% + 0.5 x the clocks' 0.75%) "
+                          "(its 682.440 at 1994.2 MHz scaled to 1979.2 MHz)")
+    # the band's widening reaches both ends: the clocks' whole ratio, and none of it
+    assert unit_compare.compare(base.verdicts, [_beside(682.44 * 1979.2 / 1994.2, 1979.2, **dram)]) == []
+    assert unit_compare.compare(base.verdicts, [_beside(682.44, 1979.2, **dram)]) == []
+    # a reading stored before the clock was read beside it is compared as read, whatever the clocks
+    old = verdict(682.44, **dram)
+    old.measurement = {"median": 682.44, "sm_clock_mhz": 1938.8}
+    (m,) = unit_compare.compare([old], [_beside(679.10, 1979.2, **dram)])
+    assert m.expected.startswith("baseline 682.440 ± 2.73 cycles")
+    # a fact in another unit than cycles is not scaled for the clock beside it
+    fill = dict(fact="l2_dram_fill_bytes", rel=0.004)
+    assert not unit_compare.partly_clocked(_beside(64.0, 1994.2, **fill), dataclasses.replace(
+        _beside(64.0, 1979.2, **fill), unit="bytes"))
+
+
 def test_a_power_read_in_a_far_clock_state_than_its_baseline_is_not_compared_and_said_so(tmp_path):
     # H200 GPU-d94475a2, 2026-11-26: zero-operand tensor power 282.174 W at 1725 MHz; a reading 5.2 % faster
     # (1815 MHz) is past POWER_CLOCK_REACH: another regime of the clock, no like-for-like compare

@@ -204,8 +204,11 @@ def test_near_tier_latency_measures_every_line_afresh_and_asserts_the_lowest_tie
         def measure(self, name, spec, *, divisor, stop):
             calls.append((name, spec, divisor, stop))
             cycles = (313.0 if spec in far else 280.0 + spec % 4) / divisor
+            clock = 1980.0 if spec < 24 else 1995.0  # the clock beside each line (KernelSpec.clock_beside)
             return Measurement.given(name, [cycles] * 5, overhead_cycles=2.0, sm_clock_mhz=1980.0,
-                                     throttle=["sw_power_cap"] if spec == 5 else [], kernel="k", launch={"grid": 1})
+                                     throttle=["sw_power_cap"] if spec == 5 else [], kernel="k",
+                                     launch={"grid": 1, "clock_beside_mhz": clock,
+                                             "clock_beside_range_mhz": [clock - 0.2, clock + 0.2]})
 
     m = ml.near_tier_latency(Fake(), "x_latency_cycles", lambda k: k, divisor=2)
     assert [c[1] for c in calls] == list(range(ml.L2_LINES)) and {c[2] for c in calls} == {2}
@@ -215,6 +218,8 @@ def test_near_tier_latency_measures_every_line_afresh_and_asserts_the_lowest_tie
     assert m.launch["line_cycles"][0] == 156.5 and m.launch["lines"] == ml.L2_LINES and m.launch["grid"] == 1
     assert m.launch["p90_over_lines_cycles"] == 156.5 and m.launch["p10_over_lines_cycles"] < 141.0
     assert m.throttle == ["sw_power_cap"] and m.noise_target == ml.NEAR_NOISE and len(m.values) == ml.NEAR_BATCHES
+    # the clock the lines met: their median and every read's range, not line 0's alone
+    assert m.launch["clock_beside_mhz"] == 1995.0 and m.launch["clock_beside_range_mhz"] == [1979.8, 1995.2]
     calls.clear()
     again = m.remeasure()
     assert len(calls) == ml.L2_LINES and again.values == m.values
@@ -519,8 +524,9 @@ class _LineGpu:
         self.calls.append((name, spec.defines.get("DISCARD", 0), divisor, stop))
         k = ml.dram_line_offsets().index(int(name.rsplit("+", 1)[1].split()[0]))
         cycles = self.miss(k) if spec.defines.get("DISCARD") else ONE_TIER[k % 64]
+        clock = 1995.0 if spec.defines.get("DISCARD") else 1980.0
         return Measurement.given(name, [cycles] * 5, overhead_cycles=2.0, sm_clock_mhz=1980.0, kernel=spec.kernel,
-                                 launch={"defines": dict(spec.defines)})
+                                 launch={"defines": dict(spec.defines), "clock_beside_mhz": clock})
 
 
 def test_the_dram_facts_read_each_line_s_hit_and_miss_once_and_a_remeasure_reads_again(monkeypatch):
@@ -538,6 +544,7 @@ def test_the_dram_facts_read_each_line_s_hit_and_miss_once_and_a_remeasure_reads
     assert near.noise_target == far.noise_target == ml.DRAM_TIER_NOISE and near.launch["defines"]["DISCARD"] == 1
     assert (near.launch["statistic"], far.launch["statistic"]) == ml.CHASE_LINE_STATISTICS
     assert near.center == far.center == "mean" and near.reading == pytest.approx(sum(near.values) / 132)
+    assert near.launch["clock_beside_mhz"] == 1987.5 and near.launch["clock_beside_range_mhz"] == [1980.0, 1995.0]
     assert (near.launch["tier_lines"], far.launch["tier_lines"]) == (132, 124)
     assert len(far.launch["dram_line_cycles"]) == ml.DRAM_LINES and far.launch["dram_far_share"] == round(124 / 256, 4)
     assert len(near.launch["dram_near_lines"]) == 132 and far.launch["dram_widest_gap_cycles"][:2] == [589.0, 723.0]
@@ -857,3 +864,22 @@ def test_the_prefetch_foresees_every_build_of_a_sweep_fact_and_nothing_else():
     # on a GPU of another arch, an sm_90 sweep builds nothing
     assert conftest._gpu_builds([_item("test_cache_lines.py", "test_sweep_fact", fact=specs_lines.FACTS[0])],
                                 "sm_86")[2:] == []
+
+
+def test_the_latencies_whose_path_leaves_the_sm_read_the_clock_beside_them_and_the_sm_s_own_do_not():
+    """KernelSpec.clock_beside on the builds whose cycles follow the SM clock's state only in part (an L2 hit,
+    a DRAM miss, a copy through L2, a release barrier's fence): H100 GPU-1d74b276, 2026-11-27, three processes,
+    those moved 0.2-0.8 % with the 1980 / 1995 MHz state while the L1, shared-memory, DSMEM and constant-cache
+    latencies read the same cycles in both."""
+    import specs
+    import specs_async as sa
+    import specs_memory as sm
+    import specs_sync_units as su
+    assert specs.global_chase("cg", 1 << 20).clock_beside and not specs.global_chase("ca", 1 << 14).clock_beside
+    assert sm.line_chase(0).clock_beside and sm.line_chase(0, miss=True).clock_beside
+    assert sa.cp_async("cg16", line=0).clock_beside and not sa.cp_async("ca16").clock_beside
+    assert sa.bulk_copy(1024).clock_beside and sa.tma_tensor(1).clock_beside and sa.tma_tensor(2).clock_beside
+    assert sa.tma_store(visible=True).clock_beside and not sa.tma_store().clock_beside  # the source read: shared memory
+    assert sa.cluster_barrier(2, relaxed=False).clock_beside and not sa.cluster_barrier(2).clock_beside
+    assert su.atomic_latency("atom_global", "distinct").clock_beside
+    assert not su.atomic_latency("atom_shared", "distinct").clock_beside

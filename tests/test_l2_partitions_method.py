@@ -179,3 +179,21 @@ def test_an_unreadable_shared_sweep_is_swept_afresh_and_the_fresh_one_kept_for_t
     assert calls == [l2p.SWEEP] * 2  # the unreadable one, then one fresh sweep for all three facts
     assert "unreadable_sweeps" in ms[0].launch and "unreadable_sweeps" not in ms[1].launch
     assert 45 < ms[0].values[0] < 60 and ms[1].launch["sweep"] == ms[0].launch["sweep"]
+
+
+def test_the_sweep_says_the_clock_state_its_points_met_and_its_facts_keep_it(monkeypatch):
+    """The partition sweep's chases leave the SM (KernelSpec.clock_beside), so its cycles follow the clock's
+    state: the clocks read beside its points (stats.clock_beside_info) go to each fact's launch info."""
+    assert l2p.share_chase(40).clock_beside
+    g = SharedGpuprops()
+    n = len(l2p.SHARES_PCT)
+
+    def measure(label, spec, *, divisor, stop):
+        x = float(label.split()[-2])
+        clock = 1980.0 if l2p.SHARES_PCT.index(x) < n // 3 else 1995.0
+        return SimpleNamespace(median=g.cycles(x), launch={"clock_beside_mhz": clock})
+    g.measure = measure
+    monkeypatch.setattr(ft, "_SHARED_SWEEPS", {})
+    ms = [ft.measure_sweep(g, f) for f in l2p.FACTS]
+    assert {m.launch["clock_beside_mhz"] for m in ms} == {1995.0}
+    assert ms[2].launch["clock_beside_range_mhz"] == [1980.0, 1995.0] and ms[2].values[0] > 500

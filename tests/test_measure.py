@@ -163,6 +163,49 @@ def test_a_timer_build_reports_the_clock_its_launches_ran_at_and_other_builds_do
     assert "region_clock_mhz" not in plain.launch
 
 
+def test_a_clock_beside_build_reads_the_clock_before_its_first_timed_launch_and_after_its_last(monkeypatch):
+    """A latency whose path leaves the SM (KernelSpec.clock_beside) says the clock state its launches met: the
+    clock read after the warm-up launch and after the last timed one, their mean and range in the launch info;
+    other builds read no clock."""
+    import numpy as np
+
+    from pytest_gpuprops.kernel_spec import KernelSpec
+    from pytest_gpuprops.stats import StopRule
+
+    events = []
+    r = _stand_in_runner(monkeypatch, lambda spec, args: (events.append("launch"), np.array([[0, 702]]))[1])
+    clocks = iter([1994.3, 1979.9])
+    r.clock_beside_mhz = lambda: (events.append("clock"), next(clocks))[1]
+    stop = StopRule(noise_target=1.0, min_samples=2, max_samples=2)
+    m = r.measure("dram", KernelSpec("global_chase.cu", "global_chase", {}, clock_beside=True), divisor=1, stop=stop)
+    assert events == ["launch", "clock", "launch", "launch", "clock"]  # warm-up, clock, timed x 2, clock
+    assert m.launch["clock_beside_mhz"] == 1987.1 and m.launch["clock_beside_range_mhz"] == [1979.9, 1994.3]
+    assert m.sm_clock_mhz == 1980.0 and m.values == [700.0, 700.0]
+    events.clear()
+    plain = r.measure("lds", KernelSpec("global_chase.cu", "global_chase", {}), divisor=1, stop=stop)
+    assert "clock" not in events and "clock_beside_mhz" not in plain.launch
+
+
+def test_the_clock_beside_is_the_median_of_its_spins_by_the_global_timer(monkeypatch):
+    """Runner.clock_beside_mhz: CLOCK_BESIDE_SPINS spins, each its cycles over its %globaltimer nanoseconds; the
+    median keeps one spin that met a jump of the timer out."""
+    from gp_testing import StandInCupy
+
+    from pytest_gpuprops import measure
+
+    r = object.__new__(measure.Runner)
+    r.cp = StandInCupy()
+    r.compile = lambda source: type("Built", (), {"cubin": b""})
+    spins = iter([(99_000, 50_016), (99_750, 50_016), (104_000, 50_016)])  # 1979.4, 1994.4, 2079.4 MHz
+
+    def spin(grid, block, args):
+        out, spin_ns = args
+        assert spin_ns == measure.CLOCK_BESIDE_SPIN_NS
+        out[0], out[1] = next(spins)
+    r.load = lambda cubin, kernel: spin
+    assert measure.CLOCK_BESIDE_SPINS == 3 and r.clock_beside_mhz() == 1994.4
+
+
 def test_a_settled_spread_says_how_many_copies_ran_at_the_settled_rate_and_the_dict_keeps_the_reading():
     # six of twelve copies at the settled rate is half: settled (fewer is not)
     half = Measurement.given("h2d", [55.0] * 6 + [50.0] * 6, unit="GB/s", noise_target=0.02, center="settled",

@@ -311,3 +311,14 @@ def test_the_region_clock_is_the_median_over_warps_of_cycles_over_timer_nanoseco
     assert stats.region_clock_mhz(pairs) == pytest.approx(1980.0)
     assert stats.region_clock_mhz([[0, 198_000]]) is None  # no timer pair: a TIMER=0 build
     assert stats.region_clock_mhz([[0, 198_000, 5, 5], [0, 99_000, 0, 50_000]]) == pytest.approx(1980.0)  # no span: left out
+
+
+def test_the_clock_beside_several_measurements_is_their_median_and_the_range_of_every_read():
+    one = {"clock_beside_mhz": 1987.1, "clock_beside_range_mhz": [1979.9, 1994.3]}
+    lines = [one, {"clock_beside_mhz": 1980.0, "clock_beside_range_mhz": [1979.8, 1980.1]},
+             {"clock_beside_mhz": 1980.2}, {"grid": 1}]
+    assert stats.clock_beside_info(lines) == {"clock_beside_mhz": 1980.2, "clock_beside_range_mhz": [1979.8, 1994.3]}
+    # reads without ranges (Runner.measure's own before / after): their median and extremes
+    assert stats.clock_beside_info([{"clock_beside_mhz": 1994.3}, {"clock_beside_mhz": 1979.9}]) == {
+        "clock_beside_mhz": 1987.1, "clock_beside_range_mhz": [1979.9, 1994.3]}
+    assert stats.clock_beside_info([{"grid": 1}, {}]) == {}  # no clock read beside: nothing said
