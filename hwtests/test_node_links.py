@@ -172,7 +172,8 @@ def test_peer_latency(gpuprops, node, peer, side):
             medians = links.chase_per_sm(per_sm, k)
             m = links.rate_measurement(name, values, what="link_chase", remeasure=once, settled=False,
                                        launch={"src": src, "dst": peer, "sm": sm,
-                                               "per_sm": {str(s): round(v, 2) for s, v in medians.items()}})
+                                               "per_sm": {str(s): round(v, 2) for s, v in medians.items()},
+                                               **links.chase_clock(per_sm, sm)})
             m.unit, m.stop_reason = unit, f"SM {sm} of {len(per_sm)} sampled"
             return m
         gpuprops.check(name, once(first), method=_pair_method(what, src, peer))

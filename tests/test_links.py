@@ -581,3 +581,10 @@ def test_a_host_window_takes_one_series_of_each_host_fact_a_round_in_turns():
     assert window == {"h2d": [[1.0 + 3 * k] for k in range(links.HOST_ROUNDS)],
                       "d2h": [[2.0 + 3 * k] for k in range(links.HOST_ROUNDS)],
                       "d2h_loaded": [[3.0 + 3 * k] for k in range(links.HOST_ROUNDS)]}
+
+
+def test_the_peer_chase_says_the_clock_its_launches_ran_at_from_their_own_cycles_over_nanoseconds():
+    # H100 GPU-88396b0d, 2026-11-27: 1592.6 cycles and 798.3 ns a hop in a process at 1995 MHz
+    per_sm = {0: ([798.3, 798.0, 796.5], [1592.6, 1592.0, 1593.0]), 66: ([800.0], [1574.0])}
+    assert links.chase_clock(per_sm, 0) == {"clock_beside_mhz": 1995.0, "clock_beside_range_mhz": [1995.0, 2000.0]}
+    assert links.chase_clock(per_sm, 66) == {"clock_beside_mhz": 1967.5, "clock_beside_range_mhz": [1967.5, 1967.5]}
