@@ -1,7 +1,8 @@
 """results layer: a unit against its own baseline. A fact that moved by more than its same-unit band
 since a baseline run on the same GPU (same UUID) is MOVED; the compare takes like with like: the same
 method (the facts entry's text), the same SM clock state where the unit has run in several, a rate of SM
-work scaled by the two clocks, a power below the cap in a near state (a clock within 2 %, a stress begun
+work scaled by the two clocks, a latency whose path leaves the SM scaled half way with its band widened by
+the other half (the clock read beside it), a power below the cap in a near state (a clock within 2 %, a stress begun
 within 6 degrees C) in a band widened for the difference, on the temperature's side only (docs/method.md,
 "the unit's own baseline").
 """
@@ -225,6 +226,7 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     readings of a fact at several SM clocks (baselines.Store.baseline), the nearest is compared; a rate of
     SM work (ceilings.scales_with_sm_clock) read in another clock state than that one is compared with it
     scaled by the two clocks (H100 GPU-28469c12: FFMA 66.008 TFLOP/s at 1980.5 MHz, 66.743 at 1995.6); a
+    latency whose path leaves the SM, read beside another clock state, half way (:func:`partly_clocked`); a
     power is compared in its own state (:data:`CLOCK_STATE_UNITS`), else in a near one (:func:`near_state`) with a
     wider band (:func:`power_band`), else not at all."""
     return _compare(_baseline_index(baseline), current)
