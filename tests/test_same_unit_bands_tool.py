@@ -246,3 +246,22 @@ def test_only_readings_of_the_files_current_method_count_where_asked(tmp_path):
     assert every[(None, "lat")]["spread"] > 0.03 and current[(None, "lat")]["spread"] == pytest.approx(0.2 / 100.1)
     assert same_unit_bands.main([*paths, "--current-method"]) == 2  # which methods: --facts is needed
     assert same_unit_bands.main([*paths, "--one-state", "("]) == 2  # a bad expression, said in one line
+
+
+def test_a_latency_read_beside_its_clock_is_split_by_that_clock_s_state_not_the_session_s(tmp_path):
+    # GPU-88396b0d, 2026-11-27: the DRAM chase 688.54 and 688.65 at 1980 MHz, 694.29 at 1995 (session clock ~1940)
+    paths = []
+    for i, (value, clock) in enumerate([(688.54, 1979.9), (694.29, 1994.7), (688.65, 1979.4)]):
+        v = _verdict("dram", value, "GPU-a", "gpu")
+        v.measurement = {"median": value, "sm_clock_mhz": 1938.8 + i,
+                         "launch": {"clock_beside_mhz": clock, "clock_beside_range_mhz": [clock, clock]}}
+        other = _verdict("dram", value * 1.001, "GPU-b", "gpu")
+        other.measurement = {"median": value, "sm_clock_mhz": 1940.0,
+                             "launch": {"clock_beside_mhz": clock, "clock_beside_range_mhz": [clock, clock]}}
+        p = tmp_path / f"run{i}.json"
+        p.write_text(json.dumps(results.SessionResults([v, other]).to_json({})))
+        paths.append(str(p))
+    found, _ = same_unit_bands.bands(paths)
+    dram = found[(H100, "dram")]
+    assert dram["unit"].endswith("@1979MHz") and dram["spread"] == pytest.approx(0.11 / 688.595, rel=1e-3)
+    assert dram["rel"] == same_unit_bands.FLOOR_REL  # 0.02 % in one state, not the 0.83 % across the two

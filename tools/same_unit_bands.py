@@ -9,7 +9,12 @@ Give it the reports of several processes (``--gpuprops-report``) on several unit
         --facts pytest_gpuprops/facts/sm_90.toml                   # and set same_unit_tolerance_rel per fact
     python3 tools/same_unit_bands.py out/run*.json --facts pytest_gpuprops/facts/sm_90.toml \\
         --current-method --one-state latency                       # readings of today's methods only, the
-                                                                   # latencies pooled over clock states
+                                                                   # latencies pooled over clock states (reports
+                                                                   # before the clock was read beside them)
+    python3 tools/same_unit_bands.py out/run*.json --facts pytest_gpuprops/facts/sm_90.toml \
+        --current-method                                           # a latency read beside its clock
+                                                                   # (KernelSpec.clock_beside) split by that
+                                                                   # clock's state, as the compare takes it
 
 The rule (docs/method.md, "the unit's own baseline"): for each fact, each unit's readings over
 the processes at one SM clock state (an H100 runs a process at 1980 or 1995 MHz; the compare takes
