@@ -344,7 +344,9 @@ class Runner:  # pragma: no mutate block  (GPU only)
         could be read. Read beside a measurement (KernelSpec.clock_beside) it says which clock state the
         launches met: the H100 runs at 1980 or 1995 MHz and moves between them within a process."""
         cp = self.cp
-        fn = self.load(self.compile("sm_clock_rate.cu").cubin, "sm_clock_rate")
+        fn = getattr(self, "_clock_beside_fn", None)  # loaded once: it is read twice beside every flagged measurement
+        if fn is None:
+            fn = self._clock_beside_fn = self.load(self.compile("sm_clock_rate.cu").cubin, "sm_clock_rate")
         out = cp.zeros(2 * CLOCK_BESIDE_SPINS, dtype=cp.uint64)
         for k in range(CLOCK_BESIDE_SPINS):
             fn((1,), (32,), (out[2 * k:], cp.uint64(CLOCK_BESIDE_SPIN_NS)))

@@ -202,8 +202,11 @@ def test_the_clock_beside_is_the_median_of_its_spins_by_the_global_timer(monkeyp
         out, spin_ns = args
         assert spin_ns == measure.CLOCK_BESIDE_SPIN_NS
         out[0], out[1] = next(spins)
-    r.load = lambda cubin, kernel: spin
+    loads = []
+    r.load = lambda cubin, kernel: (loads.append(kernel), spin)[1]
     assert measure.CLOCK_BESIDE_SPINS == 3 and r.clock_beside_mhz() == 1994.4
+    spins = iter([(99_000, 50_016)] * 3)
+    assert r.clock_beside_mhz() == 1979.4 and loads == ["sm_clock_rate"]  # the spin kernel loaded once
 
 
 def test_a_settled_spread_says_how_many_copies_ran_at_the_settled_rate_and_the_dict_keeps_the_reading():
