@@ -666,3 +666,22 @@ def test_only_a_reading_that_can_be_compared_is_named_for_a_changed_method():
     assert unit_compare.method_changed([old], [new]) == [new.fact]
     new.status = "NOISY"
     assert unit_compare.method_changed([old], [new]) == []
+
+
+@pytest.mark.parametrize("clock, read", [(1994.2, 1994.2), (1.0, 1.0), (0, None), (0.0, None), (-3.0, None),
+                                         ("1980", None), (None, None)])
+def test_the_clock_beside_a_reading_is_a_positive_number_or_none(clock, read):
+    v = verdict(680.0, fact="dram_latency_cycles")
+    v.measurement = {"median": 680.0, "launch": {"clock_beside_mhz": clock}}
+    assert unit_compare.clock_beside(v) == read
+
+
+def test_a_reading_whose_clock_beside_is_zero_is_compared_as_read():
+    """A clock beside that could not be read (0) is no clock state: the pair is compared as read, never scaled
+    (nor divided by it)."""
+    dram = dict(fact="dram_latency_cycles", rel=0.004)
+    broken = _beside(682.44, 0.0, **dram)
+    assert not unit_compare.partly_clocked(broken, _beside(682.44, 1979.2, **dram))
+    assert unit_compare.compare([broken], [_beside(682.44 * 1.001, 1979.2, **dram)]) == []
+    (m,) = unit_compare.compare([broken], [_beside(679.10, 1979.2, **dram)])
+    assert "scaled" not in m.expected
