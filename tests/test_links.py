@@ -588,3 +588,10 @@ def test_the_peer_chase_says_the_clock_its_launches_ran_at_from_their_own_cycles
     per_sm = {0: ([798.3, 798.0, 796.5], [1592.6, 1592.0, 1593.0]), 66: ([800.0], [1574.0])}
     assert links.chase_clock(per_sm, 0) == {"clock_beside_mhz": 1995.0, "clock_beside_range_mhz": [1995.0, 2000.0]}
     assert links.chase_clock(per_sm, 66) == {"clock_beside_mhz": 1967.5, "clock_beside_range_mhz": [1967.5, 1967.5]}
+
+
+def test_a_chase_launch_that_read_no_time_is_left_out_of_its_clock():
+    # a launch whose %globaltimer did not move (0 ns) has no clock; every launch that read time has one
+    per_sm = {0: ([0.0, 1.0, 0.8], [1592.6, 1.98, 1.584])}
+    assert links.chase_clock(per_sm, 0) == {"clock_beside_mhz": 1980.0, "clock_beside_range_mhz": [1980.0, 1980.0]}
+    assert links.chase_clock({0: ([0.0], [1592.6])}, 0) == {}
