@@ -144,11 +144,11 @@ def chase_extreme(per_sm: dict[int, tuple[list[float], list[float]]], which: int
 
 def chase_clock(per_sm: dict[int, tuple[list[float], list[float]]], sm: int) -> dict:
     """The SM clock SM ``sm``'s chase launches ran at, each its cycles over its nanoseconds (both timed over the
-    same hops), as stats.clock_beside_info says it: the peer latency in cycles follows the SM clock's state as
+    same hops), as stats.clock_summary says it: the peer latency in cycles follows the SM clock's state as
     the L2 and DRAM latencies do (H100 GPU-88396b0d, 2026-11-27: 1573.5 cycles at 1965 MHz, 1592.6 at 1995, the
     nanoseconds 800.8 and 798.3), so its unit baseline is compared at this clock (unit_compare.partly_clocked)."""
     ns, cycles = per_sm[sm]
-    return stats.clock_beside_info([{"clock_beside_mhz": c / n * 1e3} for n, c in zip(ns, cycles) if n > 0])
+    return stats.clock_summary("clock_beside", [c / n * 1e3 for n, c in zip(ns, cycles) if n > 0])
 
 
 def chase_layout(base: int, lines: int, seed: int = 1, stride: int = 128):

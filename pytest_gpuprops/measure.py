@@ -38,7 +38,7 @@ from .kernel_spec import KernelSpec
 from .stats import (
     SETTLED_MIN_SHARE,
     StopRule,
-    clock_beside_info,
+    clock_summary,
     launch_value,
     region_clock_mhz,
     relative_noise,
@@ -178,7 +178,6 @@ SM_CLOCK_TRIES = 3
 #: 2032-2092 MHz under the suite's compiles, SM_CLOCK_SPINS_NS)
 CLOCK_BESIDE_SPINS = 3
 CLOCK_BESIDE_SPIN_NS = 50_000
-
 
 
 def clock_from_spins(spins: list[tuple[int, float]]) -> float:
@@ -406,10 +405,8 @@ class Runner:  # pragma: no mutate block  (GPU only)
                                 **({"shared_mem": spec.shared_mem} if spec.shared_mem else {}),
                                 **({"session_clock_refused_mhz": round(self.refused_session_clock_mhz, 1)}
                                    if self.refused_session_clock_mhz is not None else {}),
-                                **({"region_clock_mhz": round(statistics.median(region_clocks), 1),
-                                    "region_clock_range_mhz": [round(min(region_clocks), 1), round(max(region_clocks), 1)]}
-                                   if region_clocks else {}),
-                                **clock_beside_info([{"clock_beside_mhz": c} for c in beside])},
+                                **clock_summary("region_clock", region_clocks),
+                                **clock_summary("clock_beside", beside)},
                         per_warp=per_warp)
         m.remeasure = lambda: self.measure(name, spec, divisor=divisor, mode=mode, unit=unit, transform=transform,
                                            stop=stop, built=(cubin, []))

@@ -97,6 +97,17 @@ def region_clock_mhz(pairs: Sequence[Sequence[int]]) -> float | None:
     return statistics.median(clocks) if clocks else None
 
 
+def clock_summary(key: str, clocks: Sequence[float], reads: Sequence[float] = ()) -> dict:
+    """SM clocks (MHz) as a launch info says them: ``<key>_mhz`` their median and ``<key>_range_mhz`` the lowest
+    and highest of ``reads`` (every single read, where the clocks are themselves medians), else of the clocks;
+    to 0.1 MHz; {} where there is none."""
+    if not clocks:
+        return {}
+    span = reads or clocks
+    return {f"{key}_mhz": round(statistics.median(clocks), 1),
+            f"{key}_range_mhz": [round(min(span), 1), round(max(span), 1)]}
+
+
 def clock_beside_info(launches: Sequence[dict]) -> dict:
     """The SM clock read beside one or more measurements (their launch infos' ``clock_beside_mhz`` and
     ``clock_beside_range_mhz``, measure.Runner.measure's for a KernelSpec.clock_beside build), as a launch info of
@@ -104,10 +115,7 @@ def clock_beside_info(launches: Sequence[dict]) -> dict:
     many measurements (a latency over lines, a sweep) says the clock its parts ran at this way."""
     clocks = [c for lc in launches if isinstance(c := lc.get("clock_beside_mhz"), (int, float))]
     reads = [r for lc in launches for r in lc.get("clock_beside_range_mhz") or [] if isinstance(r, (int, float))]
-    if not clocks:
-        return {}
-    return {"clock_beside_mhz": round(statistics.median(clocks), 1),
-            "clock_beside_range_mhz": [round(min(reads or clocks), 1), round(max(reads or clocks), 1)]}
+    return clock_summary("clock_beside", clocks, reads)
 
 
 def best_series(series: Sequence[Sequence[float]]) -> tuple[int, list[float]]:
