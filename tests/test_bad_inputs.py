@@ -1230,23 +1230,46 @@ def _cache_run(cache: Path):
     return c.cubin, [i.line() for i in cubin.instructions("clock_overhead")], sass.nvdisasm_version()
 
 
+class _RecordedNvdisasm:
+    """nvdisasm for the damage cases, which are about the cache, not nvdisasm: each (arguments, input
+    bytes) is run for real once and its output answered again from then on. A damaged listing entry
+    still costs its case a read through ``sass.listing._run_nvdisasm`` (counted in ``runs``), but not
+    nvdisasm's ~0.45 s start on this machine, once for each of the six damages."""
+
+    def __init__(self):
+        self.real, self.outputs, self.runs = sass.listing._run_nvdisasm, {}, 0
+
+    def __call__(self, args, path):
+        self.runs += 1
+        key = (tuple(args), Path(path).read_bytes())
+        if key not in self.outputs:
+            self.outputs[key] = self.real(args, path)
+        return self.outputs[key]
+
+
 @pytest.fixture(scope="module")
 def _healthy_cache(tmp_path_factory):
-    """A cache root filled by one run from nothing, and what that run read: each damage case starts
-    from a copy of it (filling it is a compile and an nvdisasm run, ~0.5 s, the same for every case)."""
+    """A cache root filled by one run from nothing, what that run read, and the nvdisasm that read it:
+    each damage case starts from a copy of it (filling it is a compile and an nvdisasm run, ~0.5 s, the
+    same for every case)."""
     folder = tmp_path_factory.mktemp("healthy_cache")
+    nvdisasm = _RecordedNvdisasm()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GPUPROPS_CACHE_DIR", str(folder))
+        mp.setattr(sass.listing, "_run_nvdisasm", nvdisasm)
         want = _cache_run(folder)
     sass.clear_memo()
-    return folder, want
+    assert nvdisasm.runs == 1  # the one listing read, from nothing
+    return folder, want, nvdisasm
 
 
 @pytest.mark.parametrize("damage", CORRUPTIONS)
 def test_every_cache_entry_damaged_is_read_as_missing_and_healed(tmp_path, monkeypatch, damage, _healthy_cache):
-    healthy, want = _healthy_cache
+    healthy, want, nvdisasm = _healthy_cache
     shutil.copytree(healthy, tmp_path, dirs_exist_ok=True)
     monkeypatch.setenv("GPUPROPS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sass.listing, "_run_nvdisasm", nvdisasm)
+    runs = nvdisasm.runs
     assert _cache_run(tmp_path) == want  # the copy reads as the run that filled it
     entries = sorted(p for p in tmp_path.rglob("*") if p.is_file())
     assert {p.suffix for p in entries} >= {".cubin", ".json"} and len(entries) >= 4
@@ -1255,4 +1278,6 @@ def test_every_cache_entry_damaged_is_read_as_missing_and_healed(tmp_path, monke
         entry.write_bytes(CORRUPTIONS[damage](good))
         assert _cache_run(tmp_path) == want, entry
         assert _cache_run(tmp_path) == want  # and again, from what was written in its place
+    # the damaged listing entry, and only it, was read again: once, then from what was written in its place
+    assert nvdisasm.runs - runs == 1
     sass.clear_memo()

@@ -191,11 +191,11 @@ def test_energy_stress_reads_clock_and_power_from_one_stress_on_a_simulated_gpu(
     wl = workloads.wgmma_workload(gpu, gpu.kernel(3, 1), "bf16", sms=4, zero_operands=True)
     assert wl.kind == "wgmma_bf16_zero" and wl.defines["ZERO_OPERANDS"] == 1
     t0 = time.monotonic()
-    # a counter at 480 W that steps every 5 ms: (mJ, mW) at the time it is read
+    # a counter at 480 W that steps every 1 ms: (mJ, mW) at the time it is read
     monkeypatch.setattr(power, "nvml_energy_reader",
-                        lambda info: lambda: (int((time.monotonic() - t0) / 0.005) * 2400, 480_000))
+                        lambda info: lambda: (int((time.monotonic() - t0) / 0.001) * 480, 480_000))
     stress = power.energy_stress(gpu, wl, clock_name="sustained_sm_clock_tensor_zero_operand_mhz", info=INFO,
-                                 duration_s=0.6, sustained_from_s=0.1)
+                                 duration_s=0.3, sustained_from_s=0.05)
     clock, launched = stress.clock, gpu.launches
     assert clock.median == pytest.approx(1980.0) and clock.launch["sms_covered"] == 4
     assert clock.launch["period_s"] == power.PERIOD_S and launched > 0
@@ -206,7 +206,7 @@ def test_energy_stress_reads_clock_and_power_from_one_stress_on_a_simulated_gpu(
     assert p.launch["span_power_w"] == pytest.approx(480.0, rel=0.05)
     assert p.launch["reading_power_w"] == [480.0] * 5 and p.sm_clock_mhz == clock.sm_clock_mhz
     assert p.launch["window_clock_mhz"] == clock.launch["kernel_clock"]["windows_mhz"]
-    assert (p.launch["power_from_s"], p.launch["power_to_s"]) == (0.1, 0.6)
+    assert (p.launch["power_from_s"], p.launch["power_to_s"]) == (0.05, 0.3)
     assert p.launch["launches"] == clock.launch["launches"]
     # measured again (a failing fact's confirmation), the power runs the stress once more, and so does the clock
     again = p.remeasure()
