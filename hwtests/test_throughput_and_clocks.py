@@ -61,7 +61,8 @@ TENSOR_STOP = stats.StopRule(noise_target=0.01, min_samples=5, max_samples=8, ti
 #: idle), with no clock that NVML or the kernels read moving with it: on H100 GPU-bcdc7ae6 (2026-11-27) 3 of 45
 #: reads of ~0.2 s in a row were high; nine processes' medians of 5 repeats (~0.5 s) read 8630.7-8737.2 (two high);
 #: on the node GPU-3f304f7f one process read 8704.6 against 8615.4 and 8616.9 before and after: a false MOVED at
-#: the 1 % same-unit band. Over 15 repeats an episode shorter than ~0.7 s stays out of the median.
+#: the 1 % same-unit band. Over 15 repeats an episode shorter than ~0.7 s stays out of the median; a longer one
+#: does not (GPU-94750347: one process in eight read +2.6 % over all 15 repeats; open, docs/results.md).
 L2_READ_STOP = stats.StopRule(noise_target=0.01, min_samples=15, max_samples=15, time_budget_s=10.0)
 CLOCK_FACTS = {"ffma": "sustained_sm_clock_ffma_mhz", "tensor": "sustained_sm_clock_tensor_mhz"}
 RATE_FACTS = {"ffma": "ffma_fp32_tflops", "wgmma_bf16": "wgmma_bf16_dense_tflops",
