@@ -190,3 +190,30 @@ def describe(v: Verdict) -> str:
     return (f"{v.fact} on {results.gpu_label(v)}: {v.measured:.3f} {v.unit}; SKU population {v.expected} from "
             f"{_units(v)}; accepted run of {a.get('date', '?')}: {a.get('measured', float('nan')):.3f} {v.unit} "
             f"({a.get('path', '?')})")
+
+
+class UnitBaselines:
+    """Each unit's baseline readings as a check sees them (``choice``: baselines.LAST the store,
+    baselines.NONE nothing, else a file), read once per unit in each process (an xdist worker reads the
+    store itself): :meth:`moved` tells a check that its reading moved off its unit's own baseline, so it is
+    measured again (assertions.confirm_move) before the run's end compares it (baselines.compare_units)."""
+
+    def __init__(self, store: baselines.Store, choice: str):
+        self.store, self.choice = store, choice
+        self._of: dict[str, list[Verdict]] = {}
+
+    def of(self, uuid: str) -> list[Verdict]:
+        if self.choice == baselines.NONE:
+            return []
+        if uuid not in self._of:
+            try:
+                self._of[uuid] = (self.store.baseline(uuid).verdicts if self.choice == baselines.LAST
+                                  else [v for v in baselines.from_report(self.choice) if results.gpu_key(v) == uuid])
+            except (results.ResultsError, baselines.BaselineError):
+                self._of[uuid] = []  # the run's end says what is wrong with it (a usage error)
+        return self._of[uuid]
+
+    def moved(self, v: Verdict) -> bool:
+        """Whether the run's end would call ``v`` (its GPU and test set) MOVED against its unit's baseline."""
+        base = self.of(results.gpu_key(v))
+        return bool(base) and bool(unit_compare.compare(base, [v]))

@@ -378,6 +378,35 @@ def confirm(first: Verdict, measure_again: Callable[[], Verdict] | None, times: 
     return final
 
 
+#: the flag of a reading that moved off its unit's own baseline and was measured again before the run's end
+#: compared it (:func:`confirm_move`)
+MEASURED_AGAIN_OFF_BASELINE = "off its unit's baseline"
+
+
+def confirm_move(first: Verdict, moved: Callable[[Verdict], bool], measure_again: Callable[[], Verdict] | None,
+                 times: int = CONFIRMATIONS) -> Verdict:
+    """A passing reading that moved off its unit's own baseline (``moved``) measured ``times`` more times
+    with fresh launches before the run's end compares it (unit_compare): the median reading judges, its
+    verdict listing every attempt and flagged with how many moved. A state of the GPU that passes within
+    seconds moves one reading, not the median (the L2 read's high state: +2.6 % over one 1.5-s measurement
+    on H100 GPU-94750347, +1.04 % in one whole-suite process of GPU-3f304f7f, both false MOVED at its 1 %
+    band; docs/results.md); a change of the unit moves every reading, and the median is MOVED at the run's
+    end as before. Measurements that were noisy or impossible do not judge; where an even number is left,
+    no median is theirs to take and the first reading stands. A failing first reading is :func:`confirm`'s;
+    a reading that did not move, or cannot be measured again, is returned as it is."""
+    if first.status != PASS or measure_again is None or not moved(first):
+        return first
+    runs = [first] + [measure_again() for _ in range(times)]
+    judged = sorted((r for r in runs if r.status not in (NOISY, ERROR)), key=lambda r: r.measured)
+    median = judged[len(judged) // 2] if len(judged) % 2 else first
+    final = dataclasses.replace(median, attempts=[_attempt(r) for r in runs], flags=list(median.flags))
+    readings = ", ".join(f"{r.measured:.6g}" for r in runs)
+    final.flags.append(f"{MEASURED_AGAIN_OFF_BASELINE} in {sum(map(moved, runs))} of {len(runs)} measurements "
+                       f"({readings} {first.unit}): " + ("the median judged" if len(judged) % 2 else
+                                                         f"{len(judged)} settled, no median: the first stands"))
+    return final
+
+
 #: what of a measurement's launch record each attempt keeps beside its reading: the evidence of a discarded one
 #: (its per-repeat kernel clocks, its events against the host's clock, its values)
 ATTEMPT_EVIDENCE = ("kernel_mhz", "gpu_over_host")

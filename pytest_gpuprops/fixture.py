@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
     from .session import GpuPropsState
 
 _PART = pytest.StashKey[dict]()
+#: the seconds a unit's checks may spend in one process measuring again readings that moved off its own baseline
+#: (assertions.confirm_move): a transient moves a reading or two a run, each measured twice more (a whole-GPU
+#: stress 6 s a time, most facts well under a second); a unit that changed moves them all, and past this budget
+#: its readings are compared as read, so a changed unit's run is at most this much longer
+MOVE_CONFIRM_BUDGET_S = 30.0
 
 
 def _pending(item: pytest.Item) -> dict:
@@ -186,12 +192,33 @@ class FactChecker:
                                  "exactly one @pytest.mark.fact")
         return names[0]
 
-    def _finish(self, v: assertions.Verdict) -> assertions.Verdict:
-        check_declared(self._request.node, v.fact)
+    def _identify(self, v: assertions.Verdict) -> assertions.Verdict:
+        """``v`` named as the run's end names it: this test, this GPU, a pair fact's peer."""
         v.nodeid = self._request.node.nodeid
         v.gpu = self.gpu.identity()
         if self.peer_index is not None:
             v.peer = self._state.info(self.peer_index).identity()
+        return v
+
+    def _moved(self, v: assertions.Verdict) -> bool:
+        return self._state.unit_baselines.moved(self._identify(dataclasses.replace(v)))
+
+    def _confirm_move(self, v: assertions.Verdict, measure_again) -> assertions.Verdict:
+        """assertions.confirm_move, within this unit's MOVE_CONFIRM_BUDGET_S: a unit whose readings keep moving
+        has changed, and measuring each again would only make its run longer."""
+        uuid = self.gpu.uuid or str(self._index)
+        spent = self._state.move_confirm_s.get(uuid, 0.0)
+        if spent >= MOVE_CONFIRM_BUDGET_S:
+            return v
+        started = time.monotonic()
+        try:
+            return assertions.confirm_move(v, self._moved, measure_again)
+        finally:
+            self._state.move_confirm_s[uuid] = spent + time.monotonic() - started
+
+    def _finish(self, v: assertions.Verdict) -> assertions.Verdict:
+        check_declared(self._request.node, v.fact)
+        self._identify(v)
         if not self._state.record_path:  # outside the SKU's population, and accepted for this unit: not red
             v = self._state.accepted.judge(v)
         self.verdicts.append(v)
@@ -223,10 +250,11 @@ class FactChecker:
                                 "measures it again with fresh launches>")
         top, strict = self.gpu.max_sm_clock_mhz, self._state.strict_population
         first = assertions.evaluate(fact, m, reproduce=self.reproduce(), max_sm_clock_mhz=top, strict_population=strict)
-        return self._finish(confirm(
-            first, (lambda: assertions.evaluate(fact, again(), reproduce=self.reproduce(), max_sm_clock_mhz=top,
-                                                strict_population=strict))
-            if again else None))
+
+        def measure_again():
+            return assertions.evaluate(fact, again(), reproduce=self.reproduce(), max_sm_clock_mhz=top,
+                                       strict_population=strict)
+        return self._finish(self._confirm_move(confirm(first, measure_again), measure_again))
 
     def _record(self, name, m, method, unit, old):
         tol_abs, tol_rel = facts_record.default_tolerance(unit, m.reading, m.noise)

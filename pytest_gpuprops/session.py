@@ -57,6 +57,10 @@ class GpuPropsState:
         self.baseline_of: dict[str, baselines.Baseline] = {}
         #: the readings each unit's baseline accepted outside its SKU's population (read where checked)
         self.accepted = accepted_units.AcceptedUnits(self.store, self.baseline_choice)
+        #: each unit's baseline readings as its checks see them, and the seconds each unit's checks spent measuring
+        #: again readings that moved off them (fixture.MOVE_CONFIRM_BUDGET_S)
+        self.unit_baselines = accepted_units.UnitBaselines(self.store, self.baseline_choice)
+        self.move_confirm_s: dict[str, float] = {}
         self.baseline_notes: list[str] = []
         self.stored: list[tuple] = []
         self.plots_dir = opt.gpuprops_plots

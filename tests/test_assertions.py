@@ -524,3 +524,60 @@ def test_a_confirmed_failure_lists_the_first_line_of_each_measurement():
     assert [a["measured_text"] for a in v.attempts] == ["0/2 cases within ±2% of the model",
                                                         "1/2 cases within ±2% of the model",
                                                         "1/2 cases within ±2% of the model"]
+
+
+# ----------------------------------------------------------------------------------------------
+# a passing reading off its unit's own baseline: measured again before the run's end compares it
+
+
+def _lds(value: float, noise: float = 0.0) -> A.Verdict:
+    return A.evaluate(LDS, Measurement.given("lds", [value * (1 - noise), value, value * (1 + noise)]))
+
+
+def _off_baseline(base: float, band: float):
+    """The unit compare's question, for one baseline reading: is this reading off it by more than ``band``?"""
+    return lambda v: abs(v.measured - base) > band
+
+
+def test_a_reading_on_its_baseline_is_not_measured_again():
+    calls = []
+    first = _lds(23.0)
+    assert A.confirm_move(first, _off_baseline(23.0, 0.23), lambda: calls.append(1)) is first and calls == []
+
+
+def test_a_reading_moved_once_is_judged_by_the_median_of_three():
+    """A transient (the L2 read's high state) moves one reading: the median is on the baseline."""
+    again = iter([_lds(22.95), _lds(23.05)])
+    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
+    assert v.status == A.PASS and v.measured == pytest.approx(23.05)
+    assert [a["measured"] for a in v.attempts] == pytest.approx([23.3, 22.95, 23.05])
+    assert v.flags[-1] == (f"{A.MEASURED_AGAIN_OFF_BASELINE} in 1 of 3 measurements (23.3, 22.95, 23.05 cycles): "
+                           "the median judged")
+
+
+def test_a_unit_that_changed_reads_moved_in_the_median_too():
+    again = iter([_lds(23.28), _lds(23.32)])
+    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
+    assert v.measured == pytest.approx(23.3) and "in 3 of 3 measurements" in v.flags[-1]
+
+
+def test_a_failing_or_unrepeatable_reading_is_left_to_its_own_rules():
+    failing = _lds(24.0)  # outside the fact's band: confirm() measures it again, as a failure
+    assert failing.status == A.FAIL
+    assert A.confirm_move(failing, _off_baseline(23.0, 0.23), lambda: pytest.fail("measured again")) is failing
+    moved = _lds(23.3)
+    assert A.confirm_move(moved, _off_baseline(23.0, 0.23), None) is moved
+
+
+def test_a_noisy_measurement_again_does_not_judge():
+    """Measured again, a reading that never settled says nothing of the fact: the median of the rest, and
+    with two left none is theirs to take, so the first reading stands (its move is compared as read)."""
+    noisy = _lds(22.0, noise=0.2)
+    assert noisy.status == A.NOISY
+    again = iter([noisy, _lds(23.02)])
+    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
+    assert v.measured == pytest.approx(23.3) and len(v.attempts) == 3 and v.status == A.PASS
+    assert v.flags[-1].endswith("2 settled, no median: the first stands")
+    again = iter([noisy, _lds(23.01), _lds(22.99), noisy])
+    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again), times=4)
+    assert v.measured == pytest.approx(23.01) and v.flags[-1].endswith("the median judged")

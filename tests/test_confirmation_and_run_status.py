@@ -42,6 +42,8 @@ class _State:
         self.strict_population = False  # --gpuprops-population reach
         self.results = results.SessionResults()
         self.accepted = accepted_units.AcceptedUnits(None, baselines.NONE)  # no unit baseline consulted
+        self.unit_baselines = accepted_units.UnitBaselines(None, baselines.NONE)
+        self.move_confirm_s = {}
 
     def info(self, index):
         return GPU

@@ -27,6 +27,7 @@ from pytest_gpuprops import (
 )
 from pytest_gpuprops import facts as gp_facts
 from pytest_gpuprops.fixture import (
+    MOVE_CONFIRM_BUDGET_S,
     FactChecker,
     UndeclaredFact,
     _pending,
@@ -148,6 +149,9 @@ class _State:
         self.asked = []
         #: no unit baseline: an outside-the-population FAIL stays one (tests/test_accepted_units.py has the rest)
         self.accepted = accepted_units.AcceptedUnits(None, baselines.NONE)
+        #: nor a baseline to move off (the checks against one are below and in tests/test_baselines.py)
+        self.unit_baselines = accepted_units.UnitBaselines(None, baselines.NONE)
+        self.move_confirm_s = {}
 
     def info(self, index):
         self.asked.append(index)
@@ -215,6 +219,41 @@ def test_a_passing_check_is_kept_on_the_checker_the_item_and_the_junit_propertie
     assert v.reproduce == "pytest t.py::test_fact --gpu 2 --gpuprops-facts f.toml"
     assert _pending(node)["verdicts"] == [v.as_dict()] and _pending(node)["recorded"] == []
     assert node.user_properties == [("gpuprops:lds", "23.0 cycles PASS")]
+
+
+class _Baseline:
+    """A unit baseline of 23.0 with a 1 % same-unit band, as the checker asks it (accepted_units.UnitBaselines)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def moved(self, v):
+        self.asked.append((v.nodeid, v.gpu["uuid"], v.measured))
+        return abs(v.measured - 23.0) > 0.23
+
+
+def test_a_reading_off_its_units_baseline_is_measured_twice_more_and_the_median_judges():
+    state = _State()
+    state.unit_baselines = _Baseline()
+    checker, _ = _checker(_facts(LDS), state=state)
+    again = iter([23.05, 22.98])
+    v = checker.check("lds", _given([23.4] * 5, again=lambda: _given([next(again)] * 5)))
+    assert v.status == assertions.PASS and v.measured == 23.05 and checker.verdicts == [v]
+    assert "off its unit's baseline in 1 of 3 measurements" in v.flags[-1]
+    # asked as the run's end names the reading: this test, this GPU
+    assert state.unit_baselines.asked[0] == ("t.py::test_fact", "GPU-2", 23.4)
+    assert state.move_confirm_s["GPU-2"] > 0
+
+
+def test_past_its_budget_a_units_moved_readings_are_compared_as_read(monkeypatch):
+    """A unit that changed moves every reading: past MOVE_CONFIRM_BUDGET_S in a process they are not measured
+    again, so its run is at most that much longer."""
+    state = _State()
+    state.unit_baselines = _Baseline()
+    state.move_confirm_s["GPU-2"] = MOVE_CONFIRM_BUDGET_S
+    checker, _ = _checker(_facts(LDS), state=state)
+    v = checker.check("lds", _given([23.4] * 5, again=lambda: pytest.fail("measured again past the budget")))
+    assert v.measured == 23.4 and v.attempts == [] and state.unit_baselines.asked == []
 
 
 def test_the_planted_shift_reaches_the_check_for_this_fact_on_this_gpu(monkeypatch):

@@ -695,8 +695,9 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
         "gpuprops: 1 MOVED, 2 PASS, 2 UNITS DIFFER",
         PER_GPU_SEP,
         "fact                test      node1:gpu0 Fake GPU (GPU-00000000)    node1:gpu1 Fake GPU (GPU-00000001)",
-        "------------------  --------  ------------------------------------  ------------------------------------",
-        "lds_latency_cycles  test_lds  22.800 PASS                           23.200 PASS",
+        "------------------  --------  ------------------------------------  ------------------------------------*",
+        "lds_latency_cycles  test_lds  22.800 PASS                           23.200 PASS (off its unit's baseline in 3 "
+        "of 3 measurements (23.2, 23.2, 23.2 cycles): the median judged)",
         "gpuprops outlier check: 2 GPUs, 1 facts compared, 0 outlier(s), 2 fact(s) where units differ inside the "
         "SKU's band (not red)",
         "gpuprops baseline: compared with old.json",
@@ -723,20 +724,22 @@ def test_two_gpus_list_per_gpu_then_outliers_and_moved_facts_both_in_the_fleet(p
         FACTS_SEP,
         "all facts for sm_90; -v shows noise, n, attempts, whole verdicts and each skipped test",
         "  fact                expected          measured  verdict",
-        "  ------------------  ----------------  --------  -------",
+        "  ------------------  ----------------  --------  -------*",
         "two gpus list per gpu then outliers and moved facts both in the fleet — 2: 2 PASS",
         "  lds_latency_cycles  23 ± 0.25 cycles  22.800    PASS",
-        "  lds_latency_cycles  23 ± 0.25 cycles  23.200    PASS",
+        # GPU 1's reading moved off its baseline: measured twice more before the run's end judged the median
+        "  lds_latency_cycles  23 ± 0.25 cycles  23.200    PASS (off its unit's baseline in 3 of 3 measurements*",
         *after_the_facts_table,
     ], consecutive=True)
     # -v: the whole facts table, the measurement's spread and n in its cell
     r = pytester.runpytest_inprocess("--gpuprops-gpus", "all", "--gpuprops-compare", "old.json", "-v")
     r.stdout.fnmatch_lines([
         FACTS_SEP,
-        "fact                arch    expected          measured              verdict",
-        "------------------  ------  ----------------  --------------------  ---------",
-        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  22.800 (±0.00%, n=3)  PASS",
-        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  23.200 (±0.00%, n=3)  PASS",
+        "fact                arch    expected          measured                                  verdict",
+        "------------------  ------  ----------------  ----------------------------------------  ---------*",
+        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  22.800 (±0.00%, n=3)                      PASS",
+        "lds_latency_cycles  sm_90   23 ± 0.25 cycles  23.200 (±0.00%, n=3) then 23.200, 23.200  PASS (off its unit's "
+        "baseline in 3 of 3 measurements (23.2, 23.2, 23.2 cycles): the median judged)",
         *after_the_facts_table,
     ], consecutive=True)
 

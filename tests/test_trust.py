@@ -134,8 +134,8 @@ from pytest_gpuprops.measure import Measurement
 VALUES = {values}
 SHIFT = {shift}
 
-def given(values, gpu):
-    v = values.pop(0) + (SHIFT if gpu == 1 else 0)
+def given(values, gpu):  # the values in turn, the last one from then on
+    v = (values.pop(0) if len(values) > 1 else values[0]) + (SHIFT if gpu == 1 else 0)
     m = Measurement.given("lds", [v, v, v])
     m.remeasure = lambda: given(values, gpu)
     return m
@@ -275,6 +275,29 @@ def test_compare_with_an_earlier_report_fails_naming_gpu_and_fact(pytester, monk
                             "(moved +0.400, +1.75%)*MOVED*"])
     pytester.makepyfile(FLAKY_FACT.format(values=[22.9], shift=0))
     assert pytester.runpytest_inprocess("--gpuprops-compare", "old.json").ret == 0
+
+
+def test_a_reading_moved_once_is_measured_again_and_a_unit_that_changed_is_moved(pytester, monkeypatch):
+    """Against the unit's stored baseline (22.8, band 1 %): a state of the GPU that passes within seconds
+    moves one reading (23.2), measured twice more (22.8, 22.9): the median judges and the run is green; a
+    unit that changed reads 23.2 every time: MOVED, red."""
+    monkeypatch.setattr("sys.dont_write_bytecode", True)  # the test file is rewritten between runs
+    pytester.makeconftest(FAKE_GPUS)
+    pytester.makepyfile(FLAKY_FACT.format(values=[22.8], shift=0))
+    assert pytester.runpytest_inprocess().ret == 0  # the unit's baseline
+    pytester.makepyfile(FLAKY_FACT.format(values=[23.2, 22.8, 22.9], shift=0))
+    r = pytester.runpytest_inprocess("--gpuprops-report", "r.json")
+    assert r.ret == 0, r.stdout.str()[-2000:]
+    (v,) = _report(pytester)["facts"]
+    assert v["status"] == "PASS" and v["measured"] == pytest.approx(22.9)
+    assert [a["measured"] for a in v["attempts"]] == pytest.approx([23.2, 22.8, 22.9])
+    assert v["flags"][-1] == ("off its unit's baseline in 1 of 3 measurements (23.2, 22.8, 22.9 cycles): the "
+                              "median judged")
+    pytester.makepyfile(FLAKY_FACT.format(values=[23.2], shift=0))
+    r = pytester.runpytest_inprocess()
+    assert r.ret == 1
+    r.stdout.fnmatch_lines(["*baseline 22.900 ± 0.229 cycles (same-unit band 1.00%)*23.200 cycles*(moved +0.300, "
+                            "+1.31%)*MOVED*"])
 
 
 XDIST_STATIC = '''
