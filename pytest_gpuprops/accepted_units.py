@@ -200,20 +200,21 @@ class UnitBaselines:
 
     def __init__(self, store: baselines.Store, choice: str):
         self.store, self.choice = store, choice
-        self._of: dict[str, list[Verdict]] = {}
+        self._of: dict[str, dict] = {}
 
-    def of(self, uuid: str) -> list[Verdict]:
+    def of(self, uuid: str) -> dict:
+        """The unit's baseline readings, indexed for unit_compare.moved (empty: none, or no baseline used)."""
         if self.choice == baselines.NONE:
-            return []
+            return {}
         if uuid not in self._of:
             try:
-                self._of[uuid] = (self.store.baseline(uuid).verdicts if self.choice == baselines.LAST
-                                  else [v for v in baselines.from_report(self.choice) if results.gpu_key(v) == uuid])
+                readings = (self.store.baseline(uuid).verdicts if self.choice == baselines.LAST
+                            else [v for v in baselines.from_report(self.choice) if results.gpu_key(v) == uuid])
             except (results.ResultsError, baselines.BaselineError):
-                self._of[uuid] = []  # the run's end says what is wrong with it (a usage error)
+                readings = []  # the run's end says what is wrong with it (a usage error)
+            self._of[uuid] = unit_compare.moved_index(readings)
         return self._of[uuid]
 
     def moved(self, v: Verdict) -> bool:
         """Whether the run's end would call ``v`` (its GPU and test set) MOVED against its unit's baseline."""
-        base = self.of(results.gpu_key(v))
-        return bool(base) and bool(unit_compare.compare(base, [v]))
+        return unit_compare.moved(self.of(results.gpu_key(v)), v)

@@ -232,6 +232,16 @@ def compare(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> list[Ver
     return _compare(_baseline_index(baseline), current)
 
 
+def moved_index(baseline: Iterable[Verdict]) -> dict[tuple, list[Verdict]]:
+    """``baseline`` indexed once, for :func:`moved` to ask of one reading at a time (a check, as it reads)."""
+    return _baseline_index(baseline)
+
+
+def moved(index: dict[tuple, list[Verdict]], v: Verdict) -> bool:
+    """Whether :func:`compare` calls ``v`` MOVED against the baseline :func:`moved_index` indexed."""
+    return bool(_compare(index, [v]))
+
+
 def compare_all(baseline: Iterable[Verdict], current: Iterable[Verdict]) -> tuple[list[Verdict], list[str], list[str]]:
     """(:func:`compare`, :func:`method_changed`, :func:`other_clock_state`) of one baseline, indexed once."""
     old, current = _baseline_index(baseline), list(current)
