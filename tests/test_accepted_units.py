@@ -246,3 +246,30 @@ def test_the_reach_is_ten_percent_past_the_lowest_and_highest_unit_and_only_for_
     assert w.status == A.PASS and any(A.WITHIN_REACH in f for f in w.flags)
     assert A.evaluate(FACT, Measurement.given("dsmem", [199.0] * 3), max_sm_clock_mhz=1980,
                       strict_population=True).status == A.FAIL
+
+
+# ----------------------------------------------------------------------------------------------
+# UnitBaselines: a check's question "did this reading move off my unit's baseline?"
+
+
+def test_a_check_asks_its_units_stored_baseline_whether_a_reading_moved(tmp_path):
+    ub = AU.UnitBaselines(store_with(tmp_path, 197.5), baselines.LAST)
+    assert not ub.moved(reading(197.6)) and ub.moved(reading(195.0))  # 1 % band: ±1.975
+    other = reading(195.0)
+    other.gpu = {**GPU, "uuid": "GPU-00000000-another-unit"}  # a unit with no baseline: nothing moved
+    assert not ub.moved(other)
+    assert not AU.UnitBaselines(store_with(tmp_path / "none", 197.5), baselines.NONE).moved(reading(195.0))
+
+
+def test_a_check_against_a_file_asks_the_file_not_the_store(tmp_path):
+    """--gpuprops-compare FILE: the file's readings of the unit, whatever the store holds."""
+    (_, path, _, _), = store_with(tmp_path / "file", 197.5).save([reading(197.5)], RUN)  # a stored run, as a file
+    store = store_with(tmp_path / "store", 195.0)  # the store would call 195.0 on the baseline
+    ub = AU.UnitBaselines(store, str(path))
+    assert ub.moved(reading(195.0)) and not ub.moved(reading(197.6))
+
+
+def test_a_file_that_cannot_be_read_moves_nothing_at_check_time(tmp_path):
+    """The run's end names what is wrong with the file (a usage error); a check just finds no baseline."""
+    ub = AU.UnitBaselines(baselines.Store(tmp_path), str(tmp_path / "gone.json"))
+    assert ub.of(UUID) == {} and not ub.moved(reading(195.0))

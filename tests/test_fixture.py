@@ -8,6 +8,7 @@ fact is refused. Expected values are written out by hand."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import datetime as dt
 from pathlib import Path
 from types import SimpleNamespace
@@ -242,7 +243,16 @@ def test_a_reading_off_its_units_baseline_is_measured_twice_more_and_the_median_
     assert "off its unit's baseline in 1 of 3 measurements" in v.flags[-1]
     # asked as the run's end names the reading: this test, this GPU
     assert state.unit_baselines.asked[0] == ("t.py::test_fact", "GPU-2", 23.4)
-    assert state.move_confirm_s["GPU-2"] > 0
+    assert 0 < state.move_confirm_s["GPU-2"] < 0.5  # the seconds it took, from none
+
+
+def test_a_gpu_without_a_uuid_keeps_its_move_budget_by_its_index(monkeypatch):
+    state = _State()
+    state.unit_baselines = _Baseline()
+    monkeypatch.setattr(state, "info", lambda index: dataclasses.replace(GPU, uuid=""))
+    checker, _ = _checker(_facts(LDS), state=state)
+    checker.check("lds", _given([23.4] * 5, again=lambda: _given([23.0] * 5)))
+    assert list(state.move_confirm_s) == ["2"]
 
 
 def test_past_its_budget_a_units_moved_readings_are_compared_as_read(monkeypatch):
