@@ -578,6 +578,12 @@ def test_a_noisy_measurement_again_does_not_judge():
     v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
     assert v.measured == pytest.approx(23.3) and len(v.attempts) == 3 and v.status == A.PASS
     assert v.flags[-1].endswith("2 settled, no median: the first stands")
+    again = iter([noisy, _lds(23.02)])  # moved down: the first stands, not the other of the two
+    v = A.confirm_move(_lds(22.7), _off_baseline(23.0, 0.23), lambda: next(again))
+    assert v.measured == pytest.approx(22.7) and v.flags[-1].endswith("2 settled, no median: the first stands")
     again = iter([noisy, _lds(23.01), _lds(22.99), noisy])
     v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again), times=4)
     assert v.measured == pytest.approx(23.01) and v.flags[-1].endswith("the median judged")
+    again = iter([_lds(23.28), _lds(23.0), _lds(23.01), _lds(22.99)])  # five settled: the third of them
+    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again), times=4)
+    assert v.measured == pytest.approx(23.01) and "in 2 of 5 measurements" in v.flags[-1]
