@@ -104,6 +104,14 @@ def confirm(first: assertions.Verdict, measure_again) -> assertions.Verdict:
         return unconfirmed
 
 
+def not_measured_again(exc: BaseException) -> str:
+    """The flag of a reading off its unit's baseline whose measuring again stopped with ``exc`` (a skip, an
+    ncu error): it is compared as read, never skipped, so a move cannot hide behind a skip."""
+    reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
+    return (f"{assertions.MEASURED_AGAIN_OFF_BASELINE}, not measured again ({reason}): compared with the baseline "
+            "as read")
+
+
 def not_confirmed(exc: BaseException) -> str:
     """The flag of a failure whose confirmation stopped with ``exc`` (a skip, or an ncu error): what
     stopped it and what to do."""
@@ -213,6 +221,8 @@ class FactChecker:
         started = time.monotonic()
         try:
             return assertions.confirm_move(v, self._moved, measure_again)
+        except (pytest.skip.Exception, nsight.NcuUnavailable) as exc:  # the reading stands, compared as read
+            return dataclasses.replace(v, flags=[*v.flags, not_measured_again(exc)])
         finally:
             self._state.move_confirm_s[uuid] = spent + time.monotonic() - started
 

@@ -246,6 +246,18 @@ def test_a_reading_off_its_units_baseline_is_measured_twice_more_and_the_median_
     assert 0 < state.move_confirm_s["GPU-2"] < 0.5  # the seconds it took, from none
 
 
+def test_a_moved_reading_whose_measuring_again_is_skipped_stands_and_is_not_skipped():
+    """A move must not hide behind a skip (ncu errors while measuring again, as in the FAIL path): the reading
+    is kept as read, flagged, and the run's end compares it."""
+    state = _State()
+    state.unit_baselines = _Baseline()
+    checker, _ = _checker(_facts(LDS), state=state)
+    v = checker.check("lds", _given([23.4] * 5, again=lambda: pytest.skip("ncu: ERR_NVGPUCTRPERM")))
+    assert v.status == assertions.PASS and v.measured == 23.4 and checker.verdicts == [v]
+    assert v.flags[-1] == ("off its unit's baseline, not measured again (ncu: ERR_NVGPUCTRPERM): compared with the "
+                           "baseline as read")
+
+
 def test_a_gpu_without_a_uuid_keeps_its_move_budget_by_its_index(monkeypatch):
     state = _State()
     state.unit_baselines = _Baseline()
