@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 _PART = pytest.StashKey[dict]()
 #: the seconds a unit's checks may spend in one process measuring again readings that moved off its own baseline
 #: (assertions.confirm_move): a transient moves a reading or two a run, each measured twice more (a whole-GPU
-#: stress 6 s a time, most facts well under a second); a unit that changed moves them all, and past this budget
-#: its readings are compared as read, so a changed unit's run is at most this much longer
+#: stress 6 s a time, most facts well under a second); a unit that changed moves them all, and once this budget is
+#: spent its readings are compared as read, so a changed unit's run is this much longer and the last confirmation
+#: it began (at most two of its longest measurement: two zero-operand stresses, each after its cool-down)
 MOVE_CONFIRM_BUDGET_S = 30.0
 
 
