@@ -100,7 +100,8 @@ units)
   # one store; the first run is each unit's baseline and the next ones compare with it (0 MOVED is the bar).
   # Then the store's readings (every run's, at each clock and thermal state they met) planted off by each of
   # PLANTS (default 5 % and 2 %), as the baselines of one more run each (every fact MOVED at 5 %, 95 % of them
-  # at 2 %, is the bar), and on a machine of several
+  # at 2 %, is the bar; a planted run is up to ~30-60 s longer than a plain one: its first moved readings are measured
+  # again, fixture.MOVE_CONFIRM_BUDGET_S), and on a machine of several
   # GPUs an L2-read shift planted on GPU 1 to 6 % above GPU 0's (flagged on GPU 1 is the bar). The reports are the input of tools/same_unit_bands.py and
   # tools/baseline_detection.py.
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,vbios_version,driver_version --format=csv
