@@ -197,6 +197,9 @@ def gated_clock(spins: list[tuple[int, float]], *, queued_ms: float, gate_ms: fl
 class Runner:  # pragma: no mutate block  (GPU only)
     """Compiles, patches, loads and times kernels on one GPU."""
 
+    #: the spin kernel (sm_clock_rate.cu) both clock readings launch, loaded on first use (:meth:`_spin_kernel`)
+    _spin_fn = None
+
     def __init__(self, info: GpuInfo, kernels_dir: str | Path, *, stop: StopRule = StopRule(),
                  cache_dir: str | Path | None = None, launch_timeout_s: float = 10.0):
         import cupy
@@ -318,7 +321,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
         spin (:data:`SM_CLOCK_SPINS_NS`, :func:`gated_clock`), up to :data:`SM_CLOCK_TRIES` times; None where
         the host never queued them within the gate."""
         cp = self.cp
-        fn = self.load(self.compile("sm_clock_rate.cu").cubin, "sm_clock_rate")
+        fn = self._spin_kernel()
         stream = cp.cuda.get_current_stream()
         for _ in range(SM_CLOCK_TRIES):
             outs = [cp.zeros(2, dtype=cp.uint64) for _ in range(3)]
@@ -337,15 +340,20 @@ class Runner:  # pragma: no mutate block  (GPU only)
                 return clock
         return None
 
+    def _spin_kernel(self):
+        """sm_clock_rate (a spin of a given %globaltimer span), compiled and loaded once per runner: the session
+        clock reads it, and the clock beside twice for every flagged measurement."""
+        if self._spin_fn is None:
+            self._spin_fn = self.load(self.compile("sm_clock_rate.cu").cubin, "sm_clock_rate")
+        return self._spin_fn
+
     def clock_beside_mhz(self) -> float | None:
         """The SM clock now, as a kernel sees it: the median of CLOCK_BESIDE_SPINS spins of CLOCK_BESIDE_SPIN_NS
         queued back to back, each its clock64 cycles over its %globaltimer nanoseconds; None where no spin
         could be read. Read beside a measurement (KernelSpec.clock_beside) it says which clock state the
         launches met: the H100 runs at 1980 or 1995 MHz and moves between them within a process."""
         cp = self.cp
-        fn = getattr(self, "_clock_beside_fn", None)  # loaded once: it is read twice beside every flagged measurement
-        if fn is None:
-            fn = self._clock_beside_fn = self.load(self.compile("sm_clock_rate.cu").cubin, "sm_clock_rate")
+        fn = self._spin_kernel()
         out = cp.zeros(2 * CLOCK_BESIDE_SPINS, dtype=cp.uint64)
         for k in range(CLOCK_BESIDE_SPINS):
             fn((1,), (32,), (out[2 * k:], cp.uint64(CLOCK_BESIDE_SPIN_NS)))
