@@ -201,6 +201,7 @@ class UnitBaselines:
     def __init__(self, store: baselines.Store, choice: str):
         self.store, self.choice = store, choice
         self._of: dict[str, dict] = {}
+        self._file: list[Verdict] | None = None  # a compare file's readings, read once for every unit in it
 
     def of(self, uuid: str) -> dict:
         """The unit's baseline readings, indexed for unit_compare.moved (empty: none, or no baseline used)."""
@@ -208,8 +209,12 @@ class UnitBaselines:
             return {}
         if uuid not in self._of:
             try:
-                readings = (self.store.baseline(uuid).verdicts if self.choice == baselines.LAST
-                            else [v for v in baselines.from_report(self.choice) if results.gpu_key(v) == uuid])
+                if self.choice == baselines.LAST:
+                    readings = self.store.baseline(uuid).verdicts
+                else:
+                    if self._file is None:
+                        self._file = baselines.from_report(self.choice)
+                    readings = [v for v in self._file if results.gpu_key(v) == uuid]
             except (results.ResultsError, baselines.BaselineError):
                 readings = []  # the run's end says what is wrong with it (a usage error)
             self._of[uuid] = unit_compare.moved_index(readings)

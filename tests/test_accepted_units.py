@@ -269,6 +269,17 @@ def test_a_check_against_a_file_asks_the_file_not_the_store(tmp_path):
     assert ub.moved(reading(195.0)) and not ub.moved(reading(197.6))
 
 
+def test_a_compare_file_is_read_once_for_every_unit_in_it(tmp_path, monkeypatch):
+    (_, path, _, _), = store_with(tmp_path / "file", 197.5).save([reading(197.5)], RUN)
+    reads = []
+    real = baselines.from_report
+    monkeypatch.setattr(baselines, "from_report", lambda p: reads.append(p) or real(p))
+    ub = AU.UnitBaselines(baselines.Store(tmp_path / "store"), str(path))
+    other = reading(195.0)
+    other.gpu = {**GPU, "uuid": "GPU-00000000-another-unit"}
+    assert ub.moved(reading(195.0)) and not ub.moved(other) and reads == [str(path)]
+
+
 def test_a_file_that_cannot_be_read_moves_nothing_at_check_time(tmp_path):
     """The run's end names what is wrong with the file (a usage error); a check just finds no baseline."""
     ub = AU.UnitBaselines(baselines.Store(tmp_path), str(tmp_path / "gone.json"))
