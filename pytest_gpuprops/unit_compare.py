@@ -54,18 +54,21 @@ def start_temperature_c(v: Verdict) -> float | None:
     return temps[0] if isinstance(temps, list) and temps and isinstance(temps[0], (int, float)) else None
 
 
+def _clock(value) -> float | None:
+    """A clock (MHz) as a stored reading holds it, where it holds one: a positive number."""
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
 def reading_clock(v: Verdict) -> float | None:
     """The SM clock a verdict's measurement ran at (MHz), where it was read: the clock read beside its
     launches where it was (:func:`clock_beside`), else the one its measurement recorded."""
-    clock = clock_beside(v) or (v.measurement or {}).get("sm_clock_mhz")
-    return float(clock) if isinstance(clock, (int, float)) and clock > 0 else None
+    return clock_beside(v) or _clock((v.measurement or {}).get("sm_clock_mhz"))
 
 
 def clock_beside(v: Verdict) -> float | None:
     """The SM clock read just before and after a verdict's launches (MHz; KernelSpec.clock_beside: a latency
     whose path leaves the SM), where it was."""
-    clock = ((v.measurement or {}).get("launch") or {}).get("clock_beside_mhz")
-    return float(clock) if isinstance(clock, (int, float)) and clock > 0 else None
+    return _clock(((v.measurement or {}).get("launch") or {}).get("clock_beside_mhz"))
 
 
 #: a latency whose path leaves the SM (its build reads the clock beside its launches) counts SM cycles for only
