@@ -246,13 +246,15 @@ def timed_placements(cp, wls: Sequence[Workload], scale: int, launches: int, sta
 
 def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: GpuInfo,
                         target_launch_s: float = 0.001, launches: int = 1, stop: StopRule = RATE_STOP,
-                        period_s: float = 0.05, read: Callable | None = None
+                        period_s: float = 0.05, preheat_s: float = 0.0, read: Callable | None = None
                         ) -> Measurement:  # pragma: no mutate block  (GPU only)
     """Throughput of the same work in several placements (``wls``: the L2 read of each window,
     :func:`workloads.l2_placement_workloads`): the launch length calibrated once on the first; a repeat times
     ``launches`` launches on every window in turn (:func:`timed_placements`) and its value is the mean
     of the windows' rates (:func:`rates.placement_value`); repeats until ``stop`` ends it. Each window's rate
-    (median over repeats) and their spread (:func:`rates.placement_summary`) are in ``launch``."""
+    (median over repeats) and their spread (:func:`rates.placement_summary`) are in ``launch``.
+    ``preheat_s``: untimed repeats that long first, so that a state the load leaves (the L2 read's high
+    rate after idle) is over before the timed ones."""
     if not wls:
         raise ValueError("no placements to measure")
     read = read or nvml_reader(info)
@@ -263,6 +265,9 @@ def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: GpuInfo
         stamps = _new_stamps(cp, first, timed + 1)
         timeout = max(30.0, 20 * target_launch_s * launches * len(wls))
         timed_launches(cp, first, scale, 1, stamps, timeout)  # warm-up at the calibrated length
+        heated = time.monotonic()
+        while time.monotonic() - heated < preheat_s:
+            timed_placements(cp, wls, scale, launches, stamps, timeout)
         rates_by_repeat: list[list[float]] = []
 
         def repeat():
@@ -274,7 +279,7 @@ def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: GpuInfo
             repeat, lambda: launches_clock(_read_stamps(stamps, first, timed)), stop, read, period_s)
     summary = placement_summary(rates_by_repeat)
     launch = dict(first.describe(), scale=scale, launches=launches, work_per_launch=first.work(scale),
-                  launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
+                  preheat_s=preheat_s, launch_s=statistics.median(lengths), kernel_mhz=[round(c, 1) for c in clocks],
                   nvml_mhz=round(statistics.median(nvml_mhz), 1) if nvml_mhz else None, sm_count=info.sm_count,
                   placements=len(wls), window_offsets=[wl.extra.get("window_offset") for wl in wls],
                   placement_rates=[round(r, 1) for r in summary["per_window"]],
@@ -285,7 +290,8 @@ def measure_placed_rate(cp, wls: Sequence[Workload], *, name: str, info: GpuInfo
                     overhead_cycles=0.0, sm_clock_mhz=round(median_pair(list(zip(values, clocks)))[1], 1),
                     throttle=throttle, kernel=first.kernel, launch=launch)
     m.remeasure = lambda: measure_placed_rate(cp, wls, name=name, info=info, target_launch_s=target_launch_s,
-                                              launches=launches, stop=stop, period_s=period_s, read=read)
+                                              launches=launches, stop=stop, period_s=period_s,
+                                              preheat_s=preheat_s, read=read)
     return m
 
 

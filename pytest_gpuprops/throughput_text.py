@@ -81,7 +81,8 @@ def _placement_timing(m: Measurement) -> str:
     k, n = ln["placements"], ln["launches"]
     lo, hi = ln.get("placement_lowest"), ln.get("placement_highest")
     spread = ln.get("placement_spread")
-    text = (f"per repeat, every window in turn: one untimed launch that reads it once, then {n} launch"
+    heat = f"after {ln['preheat_s']:g} s of untimed repeats, " if ln.get("preheat_s") else ""
+    text = (f"{heat}per repeat, every window in turn: one untimed launch that reads it once, then {n} launch"
             f"{'es' if n != 1 else ''} of ~{ln['launch_s'] * 1e3:.1f} ms between CUDA events; a repeat's value is the "
             f"mean of the {k} windows' rates, median of {m.n} repeats")
     if lo is not None and hi is not None and spread is not None:

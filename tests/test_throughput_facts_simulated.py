@@ -145,6 +145,7 @@ def _short(request):  # module scope: before the module's tensor stress fixture 
     mp.setattr(request.module.gp_power, "energy_stress", lambda *a, **kw: energy_stress(*a, **{"period_s": 0.002, **kw}))
     mp.setattr(request.module, "TENSOR_PREHEAT_S", 0.0)
     mp.setattr(request.module, "FFMA_PREHEAT_S", 0.02)  # the preheat's loop runs; its length is the GPU's
+    mp.setattr(request.module, "L2_READ_PREHEAT_S", 0.02)
     mp.setattr(request.module, "TENSOR_LAUNCHES", 5)  # each simulated launch sleeps 1 ms
     stress = request.module.tp.stress_clock  # a simulated GPU has no idle clock to wait 0.25 s for
     def logged(cp, wl, **kw):
@@ -215,8 +216,10 @@ def test_the_validation_facts_record_and_check_on_a_simulated_gpu(pytester, kern
     assert facts["dram_copy_gbps"]["value"] == pytest.approx(2 * 16 * 2**20 / 400e-6 / 1e9, abs=1e-3)
     assert "two 16 MiB buffers" in facts["dram_copy_gbps"]["method"]
     assert facts["dram_write_gbps"]["value"] == pytest.approx(16 * 2**20 / 400e-6 / 1e9, abs=1e-3)
-    # the L2 read over 15 repeats: a high state of under ~0.7 s stays out of their median
+    # the L2 read over 15 repeats after untimed ones: a high state of under ~0.7 s stays out of their median,
+    # the one after idle out of the timed repeats
     assert "median of 15 repeats" in facts["l2_read_gbps"]["method"]
+    assert facts["l2_read_gbps"]["method"].count("after 0.02 s of untimed repeats, per repeat") == 1
     # the powers: the simulated counter's 700 W under the tensor stress and 310 W under the zero-operand one
     assert facts["wgmma_bf16_random_operand_power_w"]["value"] == pytest.approx(700.0, rel=0.02)
     assert facts["wgmma_bf16_zero_operand_power_w"]["value"] == pytest.approx(310.0, rel=0.02)
