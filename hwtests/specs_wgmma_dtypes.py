@@ -28,6 +28,12 @@ THROUGHPUT_N = (64, 128, 256)
 #: ~500 cycles, 3.7 % noisy is then ~0.1 %), and each build compiles in about a second
 THROUGHPUT_WORK = 16384
 THROUGHPUT_WARPGROUPS = 2
+#: a throughput measurement's launch pair (KernelSpec.lengths): the chain once and 5 times, so a value is the
+#: steady interval over 4 x 16384 / N instructions a warpgroup, the chain's edges (fill, drain, the warpgroups'
+#: start skew, 60-210 cycles a span, which differed between units and between launches of one unit) cancelled.
+#: Measured with fully unrolled chains of 2x and 4x the length on H100 GPU-6d80a5f8 (2026-11-27): N / 2 for
+#: every dense shape, 16 + N / 2 for sparse ss
+THROUGHPUT_LENGTHS = (1, 5)
 KERNEL = "wgmma_dtypes"
 SOURCE = "wgmma_dtypes.cu"
 
@@ -54,16 +60,27 @@ def throughput_unroll(n: int) -> int:
     return THROUGHPUT_WORK // n
 
 
-def spec(dtype: str, n: int, a_regs: bool, unroll: int, warpgroups: int = 1) -> KernelSpec:
+def spec(dtype: str, n: int, a_regs: bool, unroll: int, warpgroups: int = 1, repeated: bool = False) -> KernelSpec:
     """UNROLL wgmma of ``dtype`` m64nNkK on one accumulator chain per warpgroup, A from shared memory
-    (descriptor) or registers; a block of 128 x ``warpgroups`` threads."""
+    (descriptor) or registers; a block of 128 x ``warpgroups`` threads. ``repeated``: the chain in a loop
+    whose count is the launch's last argument, measured at :data:`THROUGHPUT_LENGTHS`."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     if n not in (64, 128, 256):
         raise ValueError(f"N must be 64, 128 or 256, not {n}")
-    return KernelSpec(SOURCE, KERNEL, {"DTYPE": DTYPES[dtype][0], "N": n, "A_REGS": int(a_regs), "UNROLL": unroll},
-                      grid=1, block=128 * warpgroups, args=lambda cp: (cp.zeros(1024, dtype=cp.float32),),
-                      region={"WARPGROUP.ARRIVE": 1, opcode(dtype, n): unroll, "WARPGROUP.DEPBAR.LE": 1})
+    defines = {"DTYPE": DTYPES[dtype][0], "N": n, "A_REGS": int(a_regs), "UNROLL": unroll}
+    if not repeated:
+        return KernelSpec(SOURCE, KERNEL, defines, grid=1, block=128 * warpgroups,
+                          args=lambda cp: (cp.zeros(1024, dtype=cp.float32), cp.int32(1)),
+                          region={"WARPGROUP.ARRIVE": 1, opcode(dtype, n): unroll, "WARPGROUP.DEPBAR.LE": 1})
+    # the chain in a loop (REPEATED): ptxas puts a WARPGROUP.ARRIVE at the top of each pass and, after the loop,
+    # one more and a lone HGMMA.64x8x16.F16 before the wait (constant: both lengths hold them); the loop's
+    # count (a register), its increment, compare and branch are the glue
+    return KernelSpec(SOURCE, KERNEL, dict(defines, REPEATED=1), grid=1, block=128 * warpgroups,
+                      args=lambda cp: (cp.zeros(1024, dtype=cp.float32),), lengths=THROUGHPUT_LENGTHS,
+                      region={"WARPGROUP.ARRIVE": 3, opcode(dtype, n): unroll, "HGMMA.64x8x16.F16": 1,
+                              "WARPGROUP.DEPBAR.LE": 1},
+                      region_other=4)
 
 
 def latency(dtype: str, n: int, a_regs: bool) -> KernelSpec:
@@ -71,7 +88,7 @@ def latency(dtype: str, n: int, a_regs: bool) -> KernelSpec:
 
 
 def throughput(dtype: str, n: int, a_regs: bool) -> KernelSpec:
-    return spec(dtype, n, a_regs, throughput_unroll(n), THROUGHPUT_WARPGROUPS)
+    return spec(dtype, n, a_regs, throughput_unroll(n), THROUGHPUT_WARPGROUPS, repeated=True)
 
 
 def build_id(dtype: str, n: int, a_regs: bool, unroll: int) -> str:

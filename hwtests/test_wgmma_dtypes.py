@@ -92,10 +92,13 @@ def test_wgmma_dtype_cycles_per_sm(gpuprops, dtype, n, a_regs, benchmark):
     spec = wd.throughput(dtype, n, a_regs)
     u = wd.throughput_unroll(n)
     m = gpuprops.measure(name, spec, divisor=u * WG, mode="span", built=built(gpuprops.runner, spec))
+    short, long = spec.lengths
     gpuprops.check(name, m, benchmark=benchmark,
                    method=f"{u} {wd.opcode(dtype, n)} ({'A in registers' if a_regs else 'A in shared memory'}) "
-                          f"on one accumulator chain per warpgroup, {WG} warpgroups in one block; cycles per "
-                          "instruction per SM over the block's span")
+                          f"on one accumulator chain per warpgroup, {WG} warpgroups in one block, the chain run "
+                          f"{short} and {long} times (a loop, one binary); cycles per instruction per SM: the "
+                          f"difference of the block's spans over {long - short} x {u} x {WG} instructions (the "
+                          "steady interval, the chain's fill, drain and start edges cancelled)")
 
 
 def _model_cases(sparse: bool) -> list[tuple[str, tuple, object]]:
@@ -137,8 +140,9 @@ def _check_model(gpuprops, name: str, sparse: bool):
                             operands="rs" if a_regs else "ss", measured=measured, model=model)
     gpuprops.check_model(
         name, got, tolerance_rel=MODEL_TOLERANCE, unit="FLOP/clk/SM", remeasure=measure_all,
-        method=f"2 x 64 x N x K / cycles per instruction per SM ({WG} warpgroups, one accumulator chain each, "
-               "span) against 2 x 64 x N x K / max(2 x 64 x N x K / peak(type), operand bytes read from shared "
+        method=f"2 x 64 x N x K / cycles per instruction per SM ({WG} warpgroups, one accumulator chain each; "
+               "the f16 / bf16 builds over the block's span, the other types the steady interval between two chain "
+               "lengths) against 2 x 64 x N x K / max(2 x 64 x N x K / peak(type), operand bytes read from shared "
                f"memory / {bw} B/clk ({SMEM_BANDWIDTH_FACT})); operand bytes: B = N x 32 (sparse: N x 64), plus "
                f"A = 2048 for ss; N = {', '.join(map(str, wd.THROUGHPUT_N))}"
                + ("" if sparse else "; f16 ss also N = 8, 16, 32 (the bandwidth term)"),

@@ -53,11 +53,20 @@ class KernelSpec:
     #: miss) counts cycles of the SM clock for only part of the way, so its cycles follow the clock's state
     #: (unit_compare.PARTLY_CLOCKED_EXPONENT), and a baseline is compared at the clock it was read at
     clock_beside: bool = False
+    #: (short, long): the kernel's last argument is how many times its timed chain runs (not in ``args``); each
+    #: launch of the measurement is a pair, one at each count, and its value is the difference of the two spans
+    #: over (long - short) x the divisor (stats.slope_value): the chain's steady interval, without the fill, drain
+    #: and start-skew edges that a single span holds (a wgmma chain of 16384 / N instructions: N / 2 plus an edge
+    #: of 60-210 cycles that differed between units and launches, docs/results.md). None: one launch, as is.
+    lengths: tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.carveout is not None and not 0 <= self.carveout <= 100:
             raise ValueError(f"carveout {self.carveout}: expected a percent 0..100 of the largest shared-memory "
                              "carve-out, or None to leave the driver's default")
+        if self.lengths is not None and not (len(self.lengths) == 2 and 1 <= self.lengths[0] < self.lengths[1]):
+            raise ValueError(f"lengths {self.lengths}: expected (short, long) repeat counts, 1 <= short < long, or "
+                             "None for one launch of the kernel as built")
 
     @property
     def timer(self) -> bool:

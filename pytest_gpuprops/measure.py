@@ -44,6 +44,7 @@ from .stats import (
     relative_noise,
     robust_relative_noise,
     settled_copies,
+    slope_value,
     stop_reason,
 )
 from .timing import build_for_timing
@@ -385,7 +386,13 @@ class Runner:  # pragma: no mutate block  (GPU only)
             args = spec.args(self.cp) if spec.args else ()
             reasons_before, _ = devices.throttle_reasons(self.info)
             clock = self.session_sm_clock_mhz()
-            self.launch_pairs(fn, spec, args)  # warm-up: instruction caches, module load
+            if spec.lengths:  # a launch pair, one at each repeat count of the chain (the kernel's last argument)
+                if mode != "span":
+                    raise ValueError(f"{spec.label()}: lengths {spec.lengths} take the slope of the block's span; "
+                                     f"mode must be 'span', not {mode!r}")
+                import numpy
+                short, long = ((*args, numpy.int32(n)) for n in spec.lengths)
+            self.launch_pairs(fn, spec, short if spec.lengths else args)  # warm-up: instruction caches, module load
             beside = [self.clock_beside_mhz()] if spec.clock_beside else []
             values: list[float] = []
             per_warp: list[float] = []
@@ -393,8 +400,14 @@ class Runner:  # pragma: no mutate block  (GPU only)
             t_start = time.monotonic()
             reason = None
             while reason is None:
-                pairs = self.launch_pairs(fn, spec, args).tolist()
-                v, per_warp = launch_value(pairs, overhead, divisor, mode, warps_per_block=max(1, spec.block // 32))
+                if spec.lengths:
+                    pairs = self.launch_pairs(fn, spec, long).tolist()
+                    v, per_warp = slope_value(self.launch_pairs(fn, spec, short).tolist(), pairs, divisor,
+                                              spec.lengths[1] - spec.lengths[0])
+                else:
+                    pairs = self.launch_pairs(fn, spec, args).tolist()
+                    v, per_warp = launch_value(pairs, overhead, divisor, mode,
+                                               warps_per_block=max(1, spec.block // 32))
                 values.append(float(transform(v) if transform else v))
                 launch_clock = region_clock_mhz(pairs) if spec.timer else None
                 if launch_clock is not None:
@@ -409,6 +422,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
                         throttle=sorted(set(reasons_before) | set(reasons_after)), kernel=spec.kernel,
                         launch={"source": spec.source, "defines": dict(spec.defines), "grid": spec.grid,
                                 "block": spec.block, "mode": mode, "divisor": divisor,
+                                **({} if spec.lengths is None else {"lengths": list(spec.lengths)}),
                                 **({} if spec.cluster is None else {"cluster": spec.cluster}),
                                 **({"shared_mem": spec.shared_mem} if spec.shared_mem else {}),
                                 **({"session_clock_refused_mhz": round(self.refused_session_clock_mhz, 1)}

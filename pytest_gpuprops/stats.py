@@ -58,6 +58,25 @@ def launch_value(pairs: Sequence[Sequence[int]], overhead: float, divisor: float
                      f"not {mode!r}")
 
 
+def slope_value(short: Sequence[Sequence[int]], long: Sequence[Sequence[int]], divisor: float,
+                repeats_apart: int) -> tuple[float, list[float]]:
+    """One launch pair's value (KernelSpec.lengths): the difference of the block's spans (last stop - first start)
+    of the launch whose chain ran ``repeats_apart`` more times and of the other, over ``repeats_apart`` x
+    ``divisor`` (the instructions a repeat); per warp, the same difference of each warp's own stop - start.
+    The clock-read overhead and every edge the two launches share (fill, drain, how far apart the warps
+    started) cancel."""
+    if not short or len(short) != len(long):
+        raise ValueError(f"a slope needs the same warps in both launches, not {len(short)} and {len(long)}")
+    if repeats_apart < 1 or divisor <= 0:
+        raise ValueError(f"repeats_apart must be >= 1 and divisor > 0, not {repeats_apart} and {divisor}")
+
+    def span(pairs):
+        return float(max(p[1] for p in pairs) - min(p[0] for p in pairs))
+    scale = repeats_apart * divisor
+    per_warp = [float((b[1] - b[0]) - (a[1] - a[0])) / scale for a, b in zip(short, long)]
+    return (span(long) - span(short)) / scale, per_warp
+
+
 #: the interquartile range of a normal distribution in standard deviations: IQR / IQR_PER_SIGMA estimates sigma
 IQR_PER_SIGMA = 1.349
 

@@ -143,6 +143,41 @@ def test_a_measurement_builds_its_arguments_inside_the_gpu_s_lock(monkeypatch):
     assert events[:3] == ["locked", ("args", [3]), ("launch", ("warmed",))] and events[-1] == "released"
 
 
+def test_a_build_with_lengths_is_measured_as_the_slope_between_its_two_chain_lengths(monkeypatch):
+    """KernelSpec.lengths: every launch of the measurement is a pair, the chain's count appended to the
+    arguments (the short count for the warm-up), and a value is the difference of the two spans over the
+    instructions between them, so an edge that moves from launch to launch (here 0 or 90 cycles, in both
+    launches of a pair alike) does not reach it; the launch info says the counts."""
+    import numpy as np
+
+    from pytest_gpuprops.kernel_spec import KernelSpec
+    from pytest_gpuprops.stats import StopRule
+
+    calls = []
+    edges = iter([0, 0, 0, 90, 90, 0, 0, 90, 90])  # the warm-up, then (long, short) pairs
+
+    def launch(spec, args):
+        calls.append(args[1:])
+        count = int(args[-1])
+        return np.array([[1000, 1000 + next(edges) + count * 128 * 100]])  # 100 instructions a pass
+    r = _stand_in_runner(monkeypatch, launch)
+    spec = KernelSpec("wgmma_dtypes.cu", "wgmma_dtypes", {}, args=lambda cp: ("out",), lengths=(1, 5))
+    m = r.measure("wgmma", spec, divisor=100, mode="span", stop=StopRule(noise_target=1.0, min_samples=4, max_samples=4))
+    assert m.values == [128.0] * 4  # (5 - 1) x 100 instructions apart, 128 cycles each, edges cancelled
+    assert [int(c[0]) for c in calls] == [1, 5, 1, 5, 1, 5, 1, 5, 1]
+    assert m.launch["lengths"] == [1, 5]
+    with pytest.raises(ValueError, match="mode must be 'span'"):
+        r.measure("wgmma", spec, divisor=100, mode="warp")
+
+
+def test_lengths_must_be_two_increasing_repeat_counts():
+    from pytest_gpuprops.kernel_spec import KernelSpec
+    for bad in [(0, 2), (3, 3), (5, 1), (1, 2, 3)]:
+        with pytest.raises(ValueError, match="1 <= short < long"):
+            KernelSpec("k.cu", "k", lengths=bad)
+    assert KernelSpec("k.cu", "k", lengths=(1, 5)).lengths == (1, 5)
+
+
 def test_a_timer_build_reports_the_clock_its_launches_ran_at_and_other_builds_do_not(monkeypatch):
     """A TIMER=1 build's launches (clock and %globaltimer pairs a warp) say the SM clock they ran at: the
     launch info's region_clock_mhz (the median over launches) and its range, beside the cycles, never in them."""

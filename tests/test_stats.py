@@ -37,6 +37,29 @@ def test_span_mode_runs_from_the_first_start_to_the_last_stop():
     assert per_warp == [15.0, 30.0, 22.0]  # (170-20)/10, (320-20)/10, (240-20)/10
 
 
+def test_a_slope_is_the_difference_of_two_spans_over_the_instructions_between_them():
+    # the long launch ran the chain 4 more times: span 9100 - 100 = 9000, the short one 2120 - 120 = 2000, each
+    # holding the same edges; (9000 - 2000) / (4 x 7) = 250 a chain instruction, whatever the edge
+    short = [(120, 2100), (130, 2120)]
+    long = [(100, 9050), (140, 9100)]
+    value, per_warp = stats.slope_value(short, long, 7.0, 4)
+    assert value == 250.0
+    assert per_warp == [(8950 - 1980) / 28, (8960 - 1990) / 28]  # each warp's own stop - start, the same difference
+    # an edge moved between the two launches moves the slope by its share: 280 cycles more in the long one
+    assert stats.slope_value(short, [(100, 9330), (140, 9380)], 7.0, 4)[0] == 260.0
+
+
+@pytest.mark.parametrize("short, long, divisor, apart, message", [
+    ([], [], 1.0, 1, "same warps"),
+    ([(0, 10)], [(0, 20), (0, 30)], 1.0, 1, "same warps"),
+    ([(0, 10)], [(0, 20)], 1.0, 0, "repeats_apart"),
+    ([(0, 10)], [(0, 20)], 0.0, 1, "divisor"),
+])
+def test_a_slope_refuses_launches_it_cannot_pair(short, long, divisor, apart, message):
+    with pytest.raises(ValueError, match=message):
+        stats.slope_value(short, long, divisor, apart)
+
+
 def test_values_are_floats_and_the_overhead_is_subtracted_before_dividing():
     value, per_warp = launch_value([(0, 10)], 0.5, 4.0, "warp")
     assert value == 2.375 and isinstance(value, float)  # (10 - 0.5) / 4
