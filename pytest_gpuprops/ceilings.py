@@ -19,7 +19,8 @@ The ceilings, and where each number comes from:
   B/cycle/SM, docs/published_values.md §3).
 * wgmma chain intervals (cycles per instruction per SM): at or above the instruction's FLOPs over the
   SM's peak FLOP/clk for its type (dense tf32 2048, f16/bf16 4096, 8-bit 8192; sparse twice its dense
-  type, NVIDIA's "with sparsity" figures, docs/published_values.md N1c).
+  type, NVIDIA's "with sparsity" figures, docs/published_values.md N1c), less the 0.05 % a steady
+  interval read as a difference of two spans can fall under it (WGMMA_INTERVAL_RESOLUTION_REL).
 * MHz: at or under the GPU's maximum SM clock (NVML's nvmlDeviceGetMaxClockInfo, 1980 MHz on the
   H100 and H200 SXM) plus one 15 MHz clock step, which some H100 units run at, plus the 1 MHz
   within which the kernels' clock64 / %globaltimer reads a clock (the FFMA stress 1979.6-1980.1 MHz on
@@ -113,6 +114,20 @@ WGMMA_FLOP_PER_CLK = {"tf32": 2048, "f16": 4096, "bf16": 4096, "f16_f16acc": 409
                       "s8": 8192, "u8": 8192, "sp_f16": 8192, "sp_e4m3": 16384}
 _WGMMA_INTERVAL = re.compile(r"^wgmma_(?:(?P<pre>[a-z0-9_]+?)_)?m64n(?P<n>\d+)k(?P<k>\d+)_(?:(?P<post>f16|bf16)_)?"
                              r"(?:ss|rs)_sm_cycles$")
+
+
+#: how far under its floor a wgmma chain interval can read from how it is measured: the difference of two
+#: launches' spans, whose edges (fill, drain, start skew) differ by up to ~25 cycles between launches, over the
+#: 512-2048 chain instructions between them (H100 GPU-2a7e6836, 2026-11-27: 127.965 against 128, 31.988 against 32;
+#: the dense shapes' medians otherwise 127.998-128.031). A reading further under is not the hardware's
+WGMMA_INTERVAL_RESOLUTION_REL = 5e-4
+
+
+def under_wgmma_floor(name: str, value: float) -> bool:
+    """Whether ``value`` of wgmma chain-interval fact ``name`` is under what the tensor cores can do: under
+    its FLOP floor by more than the method's resolution (:data:`WGMMA_INTERVAL_RESOLUTION_REL`)."""
+    floor = wgmma_interval_floor(name)
+    return floor is not None and value < floor * (1 - WGMMA_INTERVAL_RESOLUTION_REL)
 
 
 def wgmma_interval_floor(name: str) -> float | None:
