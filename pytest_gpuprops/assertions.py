@@ -17,7 +17,7 @@ from .ceilings import (
     impossible_sample,
 )
 from .facts import Fact
-from .measure import Measurement
+from .measurement import Measurement
 
 PASS, FAIL, NOISY, SCHEDULE_CHANGED, RECORDED = "PASS", "FAIL", "NOISY", "SCHEDULE CHANGED", "RECORDED"
 #: a failure that did not reproduce when measured again: the method, not the hardware, is in doubt

@@ -18,6 +18,7 @@ import pytest
 from . import assertions, devices, driver_launch, facts_record, measure, nsight, timing
 from . import facts as gp_facts
 from .kernel_spec import KernelSpec
+from .measurement import Measurement
 
 if TYPE_CHECKING:
     from .session import GpuPropsState
@@ -147,7 +148,7 @@ class FactChecker:
     def runner(self) -> measure.Runner:
         return self._state.runner(self._index)
 
-    def measure(self, name: str, spec: KernelSpec, **kw) -> measure.Measurement:
+    def measure(self, name: str, spec: KernelSpec, **kw) -> Measurement:
         try:
             return self.runner.measure(name, spec, **kw)
         except timing.UncleanRegion as exc:
@@ -238,7 +239,7 @@ class FactChecker:
         assertions.raise_for(v)
         return v
 
-    def check(self, name: str, m: measure.Measurement, *, method: str = "", unit: str | None = None,
+    def check(self, name: str, m: Measurement, *, method: str = "", unit: str | None = None,
               benchmark=None, remeasure=None) -> assertions.Verdict:
         """Assert measurement ``m`` against fact ``name`` of this arch (or record it in record mode).
 
@@ -327,7 +328,7 @@ def parse_plant_shift(text: str | None) -> tuple[int, str, float] | None:
     return index, name, delta
 
 
-def planted_shift(m: measure.Measurement, fact: str, gpu_index: int) -> measure.Measurement:
+def planted_shift(m: Measurement, fact: str, gpu_index: int) -> Measurement:
     """Test-only: ``GPUPROPS_PLANT_SHIFT="<gpu index>:<fact>:<delta>"`` adds delta to one GPU's
     measurement of one fact (and to its re-measurements), to check on real hardware that an
     outlier or a moved fact is flagged. The verdict says it was planted."""
@@ -365,7 +366,7 @@ class StaticChecker:
         return v
 
 
-def store_in_benchmark(benchmark, m: measure.Measurement, info: devices.GpuInfo) -> None:
+def store_in_benchmark(benchmark, m: Measurement, info: devices.GpuInfo) -> None:
     """Store ``m``'s per-launch values (cycles, not seconds) as this test's benchmark stats.
 
     pytest-benchmark times callables with its timer; here the "timer" is a cycle counter that a

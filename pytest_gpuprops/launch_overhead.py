@@ -46,7 +46,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from .measure import Measurement
+from .measurement import Measurement
 from .stats import StopRule, stop_reason
 
 SOURCE = "launch_overhead.cu"

@@ -31,7 +31,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from . import compile as gp_compile
-from . import devices, gpulock, measure, stats
+from . import devices, gpulock, stats
+from .measurement import Measurement
 from .stats import SETTLED_BAND, SETTLED_MIN_SHARE
 
 PEER_BYTES = 1 << 30
@@ -94,8 +95,8 @@ def plant_no_peer() -> bool:
 
 
 def rate_measurement(name: str, values: Sequence[float], *, what: str, launch: dict,
-                     remeasure: Callable[[], measure.Measurement], noise_target: float = 0.02,
-                     settled: bool = True) -> measure.Measurement:
+                     remeasure: Callable[[], Measurement], noise_target: float = 0.02,
+                     settled: bool = True) -> Measurement:
     """A link rate as the suite's Measurement: per-copy GB/s, a fixed count (no stop rule: a copy of
     1 GiB repeats within 0.1 % on NVLink, 256 MiB within ~2 % on PCIe), the reading the median of the copies
     at the settled rate (within stats.SETTLED_BAND of the series' top) and its noise their interquartile
@@ -109,7 +110,7 @@ def rate_measurement(name: str, values: Sequence[float], *, what: str, launch: d
     False (a latency's launches, which a disturbance makes slower, not faster): their median and
     interquartile spread."""
     how = "settled" if settled else "median"
-    return measure.Measurement(name=name, unit="GB/s", values=list(values), stop_reason=f"{len(values)} copies",
+    return Measurement(name=name, unit="GB/s", values=list(values), stop_reason=f"{len(values)} copies",
                                noise_target=noise_target, overhead_cycles=0.0, sm_clock_mhz=None, throttle=[],
                                kernel=what, launch=dict(launch), remeasure=remeasure, center=how,
                                spread="settled" if settled else "iqr")

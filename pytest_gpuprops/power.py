@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from . import devices
-from .measure import Measurement
+from .measurement import Measurement
 
 #: NVML sampled this often during a power stress: a counter step is seen at most this late
 PERIOD_S = 0.01

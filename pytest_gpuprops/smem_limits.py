@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from .measure import Measurement
+from .measurement import Measurement
 
 SOURCE = "smem_limits.cu"
 #: the search's ceiling: four times the largest shared memory of any SM so far (256 KiB with L1)

@@ -62,7 +62,7 @@ from .clocks import (
 from .devices import GpuInfo, gpu_temperature_c
 from .driver_launch import KernelLaunchError
 from .gpulock import gpu_lock, power_lock
-from .measure import Measurement
+from .measurement import Measurement
 from .rates import (
     RATE_WINDOWS,
     median_pair,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from .clocks import EARLY_FROM_S
 from .datasheets import PEAK_FIELD, PER_SM_CYCLE, Datasheet, clock_peak_tflops, implied_clock_mhz
-from .measure import Measurement
+from .measurement import Measurement
 from .workloads import PAGE_BYTES, WGMMA_UNROLL, WGMMA_WARPGROUPS
 
 
