@@ -196,7 +196,7 @@ class UnitBaselines:
     """Each unit's baseline readings as a check sees them (``choice``: baselines.LAST the store,
     baselines.NONE nothing, else a file), read once per unit in each process (an xdist worker reads the
     store itself): :meth:`moved` tells a check that its reading moved off its unit's own baseline, so it is
-    measured again (assertions.confirm_move) before the run's end compares it (baselines.compare_units)."""
+    measured again (confirmation.confirm_move) before the run's end compares it (baselines.compare_units)."""
 
     def __init__(self, store: baselines.Store, choice: str):
         self.store, self.choice = store, choice

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import assertions, devices, driver_launch, facts_record, measure, nsight, timing
+from . import assertions, confirmation, devices, driver_launch, facts_record, measure, nsight, timing
 from . import facts as gp_facts
 from .kernel_spec import KernelSpec
 from .measurement import Measurement
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 _PART = pytest.StashKey[dict]()
 #: the seconds a unit's checks may spend in one process measuring again readings that moved off its own baseline
-#: (assertions.confirm_move): a transient moves a reading or two a run, each measured twice more (a whole-GPU
+#: (confirmation.confirm_move): a transient moves a reading or two a run, each measured twice more (a whole-GPU
 #: stress 6 s a time, most facts well under a second); a unit that changed moves them all, and once this budget is
 #: spent its readings are compared as read, so a changed unit's run is this much longer and the last confirmation
 #: it began (at most two of its longest measurement: two zero-operand stresses, each after its cool-down)
@@ -93,13 +93,13 @@ class CannotConfirm(TypeError):
 
 
 def confirm(first: assertions.Verdict, measure_again) -> assertions.Verdict:
-    """:func:`assertions.confirm`, where confirming a failure never ends in a skip: a measurement of a
+    """:func:`confirmation.confirm`, where confirming a failure never ends in a skip: a measurement of a
     failing fact that was skipped while being measured again (``pytest.skip`` in ``measure_again``,
     as the ``ncu`` fixture does when Nsight Compute errors) or whose ncu errored leaves the failure
     standing, unconfirmed, with the reason in its flags. A real failure does not hide behind a skip;
     a skip before the first measurement (no GPU, no ncu at all) is not touched."""
     try:
-        return assertions.confirm(first, measure_again)
+        return confirmation.confirm(first, measure_again)
     except (pytest.skip.Exception, nsight.NcuUnavailable) as exc:
         unconfirmed = dataclasses.replace(first)
         unconfirmed.flags = [*first.flags, not_confirmed(exc)]
@@ -110,7 +110,7 @@ def not_measured_again(exc: BaseException) -> str:
     """The flag of a reading off its unit's baseline whose measuring again stopped with ``exc`` (a skip, an
     ncu error): it is compared as read, never skipped, so a move cannot hide behind a skip."""
     reason = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
-    return (f"{assertions.MEASURED_AGAIN_OFF_BASELINE}, not measured again ({reason}): compared with the baseline "
+    return (f"{confirmation.MEASURED_AGAIN_OFF_BASELINE}, not measured again ({reason}): compared with the baseline "
             "as read")
 
 
@@ -214,7 +214,7 @@ class FactChecker:
         return self._state.unit_baselines.moved(self._identify(dataclasses.replace(v)))
 
     def _confirm_move(self, v: assertions.Verdict, measure_again) -> assertions.Verdict:
-        """assertions.confirm_move, within this unit's MOVE_CONFIRM_BUDGET_S: a unit whose readings keep moving
+        """confirmation.confirm_move, within this unit's MOVE_CONFIRM_BUDGET_S: a unit whose readings keep moving
         has changed, and measuring each again would only make its run longer."""
         uuid = self.gpu.uuid or str(self._index)
         spent = self._state.move_confirm_s.get(uuid, 0.0)
@@ -222,7 +222,7 @@ class FactChecker:
             return v
         started = time.monotonic()
         try:
-            return assertions.confirm_move(v, self._moved, measure_again)
+            return confirmation.confirm_move(v, self._moved, measure_again)
         except (pytest.skip.Exception, nsight.NcuUnavailable) as exc:  # the reading stands, compared as read
             return dataclasses.replace(v, flags=[*v.flags, not_measured_again(exc)])
         finally:

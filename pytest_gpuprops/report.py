@@ -42,7 +42,8 @@ def _measured_cell(v: Verdict) -> str:
 def summary_line(verdicts: Iterable[Verdict], run: dict | None = None) -> str:
     """"gpuprops: 2 FAIL, 1 UNSTABLE, 27 PASS, 4 SKIPPED" in the order that needs attention; a run
     cut short (``run``: results.run_status) says so first: "gpuprops: INCOMPLETE (interrupted ...): 20 PASS"."""
-    from .assertions import BEYOND_UNITS, DISCARDED_FIRST
+    from .assertions import BEYOND_UNITS
+    from .confirmation import DISCARDED_FIRST
     from .results import incomplete_reason
     verdicts = list(verdicts)
     counts: dict[str, int] = {}

@@ -13,7 +13,7 @@ from gp_testing import fake_gpu_conftest, one_fact_test
 
 from pytest_gpuprops import accepted_units as AU
 from pytest_gpuprops import assertions as A
-from pytest_gpuprops import baselines, report, results, unit_compare
+from pytest_gpuprops import baselines, confirmation, report, results, unit_compare
 from pytest_gpuprops.facts import Fact
 from pytest_gpuprops.measure import Measurement
 
@@ -32,7 +32,7 @@ def reading(value, *, throttle=(), settled=True, fact=FACT):
     m = Measurement.given("dsmem", values)
     m.sm_clock_mhz, m.throttle = 1980.0, list(throttle)
     v = A.evaluate(fact, m, max_sm_clock_mhz=1980, strict_population=True)  # --gpuprops-population strict
-    v = A.confirm(v, lambda: A.evaluate(fact, m, max_sm_clock_mhz=1980, strict_population=True))
+    v = confirmation.confirm(v, lambda: A.evaluate(fact, m, max_sm_clock_mhz=1980, strict_population=True))
     v.nodeid, v.gpu = NODE, dict(GPU)
     return v
 

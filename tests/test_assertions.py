@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from pytest_gpuprops import assertions
+from pytest_gpuprops import assertions, confirmation
 from pytest_gpuprops import assertions as A
 from pytest_gpuprops import models as M
 from pytest_gpuprops.facts import Fact, load_facts
@@ -147,10 +147,10 @@ def test_a_cycle_fact_is_never_excused_by_throttling():
 
 def test_a_throttled_failure_is_confirmed_like_a_failure():
     first = A.evaluate(CLOCK, Measurement.given("clk", [1700.0] * 5, unit="MHz", throttle=["sw_power_cap"]))
-    again = A.confirm(first, lambda: A.evaluate(CLOCK, Measurement.given("clk", [1701.0] * 5, unit="MHz",
+    again = confirmation.confirm(first, lambda: A.evaluate(CLOCK, Measurement.given("clk", [1701.0] * 5, unit="MHz",
                                                                           throttle=["sw_power_cap"])))
     assert again.status == A.THROTTLED and "confirmed: failed 3 of 3" in again.verdict_text
-    recovered = A.confirm(first, lambda: A.evaluate(CLOCK, Measurement.given("clk", [1980.0] * 5, unit="MHz")))
+    recovered = confirmation.confirm(first, lambda: A.evaluate(CLOCK, Measurement.given("clk", [1980.0] * 5, unit="MHz")))
     assert recovered.status == A.UNSTABLE
 
 
@@ -520,7 +520,7 @@ def test_each_status_opens_its_message_with_what_happened(status, head):
 def test_a_confirmed_failure_lists_the_first_line_of_each_measurement():
     first = _verdict(assertions.FAIL, "0/2 cases within ±2% of the model\n            off the model: a; b")
     again = _verdict(assertions.FAIL, "1/2 cases within ±2% of the model\n            off the model: b")
-    v = assertions.confirm(first, lambda: again)
+    v = confirmation.confirm(first, lambda: again)
     assert [a["measured_text"] for a in v.attempts] == ["0/2 cases within ±2% of the model",
                                                         "1/2 cases within ±2% of the model",
                                                         "1/2 cases within ±2% of the model"]
@@ -542,31 +542,31 @@ def _off_baseline(base: float, band: float):
 def test_a_reading_on_its_baseline_is_not_measured_again():
     calls = []
     first = _lds(23.0)
-    assert A.confirm_move(first, _off_baseline(23.0, 0.23), lambda: calls.append(1)) is first and calls == []
+    assert confirmation.confirm_move(first, _off_baseline(23.0, 0.23), lambda: calls.append(1)) is first and calls == []
 
 
 def test_a_reading_moved_once_is_judged_by_the_median_of_three():
     """A transient (the L2 read's high state) moves one reading: the median is on the baseline."""
     again = iter([_lds(22.95), _lds(23.05)])
-    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
+    v = confirmation.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
     assert v.status == A.PASS and v.measured == pytest.approx(23.05)
     assert [a["measured"] for a in v.attempts] == pytest.approx([23.3, 22.95, 23.05])
-    assert v.flags[-1] == (f"{A.MEASURED_AGAIN_OFF_BASELINE} in 1 of 3 measurements (23.3, 22.95, 23.05 cycles): "
+    assert v.flags[-1] == (f"{confirmation.MEASURED_AGAIN_OFF_BASELINE} in 1 of 3 measurements (23.3, 22.95, 23.05 cycles): "
                            "the median judged")
 
 
 def test_a_unit_that_changed_reads_moved_in_the_median_too():
     again = iter([_lds(23.28), _lds(23.32)])
-    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
+    v = confirmation.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
     assert v.measured == pytest.approx(23.3) and "in 3 of 3 measurements" in v.flags[-1]
 
 
 def test_a_failing_or_unrepeatable_reading_is_left_to_its_own_rules():
     failing = _lds(24.0)  # outside the fact's band: confirm() measures it again, as a failure
     assert failing.status == A.FAIL
-    assert A.confirm_move(failing, _off_baseline(23.0, 0.23), lambda: pytest.fail("measured again")) is failing
+    assert confirmation.confirm_move(failing, _off_baseline(23.0, 0.23), lambda: pytest.fail("measured again")) is failing
     moved = _lds(23.3)
-    assert A.confirm_move(moved, _off_baseline(23.0, 0.23), None) is moved
+    assert confirmation.confirm_move(moved, _off_baseline(23.0, 0.23), None) is moved
 
 
 def test_a_noisy_measurement_again_does_not_judge():
@@ -575,15 +575,15 @@ def test_a_noisy_measurement_again_does_not_judge():
     noisy = _lds(22.0, noise=0.2)
     assert noisy.status == A.NOISY
     again = iter([noisy, _lds(23.02)])
-    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
+    v = confirmation.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again))
     assert v.measured == pytest.approx(23.3) and len(v.attempts) == 3 and v.status == A.PASS
     assert v.flags[-1].endswith("2 settled, no median: the first stands")
     again = iter([noisy, _lds(23.02)])  # moved down: the first stands, not the other of the two
-    v = A.confirm_move(_lds(22.7), _off_baseline(23.0, 0.23), lambda: next(again))
+    v = confirmation.confirm_move(_lds(22.7), _off_baseline(23.0, 0.23), lambda: next(again))
     assert v.measured == pytest.approx(22.7) and v.flags[-1].endswith("2 settled, no median: the first stands")
     again = iter([noisy, _lds(23.01), _lds(22.99), noisy])
-    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again), times=4)
+    v = confirmation.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again), times=4)
     assert v.measured == pytest.approx(23.01) and v.flags[-1].endswith("the median judged")
     again = iter([_lds(23.28), _lds(23.0), _lds(23.01), _lds(22.99)])  # five settled: the third of them
-    v = A.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again), times=4)
+    v = confirmation.confirm_move(_lds(23.3), _off_baseline(23.0, 0.23), lambda: next(again), times=4)
     assert v.measured == pytest.approx(23.01) and "in 2 of 5 measurements" in v.flags[-1]

@@ -5,7 +5,7 @@ tests/test_physical_ceilings.py took out of sm_90.toml (pytest_gpuprops/facts/sm
 
 import pytest
 
-from pytest_gpuprops import assertions, ceilings
+from pytest_gpuprops import assertions, ceilings, confirmation
 from pytest_gpuprops.facts import Fact
 from pytest_gpuprops.measure import Measurement
 
@@ -83,7 +83,7 @@ def test_an_impossible_rate_inside_its_band_is_an_error_not_a_pass():
     with pytest.raises(assertions.ImpossibleReading, match="gave a physically impossible reading"):
         assertions.raise_for(v)
     # measured again and impossible again: the ERROR stands, with every measurement listed
-    again = assertions.confirm(v, lambda: assertions.evaluate(FACT, _rate(893.0, 1617.0), max_sm_clock_mhz=1980))
+    again = confirmation.confirm(v, lambda: assertions.evaluate(FACT, _rate(893.0, 1617.0), max_sm_clock_mhz=1980))
     assert again.status == assertions.ERROR and [a["measured"] for a in again.attempts] == [893.6, 893.0, 893.0]
     assert again.flags[-1] == "confirmed: impossible in 3 of 3 measurements"
     # the same rate at the clock it could run at passes its band; the same clock with a possible rate too
@@ -140,7 +140,7 @@ def test_an_impossible_first_measurement_is_discarded_and_the_next_ones_judge_th
     first = _ffma([67.5, 67.6, 67.57, 68.39, 66.73], clock=2029.3)  # GPU-aba34808's ERROR of 2026-11-26
     assert first.status == assertions.ERROR
     again = iter([_ffma([66.03] * 5), _ffma([65.94] * 5)])
-    v = assertions.confirm(first, lambda: next(again))
+    v = confirmation.confirm(first, lambda: next(again))
     assert v.status == assertions.PASS and v.measured == 66.03
     assert [a["status"] for a in v.attempts] == ["ERROR", "PASS", "PASS"]
     # the discarded one keeps its values (and, from a GPU, its per-repeat kernel clocks and events against the host's)
@@ -151,21 +151,21 @@ def test_an_impossible_first_measurement_is_discarded_and_the_next_ones_judge_th
                                 "2029.3 MHz)); judged on the 2 after it")
     # the new measurements are judged by the usual rule: both fail, confirmed; one of two passes, UNSTABLE
     low = iter([_ffma([55.0] * 5), _ffma([55.1] * 5)])
-    failed = assertions.confirm(first, lambda: next(low))
+    failed = confirmation.confirm(first, lambda: next(low))
     assert failed.status == assertions.FAIL and failed.measured == 55.0
     assert "confirmed: failed 2 of 3 measurements" in failed.flags
     mixed = iter([_ffma([55.0] * 5), _ffma([66.0] * 5)])
-    assert assertions.confirm(first, lambda: next(mixed)).status == assertions.UNSTABLE
+    assert confirmation.confirm(first, lambda: next(mixed)).status == assertions.UNSTABLE
     # impossible again in any new measurement: the ERROR stands
     twice = iter([_ffma([66.0] * 5), _ffma([69.0] * 5)])
-    stands = assertions.confirm(first, lambda: next(twice))
+    stands = confirmation.confirm(first, lambda: next(twice))
     assert stands.status == assertions.ERROR and stands.flags[-1] == "confirmed: impossible in 2 of 3 measurements"
 
 
 def test_the_summary_line_counts_the_verdicts_judged_after_a_discarded_measurement():
     from pytest_gpuprops import report
     again = iter([_ffma([66.03] * 5), _ffma([65.94] * 5)])
-    v = assertions.confirm(_ffma([67.57] * 5, clock=2029.3), lambda: next(again))
+    v = confirmation.confirm(_ffma([67.57] * 5, clock=2029.3), lambda: next(again))
     assert report.summary_line([v, _ffma([66.0] * 5)]) == (
         "gpuprops: 2 PASS; 1 judged after a noisy or impossible first measurement was discarded (ffma_fp32_tflops: "
         "the verdicts say why)")

@@ -14,7 +14,18 @@ from types import SimpleNamespace
 import pytest
 from filelock import FileLock, Timeout
 
-from pytest_gpuprops import assertions, devices, gpulock, inputs, links, measure, nvlink, results, stats
+from pytest_gpuprops import (
+    assertions,
+    confirmation,
+    devices,
+    gpulock,
+    inputs,
+    links,
+    measure,
+    nvlink,
+    results,
+    stats,
+)
 from pytest_gpuprops import facts as gp_facts
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -113,9 +124,9 @@ def test_a_series_with_fewer_than_half_its_copies_at_the_settled_rate_is_noisy(w
         f"{round(m.settled_share * 12)} of 12 copies at the settled rate, under 50%: a disturbance through the series")
     # measured again and settled: the first is discarded, and the verdict says why
     settled = links.rate_measurement("device_to_host_gbps", [56.5] * 12, what="x", launch={}, remeasure=None)
-    final = assertions.confirm(v, lambda: assertions.evaluate(fact, settled))
+    final = confirmation.confirm(v, lambda: assertions.evaluate(fact, settled))
     assert final.status == assertions.PASS and any(
-        f.startswith(f"{assertions.DISCARDED_FIRST}, noisy: {round(m.settled_share * 12)} of 12 copies at the settled "
+        f.startswith(f"{confirmation.DISCARDED_FIRST}, noisy: {round(m.settled_share * 12)} of 12 copies at the settled "
                      "rate") for f in final.flags)
 
 

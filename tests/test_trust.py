@@ -8,9 +8,9 @@ import pytest
 from gp_testing import child_processes_outside_mutmut, fake_gpu_conftest
 
 from pytest_gpuprops import assertions as A
+from pytest_gpuprops import confirmation, unit_compare
 from pytest_gpuprops import facts as F
 from pytest_gpuprops import results as R
-from pytest_gpuprops import unit_compare
 from pytest_gpuprops.measure import Measurement
 
 LDS = F.load_facts("sm_90")["lds_latency_cycles"]  # 23 ± 0.25 cycles
@@ -25,7 +25,7 @@ def _v(values):
 
 def test_a_failure_that_reproduces_is_a_confirmed_fail_with_every_measurement():
     again = iter([_v([24.2] * 3), _v([24.3] * 3)])
-    v = A.confirm(_v([24.1] * 3), lambda: next(again))
+    v = confirmation.confirm(_v([24.1] * 3), lambda: next(again))
     assert v.status == A.FAIL and [a["measured"] for a in v.attempts] == [24.1, 24.2, 24.3]
     assert "confirmed: failed 3 of 3 measurements" in v.flags
     assert "attempt 3: 24.300 cycles" in v.message()
@@ -35,7 +35,7 @@ def test_a_failure_that_reproduces_is_a_confirmed_fail_with_every_measurement():
 
 def test_a_failure_that_does_not_reproduce_is_unstable_and_still_fails_the_test():
     again = iter([_v([23.0] * 3), _v([24.2] * 3)])
-    v = A.confirm(_v([24.1] * 3), lambda: next(again))
+    v = confirmation.confirm(_v([24.1] * 3), lambda: next(again))
     assert v.status == A.UNSTABLE and [a["status"] for a in v.attempts] == ["FAIL", "PASS", "FAIL"]
     assert "1 of 3 measurements passed" in v.flags and not v.ok
     with pytest.raises(A.UnstableMeasurement, match="did not fail again"):
@@ -45,30 +45,30 @@ def test_a_failure_that_does_not_reproduce_is_unstable_and_still_fails_the_test(
 def test_a_pass_is_not_measured_again():
     def boom():
         raise AssertionError("a passing fact must not be measured again")
-    assert A.confirm(_v([23.0] * 3), boom).status == A.PASS
+    assert confirmation.confirm(_v([23.0] * 3), boom).status == A.PASS
 
 
 def test_a_noisy_first_measurement_is_discarded_and_the_next_two_judge_the_fact():
     noisy = A.evaluate(LDS, Measurement.given("lds", [20.0, 26.0, 23.0]))
     assert noisy.status == A.NOISY
-    failed = A.confirm(noisy, lambda: _v([30.0] * 3))
+    failed = confirmation.confirm(noisy, lambda: _v([30.0] * 3))
     assert failed.status == A.FAIL and "confirmed: failed 2 of 3 measurements" in failed.flags
-    passed = A.confirm(noisy, lambda: _v([23.0] * 3))
+    passed = confirmation.confirm(noisy, lambda: _v([23.0] * 3))
     assert passed.status == A.PASS and passed.measured == 23.0 and passed.ok
     assert passed.flags[-1].startswith("first measurement discarded, noisy: noise 13.04% over target 1.00% "
                                        "(converged) (23.000 cycles (min 20.000, max 26.000")
     assert [a["status"] for a in passed.attempts] == ["NOISY", "PASS", "PASS"]
     again = iter([_v([23.0] * 3), _v([30.0] * 3)])
-    assert A.confirm(noisy, lambda: next(again)).status == A.UNSTABLE
-    never = A.confirm(noisy, lambda: noisy)  # never settled: NOISY, confirmed over all three, nothing discarded
+    assert confirmation.confirm(noisy, lambda: next(again)).status == A.UNSTABLE
+    never = confirmation.confirm(noisy, lambda: noisy)  # never settled: NOISY, confirmed over all three, nothing discarded
     assert never.status == A.NOISY and never.flags[-1] == "confirmed: failed 3 of 3 measurements"
-    assert not any(f.startswith(A.DISCARDED_FIRST) for f in never.flags)
+    assert not any(f.startswith(confirmation.DISCARDED_FIRST) for f in never.flags)
 
 
 def test_confirmation_count_is_two_fresh_measurements():
     calls = []
-    A.confirm(_v([30.0] * 3), lambda: calls.append(1) or _v([30.0] * 3))
-    assert len(calls) == A.CONFIRMATIONS == 2
+    confirmation.confirm(_v([30.0] * 3), lambda: calls.append(1) or _v([30.0] * 3))
+    assert len(calls) == confirmation.CONFIRMATIONS == 2
 
 
 # -- fleet rules: pure -----------------------------------------------------------------------

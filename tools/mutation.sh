@@ -31,7 +31,7 @@ fi
 # facts files the tests read come over afresh every run
 if [ -d mutants/pytest_gpuprops/facts ]; then cp pytest_gpuprops/facts/*.toml mutants/pytest_gpuprops/facts/; fi
 modules=("$@")
-[ ${#modules[@]} -eq 0 ] && modules=(cli results unit_compare session fixture cache prefetch plugin startup summary assertions facts facts_schema facts_record report measurement measure devices gpulock stats kernel_spec timing driver_launch nsight compile sass)
+[ ${#modules[@]} -eq 0 ] && modules=(cli results unit_compare session fixture cache prefetch plugin startup summary assertions facts facts_schema facts_record report confirmation measurement measure devices gpulock stats kernel_spec timing driver_launch nsight compile sass)
 for m in "${modules[@]}"; do
     GPUPROPS_TEST_LISTING_SEED=$listings mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "pytest_gpuprops.$m.*"
     survivors=""
