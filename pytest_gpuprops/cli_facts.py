@@ -49,8 +49,7 @@ def detection_rows(sets) -> list[tuple[str, str, float, float | None]]:
     fact of ``sets`` and their GPU sections, the weakest first."""
     rows = []
     for f in sets:
-        sections = [(f.gpu or "arch", f)] + ([] if f.gpu else list(f.gpu_sections.items()))
-        for name, section in sections:
+        for name, section in f.sections():
             for x in section.values():
                 if x.detection_shift is not None:
                     rows.append((f"{f.arch} {name}", x.name, x.detection_shift, x.same_unit_tolerance_rel))

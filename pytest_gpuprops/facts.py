@@ -146,6 +146,13 @@ class Facts(dict):
         self.gpu_sections: dict[str, dict[str, Fact]] = {}  # GPU name -> its facts, as in the file
         self.gpu: str | None = None  # the GPU these facts were selected for (select_gpu)
 
+    def sections(self) -> list[tuple[str, dict[str, Fact]]]:
+        """(section, its facts) of this file: the arch's ("arch") and each GPU model's, as in the file; for
+        facts selected for a GPU (:func:`select_gpu`), that GPU's one table, its section already merged in."""
+        if self.gpu:
+            return [(self.gpu, self)]
+        return [("arch", self), *self.gpu_sections.items()]
+
     def need(self, name: str) -> Fact:
         if name not in self and self.gpu is not None and is_gpu_scoped(name, self):
             where = self.path or "(no file)"

@@ -320,6 +320,16 @@ def test_a_gpu_section_overrides_and_adds(facts_file):
     assert f.gpu == "NVIDIA H100 80GB HBM3"
 
 
+def test_sections_are_the_arch_and_each_gpu_as_in_the_file_or_the_one_gpu_selected(facts_file):
+    f = F.load_facts("sm_90", facts_file)
+    assert [(name, sorted(table)) for name, table in f.sections()] == [
+        ("arch", ["l2_hit_latency_cycles", "lds_latency_cycles", "old_dram_latency_cycles"]),
+        *[(g, sorted(t)) for g, t in f.gpu_sections.items()]]
+    assert [g for g, _ in f.sections()[1:]] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    h100 = F.load_facts("sm_90", facts_file, gpu_name="NVIDIA H100 80GB HBM3")
+    assert [(name, table is h100) for name, table in h100.sections()] == [("NVIDIA H100 80GB HBM3", True)]
+
+
 def test_gpu_names_match_whatever_the_case_and_spacing(facts_file):
     f = F.load_facts("sm_90", facts_file, gpu_name="nvidia  h200")
     assert f["dram_latency_cycles"].value == 750.0

@@ -68,14 +68,10 @@ def readings(f: gp_facts.Fact) -> list[tuple[str, float]]:
     return out
 
 
-def sections(facts: gp_facts.Facts) -> list[tuple[str, dict[str, gp_facts.Fact]]]:
-    return [("arch", dict(facts))] + list(facts.gpu_sections.items())
-
-
 def ceiling_problems(facts: gp_facts.Facts) -> list[str]:
     """Each reading of ``facts`` past its physical ceiling, as 'section fact: what, by how much'."""
     problems = []
-    for section, table in sections(facts):
+    for section, table in facts.sections():
         sheet = ds.datasheet_for(section) if section != "arch" else None
         for name, f in sorted(table.items()):
             if f.kind != "measured" or f.value is None:
@@ -149,7 +145,7 @@ def test_every_rate_width_and_clock_fact_has_a_ceiling():
     """A new fact in one of these units must say what bounds it (a rule here), and a time unit belongs
     to a GPU section with a datasheet (its SMs, maximum clock and peaks)."""
     missing, checked = [], 0
-    for section, table in sections(packaged()):
+    for section, table in packaged().sections():
         for name, f in table.items():
             if f.kind != "measured" or f.unit not in CEILING_UNITS:
                 continue

@@ -22,14 +22,12 @@ from pytest_gpuprops import facts_record
 def merge(base: F.Facts, recorded: F.Facts | None, replace: str | None, drop: str | None = None) -> list[F.Fact]:
     pattern = re.compile(replace) if replace else None
     dropped = re.compile(drop) if drop else None
-    out = {(f.gpu, f.name): f for f in base.values()}
-    for sec in base.gpu_sections.values():
-        out.update({(f.gpu, f.name): f for f in sec.values()})
+    out = {(f.gpu, f.name): f for _, table in base.sections() for f in table.values()}
     if dropped:
         out = {k: f for k, f in out.items() if not dropped.search(f.name)}
     if recorded is None:
         return list(out.values())
-    new = list(recorded.values()) + [f for sec in recorded.gpu_sections.values() for f in sec.values()]
+    new = [f for _, table in recorded.sections() for f in table.values()]
     for f in new:
         key = (f.gpu, f.name)
         old = out.get(key)

@@ -79,10 +79,8 @@ def current_methods(facts_path) -> dict:
     """{(section, fact): the method text} of every fact in a facts file (section None: the arch's)."""
     from pytest_gpuprops.facts import load_file
     loaded = load_file(facts_path)
-    out = {(None, name): f.method for name, f in loaded.items()}
-    for gpu, section in loaded.gpu_sections.items():
-        out.update({(gpu, name): f.method for name, f in section.items()})
-    return out
+    return {(None if section == "arch" else section, name): f.method
+            for section, table in loaded.sections() for name, f in table.items()}
 
 
 def by_state(per_unit: dict[str, list[tuple[float, float | None]]]) -> dict[str, list[float]]:

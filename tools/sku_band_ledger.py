@@ -40,7 +40,7 @@ def bands(sets) -> dict[str, dict]:
     """key 'arch:section:fact' -> the band as the facts files set it now."""
     out = {}
     for f in sets:
-        for section, table in [("arch", f)] + list(f.gpu_sections.items()):
+        for section, table in f.sections():
             for x in table.values():
                 if x.kind != "measured":
                     continue
