@@ -30,7 +30,7 @@ name both (the report's GPU x GPU matrix). Both GPUs' locks are held while a pai
 
 import pytest
 
-from pytest_gpuprops import devices, links, nvlink, stats
+from pytest_gpuprops import devices, links, nvlink, peer_chase, stats
 
 pytestmark = [pytest.mark.gpu, pytest.mark.node]
 # the links are the node's (the SKU's and its topology: NV18 between SXM H100s), not the SM arch's
@@ -156,10 +156,10 @@ def test_peer_latency(gpuprops, node, peer, side):
                 return node.chase(src, peer, gpu.arch, gpu.sm_count)
         except links.PeerAccessOff as exc:
             pytest.fail(f"p2p latency: GPU {src}'s SMs cannot reach GPU {peer}: {exc}", pytrace=False)
-    what = (f"one thread on each of {links.CHASE_SMS} SMs of the source GPU in turn (spread over its SMs) chases a random "
-            f"cycle of {links.CHASE_FOOTPRINT >> 20} MiB of 128-byte lines in the peer's memory (warm in its L2; "
-            f"link_chase.cu, ld.global.cg), {links.CHASE_HOPS} hops a launch timed in the kernel by %globaltimer and "
-            f"clock64, {links.CHASE_LAUNCHES - 1} launches per SM after one; the value is the median of the "
+    what = (f"one thread on each of {peer_chase.CHASE_SMS} SMs of the source GPU in turn (spread over its SMs) chases a random "
+            f"cycle of {peer_chase.CHASE_FOOTPRINT >> 20} MiB of 128-byte lines in the peer's memory (warm in its L2; "
+            f"link_chase.cu, ld.global.cg), {peer_chase.CHASE_HOPS} hops a launch timed in the kernel by %globaltimer and "
+            f"clock64, {peer_chase.CHASE_LAUNCHES - 1} launches per SM after one; the value is the median of the "
             + ("nearest SM's launches (the lowest SM median)" if side == "near" else
                "farthest SM's launches (the highest SM median)"))
     first = chase()
@@ -168,12 +168,12 @@ def test_peer_latency(gpuprops, node, peer, side):
 
         def once(per_sm=None, k=k, name=name, unit=unit):
             per_sm = per_sm if per_sm is not None else chase()
-            sm, values = links.chase_extreme(per_sm, k, side)
-            medians = links.chase_per_sm(per_sm, k)
+            sm, values = peer_chase.chase_extreme(per_sm, k, side)
+            medians = peer_chase.chase_per_sm(per_sm, k)
             m = links.rate_measurement(name, values, what="link_chase", remeasure=once, settled=False,
                                        launch={"src": src, "dst": peer, "sm": sm,
                                                "per_sm": {str(s): round(v, 2) for s, v in medians.items()},
-                                               **links.chase_clock(per_sm, sm)})
+                                               **peer_chase.chase_clock(per_sm, sm)})
             m.unit, m.stop_reason = unit, f"SM {sm} of {len(per_sm)} sampled"
             return m
         gpuprops.check(name, once(first), method=_pair_method(what, src, peer))

@@ -23,6 +23,7 @@ from pytest_gpuprops import (
     links,
     measure,
     nvlink,
+    peer_chase,
     results,
     stats,
 )
@@ -180,12 +181,12 @@ def test_the_link_methods_say_how_the_copies_make_the_reading():
 
 
 def test_chase_values_are_ns_then_cycles_per_hop_of_each_launch():
-    hops = links.CHASE_HOPS
+    hops = peer_chase.CHASE_HOPS
     # totals of two launches, (cycles, ns): 1688 and 1686 cycles, 852 and 851 ns a hop (recorded per SM)
     results = [(1688 * hops, 852 * hops), (1686 * hops, 851 * hops)]
-    assert links.chase_values(results, hops) == ([852.0, 851.0], [1688.0, 1686.0])
-    assert links.chase_values([(30, 10)], 4) == ([2.5], [7.5])
-    assert links.chase_values([], hops) == ([], [])
+    assert peer_chase.chase_values(results, hops) == ([852.0, 851.0], [1688.0, 1686.0])
+    assert peer_chase.chase_values([(30, 10)], 4) == ([2.5], [7.5])
+    assert peer_chase.chase_values([], hops) == ([], [])
 
 
 def _follow(words, base, lines, stride, start):
@@ -206,7 +207,7 @@ def _follow(words, base, lines, stride, start):
 @pytest.mark.parametrize("lines, stride, seed", [(64, 128, 1), (1000, 128, 7), (37, 256, 3)])
 def test_chase_layout_is_one_cycle_through_every_line(lines, stride, seed):
     base = 0x7F3A_0000_0000  # a device address of the size CUDA hands out
-    words = links.chase_layout(base, lines, seed=seed, stride=stride)
+    words = peer_chase.chase_layout(base, lines, seed=seed, stride=stride)
     assert str(words.dtype) == "uint64" and len(words) == lines * stride // 8
     step = stride // 8
     heads = [int(w) for w in words[::step]]
@@ -221,38 +222,38 @@ def test_chase_layout_is_one_cycle_through_every_line(lines, stride, seed):
 
 def test_chase_layout_is_random_and_repeatable_by_its_seed():
     base, lines = 1 << 40, 256
-    a = links.chase_layout(base, lines)
-    assert (a == links.chase_layout(base, lines, seed=1)).all()
-    assert not (a == links.chase_layout(base, lines, seed=2)).all()
+    a = peer_chase.chase_layout(base, lines)
+    assert (a == peer_chase.chase_layout(base, lines, seed=1)).all()
+    assert not (a == peer_chase.chase_layout(base, lines, seed=2)).all()
     order = _follow(a, base, lines, 128, 0)
     # not the lines in address order (a prefetcher's easy case): few hops go to the next line
     assert sum(b == a_ + 1 for a_, b in zip(order, order[1:])) < lines // 10
 
 
 def test_the_chase_is_the_footprint_s_lines_of_128_bytes():
-    words = links.chase_layout(0, links.CHASE_FOOTPRINT // 128)
-    assert words.nbytes == links.CHASE_FOOTPRINT == 4 << 20
-    assert len(_follow(words, 0, links.CHASE_FOOTPRINT // 128, 128, 5)) == 32768 + 1
+    words = peer_chase.chase_layout(0, peer_chase.CHASE_FOOTPRINT // 128)
+    assert words.nbytes == peer_chase.CHASE_FOOTPRINT == 4 << 20
+    assert len(_follow(words, 0, peer_chase.CHASE_FOOTPRINT // 128, 128, 5)) == 32768 + 1
 
 
 def test_sampled_sms_are_spread_over_the_gpu():
     # the eight SMs of an H100 SXM (132 SMs) the recorded per-SM latencies name: SM 0, 16, 33, ... 115
-    assert links.sampled_sms(132) == [0, 16, 33, 49, 66, 82, 99, 115]
-    assert links.sampled_sms(8) == list(range(8))
-    assert links.sampled_sms(3) == [0, 1, 2]  # fewer SMs than samples: each once
-    assert links.sampled_sms(100, count=4) == [0, 25, 50, 75]
-    assert links.CHASE_SMS == 8
+    assert peer_chase.sampled_sms(132) == [0, 16, 33, 49, 66, 82, 99, 115]
+    assert peer_chase.sampled_sms(8) == list(range(8))
+    assert peer_chase.sampled_sms(3) == [0, 1, 2]  # fewer SMs than samples: each once
+    assert peer_chase.sampled_sms(100, count=4) == [0, 25, 50, 75]
+    assert peer_chase.CHASE_SMS == 8
 
 
 def test_chase_per_sm_is_each_sm_s_median_ns_or_cycles():
     per_sm = {66: ([801.0, 800.0, 805.0], [1585.0, 1583.0, 1590.0]),
               0: ([852.0, 853.0, 851.0], [1688.0, 1690.0, 1686.0])}
-    assert links.chase_per_sm(per_sm, 0) == {0: 852.0, 66: 801.0}
-    assert links.chase_per_sm(per_sm, 1) == {0: 1688.0, 66: 1585.0}
-    assert list(links.chase_per_sm(per_sm, 0)) == [0, 66]  # by SM, whatever order they came in
+    assert peer_chase.chase_per_sm(per_sm, 0) == {0: 852.0, 66: 801.0}
+    assert peer_chase.chase_per_sm(per_sm, 1) == {0: 1688.0, 66: 1585.0}
+    assert list(peer_chase.chase_per_sm(per_sm, 0)) == [0, 66]  # by SM, whatever order they came in
     # the recorded per-SM medians of 4a845d30->07bad91a (first process): their median is the pair's 847.5 ns
     recorded = {0: 852, 16: 851, 33: 858, 49: 850, 66: 801, 82: 799, 99: 845, 115: 845}
-    got = links.chase_per_sm({sm: ([ns] * 3, [0.0] * 3) for sm, ns in recorded.items()}, 0)
+    got = peer_chase.chase_per_sm({sm: ([ns] * 3, [0.0] * 3) for sm, ns in recorded.items()}, 0)
     assert statistics.median(got.values()) == 847.5
 
 
@@ -506,11 +507,11 @@ def test_the_h100_link_facts_say_the_method_links_py_runs():
         assert f"{links.HOST_BYTES >> 20} MiB" in f[name].method, name
     for name in ("p2p_latency_near_ns", "p2p_latency_near_cycles", "p2p_latency_far_ns", "p2p_latency_far_cycles"):
         method = f[name].method
-        assert f"{links.CHASE_HOPS} hops" in method and f"{links.CHASE_FOOTPRINT >> 20} MiB" in method
-        assert f"{links.CHASE_SMS} SMs" in method
-        assert f"{links.CHASE_LAUNCHES - 1} launches per SM after one" in method
+        assert f"{peer_chase.CHASE_HOPS} hops" in method and f"{peer_chase.CHASE_FOOTPRINT >> 20} MiB" in method
+        assert f"{peer_chase.CHASE_SMS} SMs" in method
+        assert f"{peer_chase.CHASE_LAUNCHES - 1} launches per SM after one" in method
         assert ("nearest SM" if "near" in name else "farthest SM") in method
-    sms = ", ".join(str(sm) for sm in links.sampled_sms(132))
+    sms = ", ".join(str(sm) for sm in peer_chase.sampled_sms(132))
     assert all(f"SMs {sms} of 132" in f[n].method for n in ("p2p_latency_near_ns", "p2p_latency_far_ns"))
 
 
@@ -519,12 +520,12 @@ def test_the_nearest_and_farthest_sampled_sm_are_the_latency_facts():
     read 803 where its neighbour read 849; the nearest and farthest SM's launches do not move with that."""
     per_sm_ns = {0: 799.5, 16: 803.4, 33: 807.9, 49: 797.2, 66: 852.3, 82: 803.1, 99: 847.6, 115: 798.2}
     per_sm = {sm: ([ns, ns + 0.1, ns - 0.1], [ns * 1.98, ns * 1.98, ns * 1.98]) for sm, ns in per_sm_ns.items()}
-    sm, ns = links.chase_extreme(per_sm, 0, "near")
+    sm, ns = peer_chase.chase_extreme(per_sm, 0, "near")
     assert sm == 49 and ns == pytest.approx([797.2, 797.3, 797.1])
-    sm, cycles = links.chase_extreme(per_sm, 1, "far")
+    sm, cycles = peer_chase.chase_extreme(per_sm, 1, "far")
     assert sm == 66 and cycles == pytest.approx([852.3 * 1.98] * 3)
     # a tie goes to the lower SM number, so a repeat picks the same SM
-    assert links.chase_extreme({3: ([800.0], [1.0]), 1: ([800.0], [1.0])}, 0, "near")[0] == 1
+    assert peer_chase.chase_extreme({3: ([800.0], [1.0]), 1: ([800.0], [1.0])}, 0, "near")[0] == 1
 
 
 def _planted_copy(tmp_path, name, value, *, drop_units_range=False):
@@ -597,12 +598,12 @@ def test_a_host_window_takes_one_series_of_each_host_fact_a_round_in_turns():
 def test_the_peer_chase_says_the_clock_its_launches_ran_at_from_their_own_cycles_over_nanoseconds():
     # H100 GPU-88396b0d, 2026-11-27: 1592.6 cycles and 798.3 ns a hop in a process at 1995 MHz
     per_sm = {0: ([798.3, 798.0, 796.5], [1592.6, 1592.0, 1593.0]), 66: ([800.0], [1574.0])}
-    assert links.chase_clock(per_sm, 0) == {"clock_beside_mhz": 1995.0, "clock_beside_range_mhz": [1995.0, 2000.0]}
-    assert links.chase_clock(per_sm, 66) == {"clock_beside_mhz": 1967.5, "clock_beside_range_mhz": [1967.5, 1967.5]}
+    assert peer_chase.chase_clock(per_sm, 0) == {"clock_beside_mhz": 1995.0, "clock_beside_range_mhz": [1995.0, 2000.0]}
+    assert peer_chase.chase_clock(per_sm, 66) == {"clock_beside_mhz": 1967.5, "clock_beside_range_mhz": [1967.5, 1967.5]}
 
 
 def test_a_chase_launch_that_read_no_time_is_left_out_of_its_clock():
     # a launch whose %globaltimer did not move (0 ns) has no clock; every launch that read time has one
     per_sm = {0: ([0.0, 1.0, 0.8], [1592.6, 1.98, 1.584])}
-    assert links.chase_clock(per_sm, 0) == {"clock_beside_mhz": 1980.0, "clock_beside_range_mhz": [1980.0, 1980.0]}
-    assert links.chase_clock({0: ([0.0], [1592.6])}, 0) == {}
+    assert peer_chase.chase_clock(per_sm, 0) == {"clock_beside_mhz": 1980.0, "clock_beside_range_mhz": [1980.0, 1980.0]}
+    assert peer_chase.chase_clock({0: ([0.0], [1592.6])}, 0) == {}
