@@ -15,6 +15,8 @@ Method (docs/method.md), and where each step lives:
 * the SM clock the kernels saw (clock64 against %globaltimer) and NVML's clock-event (throttle)
   reasons (devices.py) are recorded with every measurement; a latency whose path leaves the SM also
   reads the clock just before and after its launches (KernelSpec.clock_beside): its cycles follow it;
+* a throughput chain whose fill, drain and start skew would be in its span runs at two lengths of one
+  binary, each launch a pair, and its value is the slope between them (KernelSpec.lengths, stats.slope_value);
 * one process at a time measures on a GPU (gpulock.py), so pytest-xdist workers never overlap.
 """
 
