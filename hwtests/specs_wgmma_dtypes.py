@@ -31,8 +31,9 @@ THROUGHPUT_WARPGROUPS = 2
 #: a throughput measurement's launch pair (KernelSpec.lengths): the chain once and 5 times, so a value is the
 #: steady interval over 4 x 16384 / N instructions a warpgroup, the chain's edges (fill, drain, the warpgroups'
 #: start skew, 60-210 cycles a span, which differed between units and between launches of one unit) cancelled.
-#: Measured with fully unrolled chains of 2x and 4x the length on H100 GPU-6d80a5f8 (2026-11-27): N / 2 for
-#: every dense shape, 16 + N / 2 for sparse ss
+#: Fully unrolled chains of 2x and 4x the length read N / 2 for every dense shape and 16 + N / 2 for sparse ss
+#: (H100 GPU-6d80a5f8), and so did this loop at 1 and 5 passes, within 0.03 cycles (H100 GPU-2a7e6836, three
+#: processes; 2026-11-27)
 THROUGHPUT_LENGTHS = (1, 5)
 KERNEL = "wgmma_dtypes"
 SOURCE = "wgmma_dtypes.cu"
