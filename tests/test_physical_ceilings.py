@@ -184,6 +184,14 @@ def test_a_wgmma_interval_may_read_under_its_floor_only_by_the_slopes_resolution
     assert under_wgmma_floor(name, value) is under
 
 
+def test_a_wgmma_interval_exactly_at_its_floor_less_the_resolution_is_possible():
+    from pytest_gpuprops.ceilings import WGMMA_INTERVAL_RESOLUTION_REL
+    name = "wgmma_e4m3_m64n256k32_rs_sm_cycles"
+    edge = wgmma_interval_floor(name) * (1 - WGMMA_INTERVAL_RESOLUTION_REL)
+    assert not under_wgmma_floor(name, edge)
+    assert under_wgmma_floor(name, edge - 1e-9)
+
+
 def test_the_datasheet_max_clock_is_the_one_nvml_reported():
     meta = json.loads(SAMPLE_RUN.read_text())["meta"]["gpu"]
     assert meta["name"] == "NVIDIA H100 80GB HBM3"

@@ -47,6 +47,8 @@ def test_a_slope_is_the_difference_of_two_spans_over_the_instructions_between_th
     assert per_warp == [(8950 - 1980) / 28, (8960 - 1990) / 28]  # each warp's own stop - start, the same difference
     # an edge moved between the two launches moves the slope by its share: 280 cycles more in the long one
     assert stats.slope_value(short, [(100, 9330), (140, 9380)], 7.0, 4)[0] == 260.0
+    # one repeat apart and a divisor under 1 are both a slope: (9000 - 2000) / (1 x 0.5)
+    assert stats.slope_value(short, long, 0.5, 1)[0] == 14000.0
 
 
 @pytest.mark.parametrize("short, long, divisor, apart, message", [
