@@ -260,8 +260,11 @@ class Runner:  # pragma: no mutate block  (GPU only)
         divisor (throughput of the whole block on its SM). ``mode="block_span"``: the median over
         blocks of each block's span (throughput per SM of a launch of several blocks, one per SM,
         whose SM clocks are not one clock). ``transform`` maps cycles to the unit (e.g. bytes per
-        cycle).
+        cycle). With ``spec.lengths``, each launch is a pair and its value their slope (stats.slope_value).
         """
+        if spec.lengths and mode != "span":
+            raise ValueError(f"{spec.label()}: lengths {spec.lengths} take the slope of the block's span; "
+                             f"mode must be 'span', not {mode!r}")
         stop = stop or self.stop
         overhead = self.clock_overhead()
         cubin, _ = built or self.build(spec)
@@ -275,12 +278,21 @@ class Runner:  # pragma: no mutate block  (GPU only)
             reasons_before, _ = devices.throttle_reasons(self.info)
             clock = self.session_sm_clock_mhz()
             if spec.lengths:  # a launch pair, one at each repeat count of the chain (the kernel's last argument)
-                if mode != "span":
-                    raise ValueError(f"{spec.label()}: lengths {spec.lengths} take the slope of the block's span; "
-                                     f"mode must be 'span', not {mode!r}")
                 import numpy
                 short, long = ((*args, numpy.int32(n)) for n in spec.lengths)
-            self.launch_pairs(fn, spec, short if spec.lengths else args)  # warm-up: instruction caches, module load
+                warm_args = short
+
+                def take():
+                    pairs = self.launch_pairs(fn, spec, long).tolist()
+                    return pairs, slope_value(self.launch_pairs(fn, spec, short).tolist(), pairs, divisor,
+                                              spec.lengths[1] - spec.lengths[0])
+            else:
+                warm_args = args
+
+                def take():
+                    pairs = self.launch_pairs(fn, spec, args).tolist()
+                    return pairs, launch_value(pairs, overhead, divisor, mode, warps_per_block=max(1, spec.block // 32))
+            self.launch_pairs(fn, spec, warm_args)  # warm-up: instruction caches, module load
             beside = [self.clock_beside_mhz()] if spec.clock_beside else []
             values: list[float] = []
             per_warp: list[float] = []
@@ -288,14 +300,7 @@ class Runner:  # pragma: no mutate block  (GPU only)
             t_start = time.monotonic()
             reason = None
             while reason is None:
-                if spec.lengths:
-                    pairs = self.launch_pairs(fn, spec, long).tolist()
-                    v, per_warp = slope_value(self.launch_pairs(fn, spec, short).tolist(), pairs, divisor,
-                                              spec.lengths[1] - spec.lengths[0])
-                else:
-                    pairs = self.launch_pairs(fn, spec, args).tolist()
-                    v, per_warp = launch_value(pairs, overhead, divisor, mode,
-                                               warps_per_block=max(1, spec.block // 32))
+                pairs, (v, per_warp) = take()
                 values.append(float(transform(v) if transform else v))
                 launch_clock = region_clock_mhz(pairs) if spec.timer else None
                 if launch_clock is not None:
